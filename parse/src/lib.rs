@@ -1,0 +1,153 @@
+//! Parsing: bytes in, structure out. Pure logic: no network, no database, no files (except
+//! binding `libpdfium.so` once per process, see [`pdfium_library_path`]).
+//!
+//! [`parse`] detects the format from the bytes, extracts layout blocks, recognises the heading
+//! tree (explicit headings plus 编/章/节/条 and numbered headings found in the text) and groups
+//! the text into section-scoped semantic blocks; [`chunk`] cuts those blocks into token-bounded
+//! chunks that never cross a block boundary.
+
+mod blocks;
+mod chunk;
+mod detect;
+mod docx;
+mod error;
+mod html;
+mod markdown;
+mod model;
+mod normalize;
+mod pdf;
+mod quality;
+mod raw;
+mod structure;
+mod text;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+pub use chunk::estimate_tokens;
+pub use error::ParseError;
+pub use model::{
+    BlockKind, ChunkConfig, Format, Hint, LayoutBlock, Limits, ParsedDocument, SemanticBlock,
+    StructureNode, VectorChunk, ARTIFACT_SCHEMA_VERSION,
+};
+pub use pdf::{pdfium_library_path, pdfium_status, PDFIUM_DEFAULT_PATH, PDFIUM_ENV};
+pub use structure::recognise_heading;
+
+use raw::RawDoc;
+
+/// Parsers run on their own thread with this much stack: recursive descent inside a library
+/// must never overflow the caller's (often small, e.g. tokio worker) stack and abort the process.
+const PARSER_STACK_BYTES: usize = 64 * 1024 * 1024;
+
+/// Parses one document. Every error is permanent: the same bytes will fail the same way.
+pub fn parse(bytes: &[u8], hint: &Hint, limits: &Limits) -> Result<ParsedDocument, ParseError> {
+    let format = detect::sniff(bytes, hint, limits)?;
+    let (format, raw) = on_big_stack(|| extract(bytes, hint, limits, format))?;
+    Ok(finish(format, raw, hint))
+}
+
+/// Cuts every semantic block into chunks of at most `cfg.max_tokens` estimated tokens.
+pub fn chunk(doc: &ParsedDocument, cfg: &ChunkConfig) -> Vec<VectorChunk> {
+    chunk::chunk(doc, cfg)
+}
+
+fn on_big_stack<T: Send>(
+    f: impl FnOnce() -> Result<T, ParseError> + Send,
+) -> Result<T, ParseError> {
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name("docpipe-parse".into())
+            .stack_size(PARSER_STACK_BYTES)
+            .spawn_scoped(s, || catch_unwind(AssertUnwindSafe(f)));
+        match handle {
+            Ok(h) => match h.join() {
+                Ok(Ok(result)) => result,
+                Ok(Err(panic)) | Err(panic) => Err(ParseError::ParserPanic(panic_message(&panic))),
+            },
+            // No thread available: parse here rather than fail the document.
+            Err(_) => Err(ParseError::ParserPanic(
+                "could not start the parser thread".into(),
+            )),
+        }
+    })
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+fn extract(
+    bytes: &[u8],
+    hint: &Hint,
+    limits: &Limits,
+    format: Format,
+) -> Result<(Format, RawDoc), ParseError> {
+    match format {
+        Format::Pdf => Ok((Format::Pdf, pdf::parse(bytes, limits)?)),
+        Format::Docx => Ok((Format::Docx, docx::parse(bytes, limits)?)),
+        Format::Html | Format::Markdown | Format::Text => {
+            let (decoded, encoding) = text::decode(bytes);
+            if detect::looks_like_html(&decoded, hint) {
+                let mut doc = html::parse(&decoded);
+                if encoding != "UTF-8" {
+                    doc.parser_name =
+                        format!("{}-{}", doc.parser_name, text::parser_suffix(encoding));
+                }
+                Ok((Format::Html, doc))
+            } else if detect::looks_like_markdown(&decoded, hint) {
+                let mut doc = markdown::parse(&decoded);
+                if encoding != "UTF-8" {
+                    doc.parser_name =
+                        format!("{}-{}", doc.parser_name, text::parser_suffix(encoding));
+                }
+                Ok((Format::Markdown, doc))
+            } else {
+                Ok((Format::Text, text::parse(bytes)?))
+            }
+        }
+    }
+}
+
+fn finish(format: Format, raw: RawDoc, hint: &Hint) -> ParsedDocument {
+    let mut warnings = raw.warnings;
+    if let Some(claimed) = detect::claimed(hint) {
+        let family = |f: &str| matches!(f, "html" | "markdown" | "text");
+        let agrees = claimed == format.as_str() || (family(claimed) && family(format.as_str()));
+        if !agrees {
+            warnings.push(format!(
+                "the name or content type says {claimed}, the bytes are {}; parsed as {}",
+                format.as_str(),
+                format.as_str()
+            ));
+        }
+    }
+    let mut layouts: Vec<LayoutBlock> = raw
+        .blocks
+        .into_iter()
+        .filter(|b| !b.text.trim().is_empty())
+        .enumerate()
+        .map(|(i, b)| LayoutBlock {
+            id: format!("L{:06}", i + 1),
+            page: b.page.max(1),
+            order: i as u32,
+            kind: b.kind,
+            heading_level: b.heading_level,
+            text: b.text,
+            bbox: b.bbox,
+        })
+        .collect();
+    let tree = structure::build(&mut layouts);
+    let semantic_blocks = blocks::build(&layouts, &tree);
+    ParsedDocument {
+        format,
+        parser_name: raw.parser_name,
+        page_count: raw.page_count.max(1),
+        layouts,
+        structure_nodes: tree.nodes,
+        semantic_blocks,
+        warnings,
+    }
+}

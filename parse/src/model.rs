@@ -1,0 +1,161 @@
+//! The artifact types. They are serialised as versioned JSON (see `ARTIFACT_SCHEMA_VERSION`), so
+//! renaming a field or a variant is a schema change.
+
+use serde::{Deserialize, Serialize};
+
+/// Bump when any serialised type below changes shape or meaning.
+pub const ARTIFACT_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hint {
+    pub file_name: String,
+    pub content_type: String,
+}
+
+impl Hint {
+    pub fn new(file_name: impl Into<String>, content_type: impl Into<String>) -> Self {
+        Hint {
+            file_name: file_name.into(),
+            content_type: content_type.into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    pub max_pages: u32,
+    /// Total bytes inflated from a DOCX archive before it is refused as a zip bomb.
+    pub max_decompressed_bytes: u64,
+    /// Deepest PDF object nesting (`[`, `<<`) or DOCX XML element nesting accepted.
+    pub max_nesting: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_pages: 5_000,
+            max_decompressed_bytes: 256 * 1024 * 1024,
+            max_nesting: 256,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    Pdf,
+    Docx,
+    Html,
+    Markdown,
+    Text,
+}
+
+impl Format {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Pdf => "pdf",
+            Format::Docx => "docx",
+            Format::Html => "html",
+            Format::Markdown => "markdown",
+            Format::Text => "text",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockKind {
+    Title,
+    Heading,
+    Paragraph,
+    ListItem,
+    Table,
+    Code,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayoutBlock {
+    pub id: String,
+    /// 1-based; formats without pages put everything on page 1.
+    pub page: u32,
+    pub order: u32,
+    pub kind: BlockKind,
+    /// Only explicit levels (Markdown `#`, DOCX heading styles, HTML h1–h6, PDF outline depth).
+    pub heading_level: Option<u8>,
+    pub text: String,
+    /// `[left, bottom, right, top]` in PDF points, from pdfium's text segments.
+    pub bbox: Option<[f32; 4]>,
+}
+
+/// One row of `structure_nodes(unique_id, page, idx, level, title, type, sub_type)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StructureNode {
+    pub unique_id: String,
+    pub page: i32,
+    pub idx: i32,
+    pub level: i32,
+    pub title: String,
+    /// `heading` or `article`.
+    pub node_type: String,
+    /// `part` (编), `chapter` (章), `section` (节), `article` (条), `numbered`, `cn_enum` (一、),
+    /// `cn_paren` (（一）) or `explicit` (a styled heading with no recognised numbering).
+    pub sub_type: String,
+    pub parent_idx: Option<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SemanticBlock {
+    pub semantic_id: String,
+    /// `article`, `section_text`, `table` or `preamble`.
+    pub block_type: String,
+    pub page_start: u32,
+    pub page_end: u32,
+    pub section_path: Vec<String>,
+    pub section_level: i32,
+    pub section_title: String,
+    pub source_ids: Vec<String>,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParsedDocument {
+    pub format: Format,
+    pub parser_name: String,
+    pub page_count: u32,
+    pub layouts: Vec<LayoutBlock>,
+    pub structure_nodes: Vec<StructureNode>,
+    pub semantic_blocks: Vec<SemanticBlock>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkConfig {
+    pub max_tokens: u32,
+    pub overlap_tokens: u32,
+}
+
+impl Default for ChunkConfig {
+    fn default() -> Self {
+        ChunkConfig {
+            max_tokens: 256,
+            overlap_tokens: 32,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VectorChunk {
+    pub chunk_key: String,
+    /// Position within its semantic block (0-based).
+    pub chunk_index: u32,
+    pub semantic_id: String,
+    pub section_path: Vec<String>,
+    pub section_title: String,
+    pub page_start: u32,
+    pub page_end: u32,
+    /// Offsets into the semantic block's `text`, in chars; `text` is exactly that slice.
+    pub char_start: u32,
+    pub char_end: u32,
+    pub text: String,
+    pub token_estimate: u32,
+}

@@ -1,0 +1,684 @@
+//! PDF: pdfium (bound at run time from `DOCPIPE_PDFIUM_LIB`, default the Lambda layer path) for
+//! the text layer, page by page, with line boxes; lopdf when pdfium is missing or cannot read
+//! the file. Before either sees the bytes, a linear scan refuses nesting bombs.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use pdfium_render::prelude::*;
+
+use crate::error::ParseError;
+use crate::model::{BlockKind, Limits};
+use crate::normalize::{is_cjk, is_invisible, undo_letter_spacing};
+use crate::quality::{garbage_ratio, GARBLED_PAGE_RATIO};
+use crate::raw::{RawBlock, RawDoc};
+use crate::structure::{recognise, starts_strong_unit, Kind};
+
+pub const PDFIUM_ENV: &str = "DOCPIPE_PDFIUM_LIB";
+pub const PDFIUM_DEFAULT_PATH: &str = "/opt/lib/libpdfium.so";
+
+/// Where libpdfium is looked for: `$DOCPIPE_PDFIUM_LIB`, else the Lambda layer path.
+pub fn pdfium_library_path() -> PathBuf {
+    std::env::var_os(PDFIUM_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(PDFIUM_DEFAULT_PATH))
+}
+
+// pdfium can be bound once per process (a second bind fails), so the outcome, success or the
+// reason for failure, is kept for the life of the process.
+static PDFIUM: OnceLock<Result<Pdfium, String>> = OnceLock::new();
+
+fn pdfium() -> Result<&'static Pdfium, &'static str> {
+    PDFIUM
+        .get_or_init(|| {
+            let path = pdfium_library_path();
+            Pdfium::bind_to_library(&path)
+                .map(Pdfium::new)
+                .map_err(|e| format!("cannot load {}: {e}", path.display()))
+        })
+        .as_ref()
+        .map_err(String::as_str)
+}
+
+/// Binds pdfium now (if not yet) and says whether it is usable. Lets a process fail fast at cold
+/// start, and lets tests insist on pdfium rather than silently testing the fallback.
+pub fn pdfium_status() -> Result<(), String> {
+    pdfium().map(|_| ()).map_err(str::to_string)
+}
+
+/// Deepest `[`/`<<` nesting outside strings, comments and stream data. lopdf and pdfium both cap
+/// their own recursion, but a refusal here is cheaper and gives a clear reason.
+pub fn nesting_depth(bytes: &[u8]) -> u32 {
+    let mut depth: u32 = 0;
+    let mut max: u32 = 0;
+    let mut i = 0;
+    let n = bytes.len();
+    while i < n {
+        match bytes[i] {
+            b'%' => {
+                while i < n && bytes[i] != b'\n' && bytes[i] != b'\r' {
+                    i += 1;
+                }
+            }
+            b'(' => {
+                let mut level = 0u32;
+                while i < n {
+                    match bytes[i] {
+                        b'\\' => i += 1,
+                        b'(' => level += 1,
+                        b')' => {
+                            level -= 1;
+                            if level == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+            }
+            b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' => depth = depth.saturating_sub(1),
+            b'<' if bytes.get(i + 1) == Some(&b'<') => {
+                depth += 1;
+                max = max.max(depth);
+                i += 1;
+            }
+            b'<' => {
+                while i < n && bytes[i] != b'>' {
+                    i += 1;
+                }
+            }
+            b'>' if bytes.get(i + 1) == Some(&b'>') => {
+                depth = depth.saturating_sub(1);
+                i += 1;
+            }
+            b's' if bytes[i..].starts_with(b"stream") && !bytes[..i].ends_with(b"end") => {
+                // Stream data is binary; resume at its end marker.
+                match find(&bytes[i + 6..], b"endstream") {
+                    Some(off) => i += 6 + off + 9,
+                    None => break,
+                }
+                continue;
+            }
+            b'e' if bytes[i..].starts_with(b"endobj") => {
+                // Objects are independent: a miscount cannot leak into the next one.
+                depth = 0;
+                i += 6;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    max
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    memchr_find(hay, needle)
+}
+
+fn memchr_find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let first = needle[0];
+    let mut start = 0;
+    while let Some(pos) = hay[start..].iter().position(|&b| b == first) {
+        let at = start + pos;
+        if hay[at..].starts_with(needle) {
+            return Some(at);
+        }
+        start = at + 1;
+    }
+    None
+}
+
+/// One line of page text.
+#[derive(Debug, Clone)]
+struct Line {
+    text: String,
+    bbox: Option<[f32; 4]>,
+    /// The line ended in a soft hyphen: join without a space.
+    hyphenated: bool,
+}
+
+struct PageText {
+    lines: Vec<Line>,
+    /// The page's text before clean-up, so that replacement characters still count as garbage.
+    raw: String,
+    /// Characters before any filtering, for the "no text layer" decision.
+    chars: usize,
+    has_objects: bool,
+}
+
+pub fn parse(bytes: &[u8], limits: &Limits) -> Result<RawDoc, ParseError> {
+    let depth = nesting_depth(bytes);
+    if depth > limits.max_nesting {
+        return Err(ParseError::TooLarge(format!(
+            "PDF objects nested {depth} deep (limit {}): a nesting bomb",
+            limits.max_nesting
+        )));
+    }
+    match pdfium() {
+        Ok(p) => match parse_with_pdfium(p, bytes, limits) {
+            Ok(r) => r,
+            Err(Fallback::Unreadable(reason)) => parse_with_lopdf(bytes, limits, &reason),
+            Err(Fallback::NoContent) => {
+                // pdfium opened the file but found nothing on any page: either it is blank, or
+                // its content streams are damaged beyond pdfium's tolerance. lopdf decides which.
+                match parse_with_lopdf(bytes, limits, "pdfium found no page content") {
+                    Ok(mut doc) => {
+                        doc.warnings
+                            .push("pdfium found no page content; text recovered with lopdf".into());
+                        Ok(doc)
+                    }
+                    Err(ParseError::Corrupt(why)) if why.contains("cannot be decoded") => {
+                        Err(ParseError::Corrupt(why))
+                    }
+                    Err(_) => Err(ParseError::Empty),
+                }
+            }
+        },
+        Err(why) => {
+            let mut doc = parse_with_lopdf(bytes, limits, &format!("pdfium unavailable ({why})"))?;
+            doc.warnings
+                .push(format!("pdfium unavailable, parsed with lopdf: {why}"));
+            Ok(doc)
+        }
+    }
+}
+
+enum Fallback {
+    /// pdfium could not open the file.
+    Unreadable(String),
+    /// pdfium opened it, but no page has any content object.
+    NoContent,
+}
+
+fn parse_with_pdfium(
+    pdfium: &Pdfium,
+    bytes: &[u8],
+    limits: &Limits,
+) -> Result<Result<RawDoc, ParseError>, Fallback> {
+    let doc = match pdfium.load_pdf_from_byte_slice(bytes, None) {
+        Ok(d) => d,
+        Err(PdfiumError::PdfiumLibraryInternalError(e)) => {
+            return match e {
+                PdfiumInternalError::PasswordError | PdfiumInternalError::SecurityError => {
+                    Ok(Err(ParseError::Encrypted))
+                }
+                other => Err(Fallback::Unreadable(format!("pdfium: {other:?}"))),
+            }
+        }
+        Err(e) => return Err(Fallback::Unreadable(format!("pdfium: {e}"))),
+    };
+    let page_count = doc.pages().len() as u32;
+    if page_count == 0 {
+        return Err(Fallback::Unreadable("pdfium: no pages".into()));
+    }
+    if page_count > limits.max_pages {
+        return Ok(Err(too_many_pages(page_count, limits)));
+    }
+    let outline = outline(&doc);
+    let mut pages = Vec::with_capacity(page_count as usize);
+    for page in doc.pages().iter() {
+        pages.push(page_text(&page));
+    }
+    if pages.iter().all(|p| p.chars == 0 && !p.has_objects) {
+        return Err(Fallback::NoContent);
+    }
+    Ok(assemble(pages, &outline, "pdfium"))
+}
+
+fn too_many_pages(pages: u32, limits: &Limits) -> ParseError {
+    ParseError::TooLarge(format!("{pages} pages (limit {})", limits.max_pages))
+}
+
+fn page_text(page: &PdfPage) -> PageText {
+    let has_objects = !page.objects().is_empty();
+    let Ok(text) = page.text() else {
+        return PageText {
+            lines: Vec::new(),
+            raw: String::new(),
+            chars: 0,
+            has_objects,
+        };
+    };
+    let chars = text.chars();
+    let count = chars.len();
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    let mut first: Option<usize> = None;
+    let mut last: Option<usize> = None;
+    let mut visible = 0usize;
+    let mut raw = String::new();
+    let finish =
+        |cur: &mut String, first: Option<usize>, last: Option<usize>, lines: &mut Vec<Line>| {
+            let bbox = match (first, last) {
+                (Some(a), Some(b)) => line_box(&chars, a, b),
+                _ => None,
+            };
+            let hyphenated = cur.ends_with('\u{2}');
+            let cleaned: String = cur.chars().filter(|c| !is_invisible(*c)).collect();
+            let cleaned = undo_letter_spacing(cleaned.trim());
+            if !cleaned.is_empty() {
+                lines.push(Line {
+                    text: cleaned,
+                    bbox,
+                    hyphenated,
+                });
+            }
+            cur.clear();
+        };
+    for i in 0..count {
+        let Ok(ch) = chars.get(i) else { continue };
+        let Some(c) = ch.unicode_char() else { continue };
+        raw.push(c);
+        match c {
+            '\r' => {}
+            '\n' => {
+                finish(&mut cur, first, last, &mut lines);
+                first = None;
+                last = None;
+            }
+            c => {
+                cur.push(c);
+                if !c.is_whitespace() && c != '\u{2}' {
+                    visible += 1;
+                    first.get_or_insert(i);
+                    last = Some(i);
+                }
+            }
+        }
+    }
+    finish(&mut cur, first, last, &mut lines);
+    PageText {
+        lines,
+        raw,
+        chars: visible,
+        has_objects,
+    }
+}
+
+/// Tight glyph boxes, except where a font reports flat ones (some Type 3 and re-written fonts):
+/// then the loose box, which spans the font's ascent and descent.
+fn char_box(chars: &PdfPageTextChars, i: usize) -> Option<PdfRect> {
+    let ch = chars.get(i).ok()?;
+    let tight = ch.tight_bounds().ok()?;
+    if tight.top().value - tight.bottom().value >= 1.0 {
+        return Some(tight);
+    }
+    ch.loose_bounds().ok()
+}
+
+fn line_box(chars: &PdfPageTextChars, a: usize, b: usize) -> Option<[f32; 4]> {
+    let ra = char_box(chars, a)?;
+    let rb = char_box(chars, b)?;
+    Some([
+        ra.left().value.min(rb.left().value),
+        ra.bottom().value.min(rb.bottom().value),
+        ra.right().value.max(rb.right().value),
+        ra.top().value.max(rb.top().value),
+    ])
+}
+
+struct OutlineEntry {
+    key: String,
+    level: u8,
+}
+
+fn outline(doc: &PdfDocument) -> Vec<OutlineEntry> {
+    let mut out = Vec::new();
+    let Some(root) = doc.bookmarks().root() else {
+        return out;
+    };
+    // Iterative depth-first walk: a hostile outline can be arbitrarily deep or long.
+    let mut stack = vec![(root, 1u8)];
+    while let Some((bm, level)) = stack.pop() {
+        if out.len() > 10_000 {
+            break;
+        }
+        if let Some(t) = bm.title() {
+            let key = key(&t);
+            if !key.is_empty() {
+                out.push(OutlineEntry { key, level });
+            }
+        }
+        if let Some(sib) = bm.next_sibling() {
+            stack.push((sib, level));
+        }
+        if let Some(child) = bm.first_child() {
+            stack.push((child, level.saturating_add(1).min(9)));
+        }
+    }
+    out
+}
+
+/// Whitespace-free form for comparing outline titles with page lines.
+fn key(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_whitespace() && !is_invisible(*c) && *c != '\u{3000}')
+        .collect()
+}
+
+fn is_page_number(line: &str) -> bool {
+    let t: String = line.chars().filter(|c| !c.is_whitespace()).collect();
+    if t.is_empty() || t.chars().count() > 12 {
+        return false;
+    }
+    let core = t.trim_matches(|c| matches!(c, '-' | '—' | '–' | '·'));
+    (core.chars().all(|c| c.is_ascii_digit()) && !core.is_empty())
+        || (core.starts_with('第') && core.ends_with('页'))
+        || core.split_once('/').is_some_and(|(a, b)| {
+            a.chars().all(|c| c.is_ascii_digit()) && b.chars().all(|c| c.is_ascii_digit())
+        })
+}
+
+/// Turns per-page lines into layout blocks, checks the text layer, and reports what was skipped.
+fn assemble(
+    pages: Vec<PageText>,
+    outline: &[OutlineEntry],
+    engine: &str,
+) -> Result<RawDoc, ParseError> {
+    let page_count = pages.len() as u32;
+    let mut warnings = Vec::new();
+    let mut garbled = Vec::new();
+    let mut garbled_ratio = 0f32;
+    let mut empty_pages = Vec::new();
+    let mut blocks = Vec::new();
+    let mut next_outline = 0usize;
+    let mut any_objects = false;
+    for (i, page) in pages.into_iter().enumerate() {
+        let pno = i as u32 + 1;
+        any_objects |= page.has_objects;
+        if page.chars == 0 {
+            empty_pages.push(pno);
+            continue;
+        }
+        let ratio = garbage_ratio(&page.raw);
+        if ratio > GARBLED_PAGE_RATIO {
+            garbled.push(pno);
+            garbled_ratio = garbled_ratio.max(ratio);
+            continue;
+        }
+        paragraphs(pno, page.lines, outline, &mut next_outline, &mut blocks);
+    }
+    if blocks.is_empty() {
+        if !garbled.is_empty() {
+            return Err(ParseError::GarbledText {
+                pages: garbled,
+                ratio: garbled_ratio,
+            });
+        }
+        if any_objects {
+            return Err(ParseError::NoTextLayer { pages: page_count });
+        }
+        return Err(ParseError::Empty);
+    }
+    if !garbled.is_empty() {
+        warnings.push(format!(
+            "pages {garbled:?}: text layer is glyph garbage (share {garbled_ratio:.2}), not indexed"
+        ));
+    }
+    if !empty_pages.is_empty() {
+        warnings.push(format!(
+            "pages {empty_pages:?}: no text layer (scanned or blank), not indexed"
+        ));
+    }
+    Ok(RawDoc {
+        parser_name: engine.to_string(),
+        page_count,
+        blocks,
+        warnings,
+    })
+}
+
+fn join_lines(acc: &mut String, prev_hyphenated: bool, next: &str) {
+    if acc.is_empty() {
+        acc.push_str(next);
+        return;
+    }
+    let last = acc.chars().last().unwrap_or(' ');
+    let first = next.chars().next().unwrap_or(' ');
+    if !(prev_hyphenated || is_cjk(last) || is_cjk(first)) {
+        acc.push(' ');
+    }
+    acc.push_str(next);
+}
+
+/// A heading line (outline entry, or 编/章/节/numbered heading recognised in the text).
+fn heading_line(text: &str) -> bool {
+    matches!(
+        recognise(text, false).map(|m| m.kind),
+        Some(Kind::Part | Kind::Chapter | Kind::Section | Kind::Numbered(_))
+    )
+}
+
+fn paragraphs(
+    page: u32,
+    mut lines: Vec<Line>,
+    outline: &[OutlineEntry],
+    next_outline: &mut usize,
+    out: &mut Vec<RawBlock>,
+) {
+    if lines.first().is_some_and(|l| is_page_number(&l.text)) {
+        lines.remove(0);
+    }
+    if lines.last().is_some_and(|l| is_page_number(&l.text)) {
+        lines.pop();
+    }
+    let boxes: Vec<[f32; 4]> = lines.iter().filter_map(|l| l.bbox).collect();
+    let right_max = boxes.iter().map(|b| b[2]).fold(f32::MIN, f32::max);
+    let left_min = boxes.iter().map(|b| b[0]).fold(f32::MAX, f32::min);
+
+    let mut i = 0;
+    let mut cur: Option<RawBlock> = None;
+    let mut prev: Option<&Line> = None;
+    let mut prev_was_heading = false;
+    while i < lines.len() {
+        // Outline titles may wrap over up to three lines.
+        if let Some((level, used)) = match_outline(&lines[i..], outline, next_outline) {
+            if let Some(b) = cur.take() {
+                out.push(b);
+            }
+            let mut text = String::new();
+            for l in &lines[i..i + used] {
+                join_lines(&mut text, false, &l.text);
+            }
+            let mut block = RawBlock::heading(page, level, text);
+            block.bbox = union(lines[i..i + used].iter().filter_map(|l| l.bbox));
+            out.push(block);
+            i += used;
+            prev = None;
+            prev_was_heading = true;
+            continue;
+        }
+        let line = &lines[i];
+        let starts_new = match prev {
+            None => true,
+            Some(p) => {
+                prev_was_heading
+                    || starts_strong_unit(&line.text)
+                    || paragraph_ended(p, line, right_max, left_min)
+            }
+        };
+        if starts_new {
+            if let Some(b) = cur.take() {
+                out.push(b);
+            }
+            let mut b = RawBlock::new(page, BlockKind::Paragraph, line.text.clone());
+            b.bbox = line.bbox;
+            cur = Some(b);
+        } else if let Some(b) = cur.as_mut() {
+            join_lines(&mut b.text, prev.is_some_and(|p| p.hyphenated), &line.text);
+            b.bbox = union(b.bbox.into_iter().chain(line.bbox));
+        }
+        // A heading line, or an article number alone on its line, ends its block.
+        prev_was_heading = heading_line(&line.text)
+            || recognise(&line.text, false).is_some_and(|m| {
+                m.kind == Kind::Article
+                    && line.text.chars().filter(|c| !c.is_whitespace()).count() <= 8
+            });
+        prev = Some(line);
+        i += 1;
+    }
+    if let Some(b) = cur.take() {
+        out.push(b);
+    }
+}
+
+fn paragraph_ended(prev: &Line, cur: &Line, right_max: f32, left_min: f32) -> bool {
+    match (prev.bbox, cur.bbox) {
+        (Some(p), Some(c)) => {
+            let h = (p[3] - p[1]).max(c[3] - c[1]).max(1.0);
+            // The previous line ended its paragraph if the next line's first word would have
+            // fitted in the room left at its end (ragged Latin wrapping leaves big gaps too).
+            let visible = cur
+                .text
+                .chars()
+                .filter(|ch| !ch.is_whitespace())
+                .count()
+                .max(1);
+            let char_w = ((c[2] - c[0]) / visible as f32).max(h * 0.4);
+            let first_len = match cur.text.chars().next() {
+                Some(ch) if is_cjk(ch) => 1,
+                _ => cur
+                    .text
+                    .split_whitespace()
+                    .next()
+                    .map_or(1, |w| w.chars().count()),
+            };
+            let short = right_max - p[2] > (first_len as f32 + 1.0) * char_w;
+            let gap = p[1] - c[3] > 1.2 * h;
+            let indented = c[0] - left_min > 1.5 * h && c[0] > p[0] + 1.5 * h;
+            short || gap || indented
+        }
+        _ => prev.text.ends_with(|c: char| "。！？!?：:".contains(c)),
+    }
+}
+
+fn match_outline(
+    lines: &[Line],
+    outline: &[OutlineEntry],
+    next: &mut usize,
+) -> Option<(u8, usize)> {
+    if outline.is_empty() || *next >= outline.len() {
+        return None;
+    }
+    let window = (*next..outline.len().min(*next + 4)).collect::<Vec<_>>();
+    let mut joined = String::new();
+    for used in 1..=3.min(lines.len()) {
+        joined.push_str(&key(&lines[used - 1].text));
+        for &k in &window {
+            if outline[k].key == joined {
+                *next = k + 1;
+                return Some((outline[k].level, used));
+            }
+        }
+        if !window.iter().any(|&k| outline[k].key.starts_with(&joined)) {
+            break;
+        }
+    }
+    None
+}
+
+fn union(mut boxes: impl Iterator<Item = [f32; 4]>) -> Option<[f32; 4]> {
+    let first = boxes.next()?;
+    Some(boxes.fold(first, |a, b| {
+        [
+            a[0].min(b[0]),
+            a[1].min(b[1]),
+            a[2].max(b[2]),
+            a[3].max(b[3]),
+        ]
+    }))
+}
+
+fn parse_with_lopdf(bytes: &[u8], limits: &Limits, why: &str) -> Result<RawDoc, ParseError> {
+    let mut doc = lopdf::Document::load_mem(bytes)
+        .map_err(|e| ParseError::Corrupt(format!("{why}; lopdf: {e}")))?;
+    if doc.is_encrypted() && doc.decrypt("").is_err() {
+        return Err(ParseError::Encrypted);
+    }
+    let page_ids = doc.get_pages();
+    if page_ids.is_empty() {
+        return Err(ParseError::Corrupt(format!("{why}; lopdf: no pages")));
+    }
+    let page_count = page_ids.len() as u32;
+    if page_count > limits.max_pages {
+        return Err(too_many_pages(page_count, limits));
+    }
+    let mut pages = Vec::with_capacity(page_ids.len());
+    let mut undecodable = Vec::new();
+    for (&n, &id) in &page_ids {
+        let damaged = doc.get_page_contents(id).iter().any(|&cid| {
+            doc.get_object(cid)
+                .and_then(|o| o.as_stream())
+                .map(|st| {
+                    st.decompressed_content().is_err()
+                        && st.filters().map(|f| !f.is_empty()).unwrap_or(false)
+                })
+                .unwrap_or(true)
+        });
+        if damaged {
+            undecodable.push(n);
+        }
+        let text = doc.extract_text(&[n]).unwrap_or_default();
+        let raw = text.clone();
+        let lines: Vec<Line> = text
+            .lines()
+            .map(|l| {
+                let cleaned: String = l.chars().filter(|c| !is_invisible(*c)).collect();
+                undo_letter_spacing(cleaned.trim())
+            })
+            .filter(|l| !l.is_empty())
+            .map(|text| Line {
+                text,
+                bbox: None,
+                hyphenated: false,
+            })
+            .collect();
+        let chars = lines.iter().map(|l| l.text.chars().count()).sum();
+        pages.push(PageText {
+            lines,
+            raw,
+            chars,
+            has_objects: false,
+        });
+    }
+    if pages.iter().all(|p| p.chars == 0) {
+        if !undecodable.is_empty() {
+            return Err(ParseError::Corrupt(format!(
+                "{why}; the content streams of pages {undecodable:?} cannot be decoded"
+            )));
+        }
+        return Err(ParseError::Corrupt(format!(
+            "{why}; lopdf: no text in {page_count} page(s)"
+        )));
+    }
+    assemble(pages, &[], "lopdf")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measures_nesting() {
+        assert_eq!(nesting_depth(b"1 0 obj << /A [1 2 [3]] >> endobj"), 3);
+        assert_eq!(nesting_depth(b"1 0 obj (((([[[) <abc> endobj"), 0);
+        let bomb = format!("1 0 obj {} endobj", "[".repeat(1000));
+        assert_eq!(nesting_depth(bomb.as_bytes()), 1000);
+        assert_eq!(nesting_depth(b"stream\n[[[[[[\nendstream [ ]"), 1);
+    }
+
+    #[test]
+    fn page_numbers() {
+        assert!(is_page_number("- 3 -"));
+        assert!(is_page_number("12"));
+        assert!(is_page_number("第 3 页"));
+        assert!(!is_page_number("第一条"));
+    }
+}

@@ -1,0 +1,448 @@
+//! The heading tree: explicit headings (styles, `#`, h1–h6, PDF outline) merged with headings
+//! recognised in the text (编/章/节/条, 1 / 1.1, 一、, （一）).
+//!
+//! Rules, in order:
+//! - Only the first line of a layout block is examined; the format parsers split blocks before
+//!   every line that starts with a marker.
+//! - 编/章/节 recognised in plain text must look like a heading: short, no full stop, not followed
+//!   by words that make it a cross-reference ("第三章规定的"). 条 must be followed by a space, a
+//!   bracketed heading or the end of the line, so a wrapped "第三十条规定…" never starts an article.
+//!   条 lines are trusted at any length: an article's first line carries its body.
+//! - Inside an article, recognised `1.` / `一、` / `（一）` lines are the article's items, not
+//!   nodes: an article with its paragraphs and items is one unit. Outside articles (notices,
+//!   standards, appendices) they are headings. Explicit headings always open a node.
+//! - Nesting: two explicit headings compare by their levels; two regulation markers by rank
+//!   (编 > 章 > 节 > 条 > 一、 > （一）); two numbered headings by depth; an explicit heading closes
+//!   recognised ones; anything else nests below what is open.
+//! - 款 is deliberately not a node: it is a sub-unit of an article, and it is almost always a
+//!   cross-reference when it starts a line.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use crate::model::{BlockKind, LayoutBlock, StructureNode};
+use crate::normalize::{compact_title, is_space, normalize_line};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Part,
+    Chapter,
+    Section,
+    Article,
+    Numbered(u8),
+    CnEnum,
+    CnParen,
+    Explicit,
+}
+
+impl Kind {
+    pub fn sub_type(self) -> &'static str {
+        match self {
+            Kind::Part => "part",
+            Kind::Chapter => "chapter",
+            Kind::Section => "section",
+            Kind::Article => "article",
+            Kind::Numbered(_) => "numbered",
+            Kind::CnEnum => "cn_enum",
+            Kind::CnParen => "cn_paren",
+            Kind::Explicit => "explicit",
+        }
+    }
+
+    fn regulation_rank(self) -> Option<u8> {
+        match self {
+            Kind::Part => Some(1),
+            Kind::Chapter => Some(2),
+            Kind::Section => Some(3),
+            Kind::Article => Some(4),
+            Kind::CnEnum => Some(5),
+            Kind::CnParen => Some(6),
+            Kind::Numbered(_) | Kind::Explicit => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    pub kind: Kind,
+    pub title: String,
+    /// The components of a numbered heading ("4.1.2" → [4, 1, 2]).
+    pub number: Vec<u32>,
+}
+
+const NUMERALS: &str = "一二三四五六七八九十百千零〇两";
+
+static REGULATION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^第[ \u{{3000}}]*((?:[{NUMERALS}0-9０-９][ \u{{3000}}]*)+)([编章节条編節條])"
+    ))
+    .expect("static regex")
+});
+static NUMBERED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(\d{1,2}(?:[.．]\d{1,2})*)([.．、]?)[ \t\u{3000}]*(\S.*)$").expect("static regex")
+});
+static CN_ENUM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(r"^([{NUMERALS}]+)[、．][ \t\u{{3000}}]*(\S.*)$")).expect("static regex")
+});
+static CN_PAREN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^[（(]([{NUMERALS}]+)[）)][ \t\u{{3000}}]*(\S.*)$"
+    ))
+    .expect("static regex")
+});
+
+const MAX_HEADING_CHARS: usize = 40;
+const MAX_NUMBERED_CHARS: usize = 80;
+
+fn ends_like_sentence(s: &str) -> bool {
+    s.ends_with(|c: char| "。，,；;：:、".contains(c))
+}
+
+fn looks_like_heading_text(rest: &str, max_chars: usize) -> bool {
+    !rest.contains('。') && rest.chars().count() <= max_chars && !ends_like_sentence(rest)
+}
+
+/// Recognises a heading marker at the start of one line. `explicit` relaxes the shape checks:
+/// a styled heading is a heading whatever its length.
+pub fn recognise(line: &str, explicit: bool) -> Option<Marker> {
+    let line = normalize_line(line);
+    if line.is_empty() {
+        return None;
+    }
+    if let Some(c) = REGULATION.captures(&line) {
+        let number: String = c[1].chars().filter(|c| !is_space(*c)).collect();
+        let unit = &c[2];
+        let rest = line[c.get(0).map_or(0, |m| m.end())..].trim_matches(is_space);
+        let separated = line[c.get(0).map_or(0, |m| m.end())..]
+            .chars()
+            .next()
+            .is_none_or(|ch| is_space(ch) || "【[［：:".contains(ch));
+        let marker = format!("第{number}{unit}");
+        if unit == "条" || unit == "條" {
+            if !(separated || explicit) {
+                return None;
+            }
+            let title = match bracketed_heading(rest) {
+                Some(h) => format!("{marker} {h}"),
+                None => marker,
+            };
+            return Some(Marker {
+                kind: Kind::Article,
+                title,
+                number: Vec::new(),
+            });
+        }
+        let kind = match unit {
+            "编" | "編" => Kind::Part,
+            "章" => Kind::Chapter,
+            _ => Kind::Section,
+        };
+        let cross_reference =
+            rest.starts_with(|ch: char| "的规之中所和或及至、，。；".contains(ch));
+        if !explicit && (cross_reference || !looks_like_heading_text(rest, MAX_HEADING_CHARS)) {
+            return None;
+        }
+        let title = if rest.is_empty() {
+            marker
+        } else {
+            format!("{marker} {}", compact_title(rest))
+        };
+        return Some(Marker {
+            kind,
+            title,
+            number: Vec::new(),
+        });
+    }
+    if let Some(c) = NUMBERED.captures(&line) {
+        let number = &c[1];
+        let has_sep = !c[2].is_empty() || number.contains(['.', '．']);
+        let after_number = &line[number.len()..];
+        let spaced = after_number.starts_with(is_space);
+        let rest = &c[3];
+        let first = rest.chars().next().unwrap_or(' ');
+        // "3 月 1 日", "5 号", "30 %": a quantity, not a heading. Dotted numbers are never dates.
+        let unit_follows = first.is_ascii_digit()
+            || first == '%'
+            || (!number.contains(['.', '．'])
+                && "年月日号时分秒％)）、个项条款章节页元万亿岁度".contains(first));
+        if (has_sep || spaced)
+            && !unit_follows
+            && (explicit || looks_like_heading_text(rest, MAX_NUMBERED_CHARS))
+        {
+            let parts: Vec<u32> = number
+                .split(['.', '．'])
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            return Some(Marker {
+                kind: Kind::Numbered(parts.len().max(1) as u8),
+                title: compact_title(&line),
+                number: parts,
+            });
+        }
+    }
+    if let Some(c) = CN_ENUM.captures(&line) {
+        if explicit || looks_like_heading_text(&c[2], MAX_HEADING_CHARS) {
+            return Some(Marker {
+                kind: Kind::CnEnum,
+                title: compact_title(&line),
+                number: Vec::new(),
+            });
+        }
+    }
+    if let Some(c) = CN_PAREN.captures(&line) {
+        if explicit || looks_like_heading_text(&c[2], MAX_HEADING_CHARS) {
+            return Some(Marker {
+                kind: Kind::CnParen,
+                title: compact_title(&line),
+                number: Vec::new(),
+            });
+        }
+    }
+    if explicit {
+        return Some(Marker {
+            kind: Kind::Explicit,
+            title: compact_title(&line),
+            number: Vec::new(),
+        });
+    }
+    None
+}
+
+/// "【立法目的】" or "［…］" right after an article number is the article's own heading.
+fn bracketed_heading(rest: &str) -> Option<String> {
+    let (open, close) = if rest.starts_with('【') {
+        ('【', '】')
+    } else if rest.starts_with('［') {
+        ('［', '］')
+    } else {
+        return None;
+    };
+    let inner = rest.strip_prefix(open)?;
+    let end = inner.find(close)?;
+    let h = compact_title(&inner[..end]);
+    (!h.is_empty() && h.chars().count() <= MAX_HEADING_CHARS).then_some(h)
+}
+
+/// True when a line would start a new structural unit; the parsers split text blocks there.
+pub fn starts_unit(line: &str) -> bool {
+    recognise(line, false).is_some()
+}
+
+/// True for lines that must start a new layout block even in running PDF text: regulation
+/// markers and numbered headings, not the `（一）` items that wrap inside paragraphs.
+pub fn starts_strong_unit(line: &str) -> bool {
+    matches!(
+        recognise(line, false).map(|m| m.kind),
+        Some(Kind::Part | Kind::Chapter | Kind::Section | Kind::Article | Kind::Numbered(_))
+    )
+}
+
+struct Open {
+    node: usize,
+    kind: Kind,
+    explicit: Option<u8>,
+}
+
+fn closes(top: &Open, new: &Open) -> bool {
+    if let (Some(a), Some(b)) = (top.explicit, new.explicit) {
+        return a >= b;
+    }
+    if let (Some(a), Some(b)) = (top.kind.regulation_rank(), new.kind.regulation_rank()) {
+        return a >= b;
+    }
+    if let (Kind::Numbered(a), Kind::Numbered(b)) = (top.kind, new.kind) {
+        return a >= b;
+    }
+    new.explicit.is_some() && top.explicit.is_none()
+}
+
+/// Whether `new` can follow `prev` in a numbered outline.
+fn follows(prev: Option<&[u32]>, new: &[u32]) -> bool {
+    let Some((&last, head)) = new.split_last() else {
+        return false;
+    };
+    let Some(prev) = prev else {
+        return last <= 1;
+    };
+    if new.len() == prev.len() + 1 && head == prev {
+        return last <= 1;
+    }
+    new.len() <= prev.len() && head == &prev[..head.len()] && last == prev[head.len()] + 1
+}
+
+pub struct Tree {
+    pub nodes: Vec<StructureNode>,
+    /// For every layout block: the node it belongs to (its own node for a heading line).
+    pub owner: Vec<Option<usize>>,
+    /// For every layout block: whether it is the line that opened its node.
+    pub opens_node: Vec<bool>,
+    pub kinds: Vec<Kind>,
+}
+
+pub fn build(layouts: &mut [LayoutBlock]) -> Tree {
+    let mut nodes: Vec<StructureNode> = Vec::new();
+    let mut kinds = Vec::new();
+    let mut owner = Vec::with_capacity(layouts.len());
+    let mut opens_node = Vec::with_capacity(layouts.len());
+    let mut stack: Vec<Open> = Vec::new();
+    let mut last_number: Option<Vec<u32>> = None;
+    let mut in_rejected_run = false;
+
+    for layout in layouts.iter_mut() {
+        let explicit = match layout.kind {
+            BlockKind::Heading | BlockKind::Title => Some(layout.heading_level.unwrap_or(1)),
+            _ => None,
+        };
+        let first_line = layout.text.lines().next().unwrap_or("");
+        let marker = if layout.kind == BlockKind::Table || layout.kind == BlockKind::Code {
+            None
+        } else {
+            recognise(first_line, explicit.is_some())
+        };
+        let in_article = stack.last().is_some_and(|o| o.kind == Kind::Article);
+        let marker = marker.filter(|m| {
+            explicit.is_some()
+                || !(in_article
+                    && matches!(m.kind, Kind::Numbered(_) | Kind::CnEnum | Kind::CnParen))
+        });
+        // Recognised numbered headings must continue the numbering (2.3 after 2.2, 2.3.1 after
+        // 2.3, 3 after 2.3.1); anything else is a table row, a list or a reference in the text.
+        // A run of numbered lines that began out of sequence is a table or a list: the rest of
+        // the run is rejected too, even where a number happens to fit.
+        let numbered_candidate = explicit.is_none()
+            && marker
+                .as_ref()
+                .is_some_and(|m| matches!(m.kind, Kind::Numbered(_)));
+        let marker = marker.filter(|m| {
+            explicit.is_some()
+                || !matches!(m.kind, Kind::Numbered(_))
+                || (!in_rejected_run && follows(last_number.as_deref(), &m.number))
+        });
+        in_rejected_run = numbered_candidate && marker.is_none();
+        if let Some(m) = marker
+            .as_ref()
+            .filter(|m| matches!(m.kind, Kind::Numbered(_)))
+        {
+            last_number = Some(m.number.clone());
+        }
+        let Some(marker) = marker else {
+            owner.push(stack.last().map(|o| o.node));
+            opens_node.push(false);
+            continue;
+        };
+        let new = Open {
+            node: nodes.len(),
+            kind: marker.kind,
+            explicit,
+        };
+        while stack.last().is_some_and(|top| closes(top, &new)) {
+            stack.pop();
+        }
+        let parent_idx = stack.last().map(|o| o.node as i32);
+        let idx = nodes.len() as i32;
+        nodes.push(StructureNode {
+            unique_id: format!("N{:05}", idx + 1),
+            page: layout.page as i32,
+            idx,
+            level: stack.len() as i32 + 1,
+            title: marker.title,
+            node_type: if marker.kind == Kind::Article {
+                "article"
+            } else {
+                "heading"
+            }
+            .to_string(),
+            sub_type: marker.kind.sub_type().to_string(),
+            parent_idx,
+        });
+        kinds.push(marker.kind);
+        if explicit.is_none() && marker.kind != Kind::Article && !layout.text.contains('\n') {
+            layout.kind = BlockKind::Heading;
+        }
+        owner.push(Some(new.node));
+        opens_node.push(true);
+        stack.push(new);
+    }
+    Tree {
+        nodes,
+        owner,
+        opens_node,
+        kinds,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(line: &str) -> Option<Kind> {
+        recognise(line, false).map(|m| m.kind)
+    }
+
+    #[test]
+    fn recognises_regulation_markers() {
+        assert_eq!(recognise("第 十 条 ", false).unwrap().title, "第十条");
+        assert_eq!(
+            recognise("第一百零一条　内容", false).unwrap().title,
+            "第一百零一条"
+        );
+        assert_eq!(
+            recognise("第十条【立法目的】为了", false).unwrap().title,
+            "第十条 立法目的"
+        );
+        assert_eq!(recognise("## x", false), None);
+        assert_eq!(
+            recognise("第一章  总则", false).unwrap().title,
+            "第一章 总则"
+        );
+        assert_eq!(
+            recognise("第 一 章 总 则", false).unwrap().title,
+            "第一章 总则"
+        );
+        assert_eq!(kind("第二编 物权"), Some(Kind::Part));
+        assert_eq!(kind("第三节 风险评估"), Some(Kind::Section));
+        assert_eq!(kind("\u{200B}第五条 内容"), Some(Kind::Article));
+    }
+
+    #[test]
+    fn rejects_cross_references_and_body_text() {
+        assert_eq!(kind("第三十条规定的情形，依照本法处罚。"), None);
+        assert_eq!(kind("第三章规定的义务"), None);
+        assert_eq!(kind("第二章至第四章的规定，适用于本条例。"), None);
+        assert_eq!(
+            kind("2019 年 10 月 30 日 漯河市第七届人民代表大会常务委员会"),
+            None
+        );
+        assert_eq!(kind("3 月 1 日"), None);
+        assert_eq!(kind("（一）数据分类分级保护制度；"), None);
+    }
+
+    #[test]
+    fn recognises_numbered_and_enumerated() {
+        assert_eq!(kind("1. 范围"), Some(Kind::Numbered(1)));
+        assert_eq!(kind("1.1 数据安全应急处置预案"), Some(Kind::Numbered(2)));
+        assert_eq!(kind("1.1.1 要求"), Some(Kind::Numbered(3)));
+        assert_eq!(kind("一、总体要求"), Some(Kind::CnEnum));
+        assert_eq!(kind("（二）工作目标"), Some(Kind::CnParen));
+        assert_eq!(kind("12345 things"), None);
+        assert_eq!(kind("3.1 日志留存与审计机制"), Some(Kind::Numbered(2)));
+        assert_eq!(kind("第一條　為規範"), Some(Kind::Article));
+    }
+
+    #[test]
+    fn numbering_sequence() {
+        assert!(follows(None, &[1]));
+        assert!(follows(Some(&[1]), &[1, 1]));
+        assert!(follows(Some(&[1, 1, 1]), &[2]));
+        assert!(follows(Some(&[2, 3]), &[2, 4]));
+        assert!(!follows(Some(&[4, 2]), &[4, 1]));
+        assert!(!follows(Some(&[4, 2]), &[7]));
+    }
+}
+
+/// Public face of [`recognise`] for callers that want to classify a single line:
+/// `(sub_type, title)`.
+pub fn recognise_heading(line: &str) -> Option<(&'static str, String)> {
+    recognise(line, false).map(|m| (m.kind.sub_type(), m.title))
+}
