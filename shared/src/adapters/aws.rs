@@ -1,0 +1,24 @@
+//! The AWS SDK configuration, built once per process. Locally `AWS_ENDPOINT_URL` points both S3 and
+//! SQS at the emulator; S3 then needs path-style addressing.
+
+use crate::config::AwsConfig;
+
+pub async fn sdk_config(config: &AwsConfig) -> aws_config::SdkConfig {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(config.region.clone()));
+    if let Some(endpoint) = &config.endpoint_url {
+        loader = loader.endpoint_url(endpoint);
+    }
+    loader.load().await
+}
+
+pub fn s3_client(sdk: &aws_config::SdkConfig, config: &AwsConfig) -> aws_sdk_s3::Client {
+    let s3_config = aws_sdk_s3::config::Builder::from(sdk)
+        .force_path_style(config.endpoint_url.is_some())
+        .build();
+    aws_sdk_s3::Client::from_conf(s3_config)
+}
+
+pub fn sqs_client(sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
+    aws_sdk_sqs::Client::new(sdk)
+}

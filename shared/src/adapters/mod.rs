@@ -1,0 +1,9 @@
+//! The narrow interfaces the stages talk to, and their AWS implementations. A test can wrap any of
+//! them to inject faults; the stages never see which one they got.
+
+pub mod aws;
+pub mod object_store;
+pub mod queue;
+
+pub use object_store::{ObjectHead, ObjectStore, S3ObjectStore, StorageError};
+pub use queue::{JobQueue, QueueError, SqsJobQueue};

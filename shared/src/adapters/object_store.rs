@@ -1,0 +1,212 @@
+//! Where originals and artifacts live.
+
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectHead {
+    pub size: u64,
+    /// Without the quotes S3 puts around it.
+    pub etag: String,
+    pub content_type: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContentDigest {
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("object s3://{bucket}/{key} does not exist")]
+    NotFound { bucket: String, key: String },
+    #[error("object is larger than the limit of {limit} bytes")]
+    TooLarge { limit: u64 },
+    #[error("object storage is unavailable ({operation})")]
+    Unavailable {
+        operation: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl StorageError {
+    /// Only an unavailable store is worth retrying; a missing or oversized object stays so.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StorageError::Unavailable { .. })
+    }
+}
+
+#[async_trait]
+pub trait ObjectStore: Send + Sync {
+    /// `Ok(None)` when the object does not exist.
+    async fn head(&self, bucket: &str, key: &str) -> Result<Option<ObjectHead>, StorageError>;
+
+    /// Streams the object through sha256 without holding it in memory, refusing to read past `limit`.
+    async fn sha256(
+        &self,
+        bucket: &str,
+        key: &str,
+        limit: u64,
+    ) -> Result<ContentDigest, StorageError>;
+
+    async fn get(&self, bucket: &str, key: &str, limit: u64) -> Result<Vec<u8>, StorageError>;
+
+    async fn put(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> Result<(), StorageError>;
+}
+
+pub struct S3ObjectStore {
+    client: aws_sdk_s3::Client,
+}
+
+impl S3ObjectStore {
+    pub fn new(client: aws_sdk_s3::Client) -> Self {
+        S3ObjectStore { client }
+    }
+
+    pub fn client(&self) -> &aws_sdk_s3::Client {
+        &self.client
+    }
+
+    async fn open(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Result<aws_sdk_s3::primitives::ByteStream, StorageError> {
+        match self
+            .client
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out.body),
+            Err(err) => {
+                let err = err.into_service_error();
+                if err.is_no_such_key() {
+                    Err(not_found(bucket, key))
+                } else {
+                    Err(unavailable("GetObject", err))
+                }
+            }
+        }
+    }
+}
+
+fn not_found(bucket: &str, key: &str) -> StorageError {
+    StorageError::NotFound {
+        bucket: bucket.to_string(),
+        key: key.to_string(),
+    }
+}
+
+fn unavailable(
+    operation: &'static str,
+    source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> StorageError {
+    StorageError::Unavailable {
+        operation,
+        source: source.into(),
+    }
+}
+
+#[async_trait]
+impl ObjectStore for S3ObjectStore {
+    async fn head(&self, bucket: &str, key: &str) -> Result<Option<ObjectHead>, StorageError> {
+        match self
+            .client
+            .head_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(Some(ObjectHead {
+                size: out.content_length().unwrap_or(0).max(0) as u64,
+                etag: out
+                    .e_tag()
+                    .unwrap_or_default()
+                    .trim_matches('"')
+                    .to_string(),
+                content_type: out.content_type().unwrap_or_default().to_string(),
+            })),
+            Err(err) => {
+                let err = err.into_service_error();
+                if err.is_not_found() {
+                    Ok(None)
+                } else {
+                    Err(unavailable("HeadObject", err))
+                }
+            }
+        }
+    }
+
+    async fn sha256(
+        &self,
+        bucket: &str,
+        key: &str,
+        limit: u64,
+    ) -> Result<ContentDigest, StorageError> {
+        let mut body = self.open(bucket, key).await?;
+        let mut hasher = Sha256::new();
+        let mut bytes = 0u64;
+        while let Some(chunk) = body
+            .try_next()
+            .await
+            .map_err(|e| unavailable("GetObject body", e))?
+        {
+            bytes += chunk.len() as u64;
+            if bytes > limit {
+                return Err(StorageError::TooLarge { limit });
+            }
+            hasher.update(&chunk);
+        }
+        Ok(ContentDigest {
+            sha256: hex::encode(hasher.finalize()),
+            bytes,
+        })
+    }
+
+    async fn get(&self, bucket: &str, key: &str, limit: u64) -> Result<Vec<u8>, StorageError> {
+        let mut body = self.open(bucket, key).await?;
+        let mut data = Vec::new();
+        while let Some(chunk) = body
+            .try_next()
+            .await
+            .map_err(|e| unavailable("GetObject body", e))?
+        {
+            if data.len() as u64 + chunk.len() as u64 > limit {
+                return Err(StorageError::TooLarge { limit });
+            }
+            data.extend_from_slice(&chunk);
+        }
+        Ok(data)
+    }
+
+    async fn put(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> Result<(), StorageError> {
+        self.client
+            .put_object()
+            .bucket(bucket)
+            .key(key)
+            .content_type(content_type)
+            .body(body.into())
+            .send()
+            .await
+            .map_err(|e| unavailable("PutObject", e.into_service_error()))?;
+        Ok(())
+    }
+}

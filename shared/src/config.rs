@@ -1,0 +1,199 @@
+//! Configuration from the environment, validated once at start. Every missing or malformed variable
+//! is reported together, so a misconfigured deployment fails with one clear message.
+
+use std::fmt;
+
+/// A value that must never reach a log line: `Debug` and `Display` print a placeholder.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: {}", .problems.join("; "))]
+pub struct ConfigError {
+    pub problems: Vec<String>,
+}
+
+/// Reads variables and collects every problem instead of stopping at the first.
+pub struct EnvReader<F: Fn(&str) -> Option<String>> {
+    lookup: F,
+    problems: Vec<String>,
+}
+
+impl EnvReader<fn(&str) -> Option<String>> {
+    pub fn from_process() -> Self {
+        EnvReader {
+            lookup: |name| std::env::var(name).ok().filter(|v| !v.is_empty()),
+            problems: Vec::new(),
+        }
+    }
+}
+
+impl<F: Fn(&str) -> Option<String>> EnvReader<F> {
+    pub fn with_lookup(lookup: F) -> Self {
+        EnvReader {
+            lookup,
+            problems: Vec::new(),
+        }
+    }
+
+    pub fn required(&mut self, name: &str) -> String {
+        match (self.lookup)(name) {
+            Some(v) => v,
+            None => {
+                self.problems.push(format!("{name} is not set"));
+                String::new()
+            }
+        }
+    }
+
+    pub fn optional(&self, name: &str) -> Option<String> {
+        (self.lookup)(name)
+    }
+
+    pub fn url(&mut self, name: &str) -> String {
+        let value = self.required(name);
+        if !(value.is_empty() || value.starts_with("http://") || value.starts_with("https://")) {
+            self.problems
+                .push(format!("{name} must be an http(s) URL, got {value:?}"));
+        }
+        value
+    }
+
+    pub fn parsed_or<T: std::str::FromStr>(&mut self, name: &str, default: T) -> T {
+        match (self.lookup)(name) {
+            None => default,
+            Some(raw) => match raw.parse() {
+                Ok(v) => v,
+                Err(_) => {
+                    self.problems
+                        .push(format!("{name} has an invalid value {raw:?}"));
+                    default
+                }
+            },
+        }
+    }
+
+    pub fn finish(self) -> Result<(), ConfigError> {
+        if self.problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError {
+                problems: self.problems,
+            })
+        }
+    }
+}
+
+/// Where PostgreSQL is. `DATABASE_URL` goes through the pooler (RDS Proxy, PgBouncer locally).
+#[derive(Debug, Clone)]
+pub struct DbConfig {
+    pub url: Secret,
+    pub pool_size: usize,
+}
+
+impl DbConfig {
+    pub fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Self {
+        let url = env.required("DATABASE_URL");
+        if !url.is_empty() && !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+            env.problems
+                .push("DATABASE_URL must be a postgres:// URL".to_string());
+        }
+        DbConfig {
+            url: Secret::new(url),
+            // A Lambda container handles one event at a time: a couple of connections suffice.
+            pool_size: env.parsed_or("DOCPIPE_DB_POOL_SIZE", 2usize),
+        }
+    }
+}
+
+/// The AWS side: the bucket and the queues. `AWS_ENDPOINT_URL` points the SDK at a local emulator.
+#[derive(Debug, Clone)]
+pub struct AwsConfig {
+    pub endpoint_url: Option<String>,
+    pub region: String,
+}
+
+impl AwsConfig {
+    pub fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Self {
+        AwsConfig {
+            endpoint_url: env.optional("AWS_ENDPOINT_URL"),
+            region: env
+                .optional("AWS_REGION")
+                .or_else(|| env.optional("AWS_DEFAULT_REGION"))
+                .unwrap_or_else(|| "us-east-1".to_string()),
+        }
+    }
+}
+
+/// Everything the store stage needs.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub parse_queue_url: String,
+    pub max_bytes: u64,
+    /// How long a run may sit in one stage before the sweeper fails it.
+    pub stage_deadline_secs: i64,
+}
+
+pub const DEFAULT_MAX_BYTES: u64 = 100 * 1024 * 1024;
+
+impl StoreConfig {
+    pub fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Self {
+        StoreConfig {
+            parse_queue_url: env.url("DOCPIPE_PARSE_QUEUE_URL"),
+            max_bytes: env.parsed_or("DOCPIPE_MAX_BYTES", DEFAULT_MAX_BYTES),
+            stage_deadline_secs: env.parsed_or("DOCPIPE_STAGE_DEADLINE_SECS", 900i64),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn reader(vars: &[(&str, &str)]) -> EnvReader<impl Fn(&str) -> Option<String>> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        EnvReader::with_lookup(move |k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let mut env = reader(&[("DOCPIPE_MAX_BYTES", "lots")]);
+        let _ = DbConfig::read(&mut env);
+        let _ = StoreConfig::read(&mut env);
+        let err = env.finish().unwrap_err().to_string();
+        assert!(err.contains("DATABASE_URL is not set"), "{err}");
+        assert!(err.contains("DOCPIPE_PARSE_QUEUE_URL is not set"), "{err}");
+        assert!(
+            err.contains("DOCPIPE_MAX_BYTES has an invalid value"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn secrets_do_not_print() {
+        let mut env = reader(&[("DATABASE_URL", "postgres://u:hunter2@h/db")]);
+        let db = DbConfig::read(&mut env);
+        assert!(env.finish().is_ok());
+        assert!(!format!("{db:?}").contains("hunter2"));
+        assert_eq!(db.pool_size, 2);
+    }
+}

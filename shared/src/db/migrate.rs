@@ -1,0 +1,91 @@
+//! A small migration runner: pending migrations in order, one transaction each, recorded with a
+//! checksum. Two processes may run it at once: a transaction-scoped advisory lock (which survives a
+//! transaction-mode pooler, unlike a session lock) makes the second wait and then find nothing to do.
+
+use super::{Db, DbError, Type};
+use sha2::{Digest, Sha256};
+
+pub struct Migration {
+    pub version: i32,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// Every file in `migrations/`, in order. A test checks that this list and the folder agree.
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_seed_000_schema",
+        sql: include_str!("../../../migrations/0001_seed_000_schema.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_pipeline_state",
+        sql: include_str!("../../../migrations/0002_pipeline_state.sql"),
+    },
+];
+
+const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII
+
+impl Migration {
+    pub fn checksum(&self) -> String {
+        hex::encode(Sha256::digest(self.sql.as_bytes()))
+    }
+}
+
+/// Applies what is pending and returns the versions it applied.
+pub async fn run(db: &Db) -> Result<Vec<i32>, DbError> {
+    let mut applied = Vec::new();
+    let mut client = db.client().await?;
+    for migration in MIGRATIONS {
+        let tx = client.transaction().await?;
+        tx.batch_execute(&format!(
+            "SELECT pg_advisory_xact_lock({LOCK_KEY});
+             CREATE TABLE IF NOT EXISTS docpipe_migrations (
+                 version    INTEGER PRIMARY KEY,
+                 name       TEXT        NOT NULL,
+                 checksum   TEXT        NOT NULL,
+                 applied_at TIMESTAMPTZ NOT NULL DEFAULT NOW()
+             );"
+        ))
+        .await?;
+        let recorded = tx
+            .query_typed_opt(
+                "SELECT checksum FROM docpipe_migrations WHERE version = $1",
+                &[(&migration.version, Type::INT4)],
+            )
+            .await?;
+        let checksum = migration.checksum();
+        if let Some(row) = recorded {
+            let recorded: String = row.get(0);
+            if recorded != checksum {
+                return Err(DbError::MigrationChanged {
+                    version: migration.version,
+                    name: migration.name.to_string(),
+                    recorded,
+                    current: checksum,
+                });
+            }
+            tx.commit().await?;
+            continue;
+        }
+        tx.batch_execute(migration.sql).await?;
+        tx.execute_typed(
+            "INSERT INTO docpipe_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+            &[
+                (&migration.version, Type::INT4),
+                (&migration.name, Type::TEXT),
+                (&checksum, Type::TEXT),
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        tracing::info!(
+            version = migration.version,
+            name = migration.name,
+            "migration applied"
+        );
+        applied.push(migration.version);
+    }
+    Ok(applied)
+}

@@ -1,0 +1,101 @@
+//! PostgreSQL, the authority on every document, run and status change.
+//!
+//! Every statement here is sent unnamed (`query_typed`, `execute_typed`) or over the simple protocol
+//! (`batch_execute`): RDS Proxy pins a session that prepares a named statement, and PgBouncer in
+//! transaction mode hands the next transaction a server that never saw it. No session state either:
+//! no `SET`, no temp tables, only transaction-scoped advisory locks.
+
+pub mod documents;
+pub mod migrate;
+pub mod runs;
+pub mod transitions;
+
+use crate::config::DbConfig;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use std::time::Duration;
+use tokio_postgres::NoTls;
+
+pub use deadpool_postgres::{Object as Client, Transaction};
+pub use tokio_postgres::types::Type;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("DATABASE_URL is not a valid connection string")]
+    BadUrl(#[source] tokio_postgres::Error),
+    #[error("cannot build the connection pool")]
+    Build(#[from] deadpool_postgres::BuildError),
+    #[error("no database connection available")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    #[error("database statement failed")]
+    Statement(#[from] tokio_postgres::Error),
+    #[error("migration {version} ({name}) changed after it was applied: recorded checksum {recorded}, file has {current}")]
+    MigrationChanged {
+        version: i32,
+        name: String,
+        recorded: String,
+        current: String,
+    },
+}
+
+impl DbError {
+    /// The SQLSTATE, when the server answered with one.
+    pub fn sql_state(&self) -> Option<&str> {
+        match self {
+            DbError::Statement(e) => e.code().map(|c| c.code()),
+            _ => None,
+        }
+    }
+
+    pub fn is_unique_violation(&self) -> bool {
+        self.sql_state() == Some("23505")
+    }
+}
+
+/// One pool per process, created during init and shared by every invocation the container serves.
+#[derive(Clone)]
+pub struct Db {
+    pool: Pool,
+}
+
+impl Db {
+    /// Builds the pool. Connections are opened lazily, so this does not fail when the database is
+    /// briefly down: the first statement does, transiently.
+    pub fn connect(config: &DbConfig) -> Result<Db, DbError> {
+        let pg_config: tokio_postgres::Config =
+            config.url.expose().parse().map_err(DbError::BadUrl)?;
+        Self::from_pg_config(pg_config, config.pool_size)
+    }
+
+    pub fn from_pg_config(
+        mut pg_config: tokio_postgres::Config,
+        pool_size: usize,
+    ) -> Result<Db, DbError> {
+        pg_config.application_name("docpipe");
+        pg_config.connect_timeout(Duration::from_secs(5));
+        let manager = Manager::from_config(
+            pg_config,
+            NoTls,
+            ManagerConfig {
+                // `Verified` sends an empty simple query before reuse: it catches a connection that
+                // the pooler or a restart closed while the container was frozen.
+                recycling_method: RecyclingMethod::Verified,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(10)))
+            .create_timeout(Some(Duration::from_secs(10)))
+            .recycle_timeout(Some(Duration::from_secs(5)))
+            .build()?;
+        Ok(Db { pool })
+    }
+
+    pub async fn client(&self) -> Result<Client, DbError> {
+        Ok(self.pool.get().await?)
+    }
+
+    pub fn pool_status(&self) -> deadpool_postgres::Status {
+        self.pool.status()
+    }
+}

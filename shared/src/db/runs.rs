@@ -1,0 +1,132 @@
+//! `document_processing_runs` and `document_status_history`: what each attempt did, and every status
+//! change in order.
+
+use super::{DbError, Type};
+use crate::model::RunStatus;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio_postgres::{GenericClient, Row};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Run {
+    pub run_id: i64,
+    pub doc_id: String,
+    pub trigger_type: String,
+    pub run_status: RunStatus,
+    pub parser_backend: String,
+    pub chunk_backend: String,
+    pub embedding_model: String,
+    pub index_name: String,
+    pub started_at: DateTime<Utc>,
+    pub stored_at: Option<DateTime<Utc>>,
+    pub parsed_at: Option<DateTime<Utc>>,
+    pub indexed_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub layout_count: i32,
+    pub structure_node_count: i32,
+    pub semantic_block_count: i32,
+    pub vector_chunk_count: i32,
+    pub chunk_count: i32,
+    pub failure_stage: String,
+    pub error_message: String,
+    pub metadata: serde_json::Value,
+    pub content_sha256: String,
+    pub deadline_at: Option<DateTime<Utc>>,
+}
+
+pub const COLUMNS: &str =
+    "run_id, doc_id, trigger_type, run_status, parser_backend, chunk_backend, \
+    embedding_model, index_name, started_at, stored_at, parsed_at, indexed_at, finished_at, \
+    layout_count, structure_node_count, semantic_block_count, vector_chunk_count, chunk_count, \
+    failure_stage, error_message, metadata, content_sha256, deadline_at";
+
+impl Run {
+    pub fn from_row(row: &Row) -> Run {
+        let status: String = row.get("run_status");
+        Run {
+            run_id: row.get("run_id"),
+            doc_id: row.get("doc_id"),
+            trigger_type: row.get("trigger_type"),
+            run_status: RunStatus::parse(&status).unwrap_or(RunStatus::Failed),
+            parser_backend: row.get("parser_backend"),
+            chunk_backend: row.get("chunk_backend"),
+            embedding_model: row.get("embedding_model"),
+            index_name: row.get("index_name"),
+            started_at: row.get("started_at"),
+            stored_at: row.get("stored_at"),
+            parsed_at: row.get("parsed_at"),
+            indexed_at: row.get("indexed_at"),
+            finished_at: row.get("finished_at"),
+            layout_count: row.get("layout_count"),
+            structure_node_count: row.get("structure_node_count"),
+            semantic_block_count: row.get("semantic_block_count"),
+            vector_chunk_count: row.get("vector_chunk_count"),
+            chunk_count: row.get("chunk_count"),
+            failure_stage: row.get("failure_stage"),
+            error_message: row.get("error_message"),
+            metadata: row.get("metadata"),
+            content_sha256: row.get("content_sha256"),
+            deadline_at: row.get("deadline_at"),
+        }
+    }
+}
+
+pub async fn get(c: &impl GenericClient, run_id: i64) -> Result<Option<Run>, DbError> {
+    let row = c
+        .query_typed_opt(
+            &format!("SELECT {COLUMNS} FROM document_processing_runs WHERE run_id = $1"),
+            &[(&run_id, Type::INT8)],
+        )
+        .await?;
+    Ok(row.as_ref().map(Run::from_row))
+}
+
+/// A document's runs, newest first.
+pub async fn list_for_doc(c: &impl GenericClient, doc_id: &str) -> Result<Vec<Run>, DbError> {
+    let rows = c
+        .query_typed(
+            &format!(
+                "SELECT {COLUMNS} FROM document_processing_runs WHERE doc_id = $1
+                 ORDER BY started_at DESC, run_id DESC"
+            ),
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await?;
+    Ok(rows.iter().map(Run::from_row).collect())
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusEvent {
+    pub event_id: i64,
+    pub doc_id: String,
+    pub run_id: Option<i64>,
+    pub from_status: String,
+    pub to_status: String,
+    pub stage: String,
+    pub message: String,
+    pub occurred_at: DateTime<Utc>,
+}
+
+/// A document's status history, oldest first.
+pub async fn history(c: &impl GenericClient, doc_id: &str) -> Result<Vec<StatusEvent>, DbError> {
+    let rows = c
+        .query_typed(
+            "SELECT event_id, doc_id, run_id, from_status, to_status, stage, message, occurred_at
+             FROM document_status_history WHERE doc_id = $1 ORDER BY event_id",
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| StatusEvent {
+            event_id: r.get(0),
+            doc_id: r.get(1),
+            run_id: r.get(2),
+            from_status: r.get(3),
+            to_status: r.get(4),
+            stage: r.get(5),
+            message: r.get(6),
+            occurred_at: r.get(7),
+        })
+        .collect())
+}

@@ -1,0 +1,150 @@
+//! The status state machine. Each function is one statement that updates the document, updates the
+//! run and appends to `document_status_history` together, guarded by a compare-and-set on the
+//! expected current state: a duplicate or stale message matches no row and changes nothing.
+//!
+//! ```text
+//! documents.status:  pending ─▶ stored ─▶ parsed ─▶ indexed          (failed from any of them)
+//! run_status:        running ─▶ succeeded | failed
+//! ```
+//! A document's `current_run_id` names the one run whose messages may still move it.
+
+use super::{DbError, Type};
+use crate::model::{Stage, Trigger};
+use tokio_postgres::GenericClient;
+
+/// Seed 000 §6.1 / §6.6: opens a run and moves the document to `pending`. The caller holds the
+/// document's row lock and has ended any run still in flight (a unique index admits one running run
+/// per document, so a race that slipped past would fail here rather than index twice).
+pub async fn open_run(
+    c: &impl GenericClient,
+    doc_id: &str,
+    trigger: Trigger,
+    message: &str,
+    deadline_secs: i64,
+) -> Result<i64, DbError> {
+    let stage = match trigger {
+        Trigger::Upload => Stage::Upload,
+        Trigger::Retry => Stage::Retry,
+    };
+    let row = c
+        .query_typed_one(
+            "WITH prev AS (
+                 -- A document's first run starts from nothing, whatever its row's default says.
+                 SELECT CASE WHEN current_run_id IS NULL THEN '' ELSE status END AS status
+                 FROM documents WHERE doc_id = $1),
+             run AS (
+                 INSERT INTO document_processing_runs (doc_id, trigger_type, run_status, deadline_at)
+                 VALUES ($1, $2, 'running', NOW() + make_interval(secs => $5))
+                 RETURNING run_id),
+             doc AS (
+                 UPDATE documents SET status = 'pending', current_run_id = (SELECT run_id FROM run),
+                        error_message = '', updated_at = NOW()
+                 WHERE doc_id = $1 RETURNING doc_id)
+             INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
+             SELECT $1, run.run_id, COALESCE((SELECT status FROM prev), ''), 'pending', $3, $4
+             FROM run, doc
+             RETURNING run_id",
+            &[
+                (&doc_id, Type::VARCHAR),
+                (&trigger.as_str(), Type::VARCHAR),
+                (&stage.as_str(), Type::VARCHAR),
+                (&message, Type::TEXT),
+                (&(deadline_secs as f64), Type::FLOAT8),
+            ],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+/// What the store stage found when it checked the original.
+#[derive(Debug, Clone)]
+pub struct StoredObject<'a> {
+    pub bucket: &'a str,
+    pub key: &'a str,
+    pub file_name: &'a str,
+    pub content_type: &'a str,
+    pub size_bytes: i64,
+    pub sha256: &'a str,
+    pub etag: &'a str,
+}
+
+/// Seed 000 §6.2: `pending → stored`, recording what was stored. Returns false when the document
+/// is not `pending` on this run any more.
+pub async fn mark_stored(
+    c: &impl GenericClient,
+    doc_id: &str,
+    run_id: i64,
+    object: &StoredObject<'_>,
+    deadline_secs: i64,
+) -> Result<bool, DbError> {
+    let rows = c
+        .query_typed(
+            "WITH doc AS (
+                 UPDATE documents SET status = 'stored', file_name = $3, object_name = $4,
+                        source_bucket = $5, content_type = $6, size_bytes = $7,
+                        content_sha256 = $8, source_etag = $9, updated_at = NOW(),
+                        doc_name = CASE WHEN doc_name = '' THEN $3 ELSE doc_name END
+                 WHERE doc_id = $1 AND current_run_id = $2 AND status = 'pending'
+                 RETURNING doc_id),
+             run AS (
+                 UPDATE document_processing_runs SET stored_at = NOW(), content_sha256 = $8,
+                        deadline_at = NOW() + make_interval(secs => $10)
+                 WHERE run_id = $2 AND run_status = 'running' AND EXISTS (SELECT 1 FROM doc)
+                 RETURNING run_id)
+             INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
+             SELECT $1, $2, 'pending', 'stored', 'store', 'original checked: ' || $7::text || ' bytes, sha256 ' || $8
+             FROM doc, run
+             RETURNING event_id",
+            &[
+                (&doc_id, Type::VARCHAR),
+                (&run_id, Type::INT8),
+                (&object.file_name, Type::VARCHAR),
+                (&object.key, Type::VARCHAR),
+                (&object.bucket, Type::VARCHAR),
+                (&object.content_type, Type::VARCHAR),
+                (&object.size_bytes, Type::INT8),
+                (&object.sha256, Type::VARCHAR),
+                (&object.etag, Type::VARCHAR),
+                (&(deadline_secs as f64), Type::FLOAT8),
+            ],
+        )
+        .await?;
+    Ok(!rows.is_empty())
+}
+
+/// Seed 000 §6.5: fails a run that is still running, with its stage and reason. When the run is the
+/// document's current one, the document becomes `failed` too; a superseded run fails alone. Returns
+/// false when the run had already ended (a duplicate failure changes nothing).
+pub async fn fail_run(
+    c: &impl GenericClient,
+    doc_id: &str,
+    run_id: i64,
+    stage: Stage,
+    message: &str,
+) -> Result<bool, DbError> {
+    let rows = c
+        .query_typed(
+            "WITH prev AS (SELECT status FROM documents WHERE doc_id = $1 AND current_run_id = $2),
+             run AS (
+                 UPDATE document_processing_runs SET run_status = 'failed', failure_stage = $3,
+                        error_message = $4, finished_at = NOW()
+                 WHERE run_id = $2 AND doc_id = $1 AND run_status = 'running'
+                 RETURNING run_id),
+             doc AS (
+                 UPDATE documents SET status = 'failed', error_message = $4, updated_at = NOW()
+                 WHERE doc_id = $1 AND current_run_id = $2 AND EXISTS (SELECT 1 FROM run)
+                 RETURNING doc_id)
+             INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
+             SELECT $1, $2, COALESCE((SELECT status FROM prev), ''), 'failed', $3, $4
+             FROM run
+             RETURNING event_id",
+            &[
+                (&doc_id, Type::VARCHAR),
+                (&run_id, Type::INT8),
+                (&stage.as_str(), Type::VARCHAR),
+                (&message, Type::TEXT),
+            ],
+        )
+        .await?;
+    Ok(!rows.is_empty())
+}

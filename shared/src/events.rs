@@ -1,0 +1,265 @@
+//! Tolerant decoding of every shape an upload notification arrives in: S3's own event (direct or
+//! inside an SQS message), EventBridge's `Object Created`, and S3-compatible stores such as MinIO.
+//!
+//! `aws_lambda_events::s3::S3Event` refuses events that lack `userIdentity`, `sequencer` or
+//! `versionId`, which moto and MinIO omit, so these structs make every field but the key optional.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// One object that a notification says was created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRef {
+    pub bucket: String,
+    /// The key, decoded.
+    pub key: String,
+    /// The key as the notification spelled it, when decoding changed it: a key that really contains
+    /// `+` or `%` is tried this way if the decoded one does not exist.
+    pub raw_key: Option<String>,
+    pub size: Option<u64>,
+    pub etag: Option<String>,
+    pub event_name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notification {
+    /// Objects were created.
+    Created(Vec<ObjectRef>),
+    /// `s3:TestEvent`, sent when a notification is configured: nothing to do.
+    Test,
+    /// A well-formed notification this pipeline does not act on (say `ObjectRemoved`), and why.
+    Ignored(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not an upload notification: {0}")]
+pub struct DecodeError(pub String);
+
+#[derive(Deserialize)]
+struct Records {
+    #[serde(rename = "Records")]
+    records: Vec<S3Record>,
+}
+
+#[derive(Deserialize)]
+struct S3Record {
+    #[serde(rename = "eventName", default)]
+    event_name: String,
+    s3: S3Entity,
+}
+
+#[derive(Deserialize)]
+struct S3Entity {
+    bucket: BucketEntity,
+    object: ObjectEntity,
+}
+
+#[derive(Deserialize)]
+struct BucketEntity {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct ObjectEntity {
+    key: String,
+    #[serde(default, deserialize_with = "lenient_u64")]
+    size: Option<u64>,
+    #[serde(rename = "eTag", alias = "etag", default)]
+    etag: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct EventBridgeEvent {
+    #[serde(rename = "detail-type")]
+    detail_type: String,
+    detail: EventBridgeDetail,
+}
+
+#[derive(Deserialize)]
+struct EventBridgeDetail {
+    bucket: BucketEntity,
+    object: ObjectEntity,
+}
+
+/// Sizes arrive as numbers from S3 and as strings from some S3-compatible stores.
+fn lenient_u64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Ok(match Option::<Value>::deserialize(d)? {
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(s)) => s.parse().ok(),
+        _ => None,
+    })
+}
+
+/// S3 notification keys are form-urlencoded: `+` is a space, then percent-decoding.
+pub fn decode_key(raw: &str) -> String {
+    form_urlencoded::parse(format!("k={raw}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| raw.to_string())
+}
+
+/// Whether a JSON value is an SQS batch (Lambda's SQS trigger) rather than a notification.
+pub fn is_sqs_batch(value: &Value) -> bool {
+    value
+        .get("Records")
+        .and_then(|r| r.get(0))
+        .and_then(|r| r.get("eventSource"))
+        .and_then(Value::as_str)
+        == Some("aws:sqs")
+}
+
+pub fn decode_notification_str(body: &str) -> Result<Notification, DecodeError> {
+    let value: Value =
+        serde_json::from_str(body).map_err(|e| DecodeError(format!("body is not JSON: {e}")))?;
+    decode_notification(&value)
+}
+
+pub fn decode_notification(value: &Value) -> Result<Notification, DecodeError> {
+    if !value.is_object() {
+        return Err(DecodeError("expected a JSON object".into()));
+    }
+    if value.get("Event").and_then(Value::as_str) == Some("s3:TestEvent") {
+        return Ok(Notification::Test);
+    }
+    if value.get("detail-type").is_some() {
+        return decode_eventbridge(value);
+    }
+    if value.get("Records").is_some() {
+        if is_sqs_batch(value) {
+            return Err(DecodeError(
+                "an SQS batch, not a notification: hand it to the SQS handler".into(),
+            ));
+        }
+        return decode_records(value);
+    }
+    Err(DecodeError(
+        "no `Records`, `detail-type` or `Event` field".into(),
+    ))
+}
+
+fn decode_records(value: &Value) -> Result<Notification, DecodeError> {
+    let records: Records = serde_json::from_value(value.clone())
+        .map_err(|e| DecodeError(format!("malformed S3 records: {e}")))?;
+    let mut created = Vec::new();
+    let mut ignored = Vec::new();
+    for record in records.records {
+        // AWS says `ObjectCreated:Put`, MinIO `s3:ObjectCreated:Put`.
+        let name = record.event_name.trim_start_matches("s3:");
+        if !name.starts_with("ObjectCreated:") {
+            ignored.push(record.event_name.clone());
+            continue;
+        }
+        let key = decode_key(&record.s3.object.key);
+        if key.is_empty() {
+            return Err(DecodeError("a record has an empty object key".into()));
+        }
+        created.push(ObjectRef {
+            bucket: record.s3.bucket.name,
+            raw_key: (key != record.s3.object.key).then_some(record.s3.object.key),
+            key,
+            size: record.s3.object.size,
+            etag: record
+                .s3
+                .object
+                .etag
+                .map(|e| e.trim_matches('"').to_string()),
+            event_name: record.event_name,
+        });
+    }
+    if created.is_empty() {
+        if ignored.is_empty() {
+            return Err(DecodeError("`Records` is empty".into()));
+        }
+        return Ok(Notification::Ignored(format!(
+            "not an object creation: {}",
+            ignored.join(", ")
+        )));
+    }
+    Ok(Notification::Created(created))
+}
+
+fn decode_eventbridge(value: &Value) -> Result<Notification, DecodeError> {
+    let event: EventBridgeEvent = serde_json::from_value(value.clone())
+        .map_err(|e| DecodeError(format!("malformed EventBridge event: {e}")))?;
+    if event.detail_type != "Object Created" {
+        return Ok(Notification::Ignored(format!(
+            "EventBridge `{}` is not an object creation",
+            event.detail_type
+        )));
+    }
+    // EventBridge spells keys as they are; the encoded reading is kept as the fallback.
+    let raw = event.detail.object.key;
+    if raw.is_empty() {
+        return Err(DecodeError("the event has an empty object key".into()));
+    }
+    let decoded = decode_key(&raw);
+    Ok(Notification::Created(vec![ObjectRef {
+        bucket: event.detail.bucket.name,
+        raw_key: (decoded != raw).then_some(decoded),
+        key: raw,
+        size: event.detail.object.size,
+        etag: event.detail.object.etag,
+        event_name: "ObjectCreated:EventBridge".into(),
+    }]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_decode_all_three_ways() {
+        assert_eq!(
+            decode_key("incoming%2Freport+2026.pdf"),
+            "incoming/report 2026.pdf"
+        );
+        assert_eq!(
+            decode_key("incoming/report+2026.pdf"),
+            "incoming/report 2026.pdf"
+        );
+        assert_eq!(
+            decode_key("incoming/report%202026.pdf"),
+            "incoming/report 2026.pdf"
+        );
+        assert_eq!(decode_key("uploads/%E6%B3%95.md"), "uploads/法.md");
+    }
+
+    #[test]
+    fn test_events_and_removals_are_recognised() {
+        let test = r#"{"Service":"Amazon S3","Event":"s3:TestEvent","Time":"2026-11-30T00:00:00Z","Bucket":"b","RequestId":"x","HostId":"y"}"#;
+        assert_eq!(decode_notification_str(test).unwrap(), Notification::Test);
+        let removed = r#"{"Records":[{"eventName":"ObjectRemoved:Delete","s3":{"bucket":{"name":"b"},"object":{"key":"k"}}}]}"#;
+        assert!(matches!(
+            decode_notification_str(removed).unwrap(),
+            Notification::Ignored(_)
+        ));
+    }
+
+    #[test]
+    fn junk_is_refused_with_a_reason() {
+        for junk in [
+            "",
+            "null",
+            "[]",
+            "42",
+            "{}",
+            r#"{"Records":[]}"#,
+            r#"{"Records":[{"eventName":"ObjectCreated:Put"}]}"#,
+            r#"{"Records":[{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":""}}}]}"#,
+        ] {
+            let err = decode_notification_str(junk).unwrap_err();
+            assert!(!err.0.is_empty(), "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn minio_records_with_string_sizes_decode() {
+        let minio = r#"{"EventName":"s3:ObjectCreated:Put","Key":"docs/uploads/a+b.pdf","Records":[{"eventVersion":"2.0","eventSource":"minio:s3","eventName":"s3:ObjectCreated:Put","s3":{"bucket":{"name":"docs"},"object":{"key":"uploads%2Fa%2Bb.pdf","size":"12","eTag":"\"abc\""}}}]}"#;
+        let Notification::Created(objs) = decode_notification_str(minio).unwrap() else {
+            panic!("not created")
+        };
+        assert_eq!(objs[0].key, "uploads/a+b.pdf");
+        assert_eq!(objs[0].size, Some(12));
+        assert_eq!(objs[0].etag.as_deref(), Some("abc"));
+    }
+}

@@ -1,0 +1,99 @@
+//! The store function: every shape of upload notification in, stored documents out.
+
+use super::sqs::{for_each_message, BatchReport};
+use crate::error::StageError;
+use crate::events::{self, Notification};
+use crate::model::Stage;
+use crate::services::StoreService;
+use crate::stages::store::{store_object, StoreOutcome};
+use aws_lambda_events::event::sqs::SqsEvent;
+use serde_json::Value;
+
+/// Lambda's entry: an SQS batch (from the store-events queue), or a notification delivered directly
+/// (S3 trigger, EventBridge, an S3-compatible store). A direct invocation that fails transiently
+/// returns the error so that Lambda's own retry takes it again.
+pub async fn handle_event(service: &StoreService, event: Value) -> Result<Value, StageError> {
+    if events::is_sqs_batch(&event) {
+        let batch: SqsEvent = serde_json::from_value(event).map_err(|e| {
+            StageError::permanent(Stage::Store, format!("malformed SQS event: {e}"))
+        })?;
+        let report = handle_sqs(service, batch).await;
+        return Ok(serde_json::to_value(report.response).expect("batch response serialises"));
+    }
+    let line = handle_notification(service, &event).await?;
+    Ok(serde_json::json!({ "result": line }))
+}
+
+pub async fn handle_sqs(service: &StoreService, batch: SqsEvent) -> BatchReport {
+    for_each_message(batch, |message| async move {
+        let body = message.body.unwrap_or_default();
+        let value: Value = match serde_json::from_str(&body) {
+            Ok(v) => v,
+            Err(e) => {
+                return Err(StageError::permanent(
+                    Stage::Store,
+                    format!("message body is not JSON: {e}"),
+                ))
+            }
+        };
+        handle_notification(service, &value).await
+    })
+    .await
+}
+
+/// Stores every object a notification names; the line says what became of each.
+pub async fn handle_notification(
+    service: &StoreService,
+    value: &Value,
+) -> Result<String, StageError> {
+    let notification = events::decode_notification(value)
+        .map_err(|e| StageError::permanent(Stage::Store, e.to_string()))?;
+    let objects = match notification {
+        Notification::Test => {
+            tracing::info!(stage = "store", "s3:TestEvent acknowledged");
+            return Ok("test event acknowledged".into());
+        }
+        Notification::Ignored(why) => {
+            tracing::info!(stage = "store", reason = %why, "notification ignored");
+            return Ok(format!("ignored: {why}"));
+        }
+        Notification::Created(objects) => objects,
+    };
+    let deps = service.deps();
+    let mut lines = Vec::with_capacity(objects.len());
+    for object in &objects {
+        let outcome = store_object(&deps, object).await?;
+        lines.push(describe(&object.key, &outcome));
+    }
+    Ok(lines.join("; "))
+}
+
+fn describe(key: &str, outcome: &StoreOutcome) -> String {
+    match outcome {
+        StoreOutcome::Stored { doc_id, run_id } => {
+            format!("{doc_id} run {run_id}: stored ({key}), parse queued")
+        }
+        StoreOutcome::Duplicate {
+            doc_id,
+            run_id,
+            parse_resent,
+        } => format!(
+            "{doc_id} run {}: duplicate event, no new run{}",
+            run_id.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
+            if *parse_resent {
+                ", parse re-queued"
+            } else {
+                ""
+            }
+        ),
+        StoreOutcome::Rejected {
+            doc_id,
+            run_id,
+            reason,
+        } => format!("{doc_id} run {run_id}: failed at store: {reason}"),
+        StoreOutcome::ObjectMissing { doc_id, failed_run } => match failed_run {
+            Some(run) => format!("{doc_id} run {run}: failed at store: {key} no longer exists"),
+            None => format!("{doc_id}: {key} no longer exists, nothing to do"),
+        },
+    }
+}

@@ -1,0 +1,71 @@
+//! The clients a function builds once per container, in `main`, and keeps for every invocation.
+
+use crate::adapters::{aws, JobQueue, ObjectStore, S3ObjectStore, SqsJobQueue};
+use crate::config::{AwsConfig, ConfigError, DbConfig, EnvReader, StoreConfig};
+use crate::db::{Db, DbError};
+use crate::stages::store::StoreDeps;
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot set up the database pool")]
+    Db(#[from] DbError),
+}
+
+/// AWS clients, shared by every service of a process.
+#[derive(Clone)]
+pub struct AwsClients {
+    pub s3: aws_sdk_s3::Client,
+    pub sqs: aws_sdk_sqs::Client,
+}
+
+impl AwsClients {
+    pub async fn new(config: &AwsConfig) -> Self {
+        let sdk = aws::sdk_config(config).await;
+        AwsClients {
+            s3: aws::s3_client(&sdk, config),
+            sqs: aws::sqs_client(&sdk),
+        }
+    }
+}
+
+pub struct StoreService {
+    pub db: Db,
+    pub objects: Arc<dyn ObjectStore>,
+    pub queue: Arc<dyn JobQueue>,
+    pub config: StoreConfig,
+}
+
+impl StoreService {
+    /// Reads and validates the environment, then builds the clients.
+    pub async fn from_env() -> Result<Self, InitError> {
+        let mut env = EnvReader::from_process();
+        let db_config = DbConfig::read(&mut env);
+        let aws_config = AwsConfig::read(&mut env);
+        let config = StoreConfig::read(&mut env);
+        env.finish()?;
+        let db = Db::connect(&db_config)?;
+        let clients = AwsClients::new(&aws_config).await;
+        Ok(Self::new(db, &clients, config))
+    }
+
+    pub fn new(db: Db, clients: &AwsClients, config: StoreConfig) -> Self {
+        StoreService {
+            db,
+            objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
+            queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
+            config,
+        }
+    }
+
+    pub fn deps(&self) -> StoreDeps<'_> {
+        StoreDeps {
+            db: &self.db,
+            objects: self.objects.as_ref(),
+            queue: self.queue.as_ref(),
+            config: &self.config,
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! Seed 000 §6.1–6.2: an object landed in the bucket; make it a stored document with a run, and
+//! queue its parse.
+//!
+//! Idempotency: a duplicate event finds the same document (the id derives from bucket and key) and
+//! the same content (sha256, or the ETag before re-reading), so it starts no run. Concurrent
+//! deliveries serialise on the document's row lock. New content under the same key opens a new run
+//! and fails the old one as superseded.
+
+use crate::adapters::JobQueue;
+use crate::adapters::{ObjectHead, ObjectStore, StorageError};
+use crate::config::StoreConfig;
+use crate::db::documents::{self, Document};
+use crate::db::transitions::{self, StoredObject};
+use crate::db::{Db, DbError, Type};
+use crate::error::StageError;
+use crate::events::ObjectRef;
+use crate::ids;
+use crate::model::{DocStatus, JobMessage, Stage, Trigger};
+use tokio_postgres::GenericClient;
+use tracing::{info, warn};
+
+pub struct StoreDeps<'a> {
+    pub db: &'a Db,
+    pub objects: &'a dyn ObjectStore,
+    pub queue: &'a dyn JobQueue,
+    pub config: &'a StoreConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreOutcome {
+    /// A run is stored and its parse job is queued.
+    Stored { doc_id: String, run_id: i64 },
+    /// The same content was already taken in; no run was opened. The parse job is sent again when
+    /// the run is still waiting for it (the first delivery may have failed to send it).
+    Duplicate {
+        doc_id: String,
+        run_id: Option<i64>,
+        parse_resent: bool,
+    },
+    /// The object is unacceptable (say, too large): its run failed at `store` with the reason.
+    Rejected {
+        doc_id: String,
+        run_id: i64,
+        reason: String,
+    },
+    /// The object no longer exists. A run waiting for it failed; otherwise nothing changed.
+    ObjectMissing {
+        doc_id: String,
+        failed_run: Option<i64>,
+    },
+}
+
+fn db_err(e: DbError) -> StageError {
+    StageError::transient(Stage::Store, e)
+}
+
+fn storage_err(e: StorageError) -> StageError {
+    StageError::transient(Stage::Store, e)
+}
+
+pub async fn store_object(
+    deps: &StoreDeps<'_>,
+    object: &ObjectRef,
+) -> Result<StoreOutcome, StageError> {
+    let bucket = object.bucket.as_str();
+    let (key, head) = resolve_key(deps, object).await?;
+    let doc_id = resolve_doc_id(deps.db, bucket, &key).await?;
+    let Some(head) = head else {
+        return object_missing(deps, &doc_id, bucket, &key).await;
+    };
+
+    if let Some(outcome) = duplicate_by_etag(deps, &doc_id, &head).await? {
+        return Ok(outcome);
+    }
+    if head.size > deps.config.max_bytes {
+        let reason = format!(
+            "the object is {} bytes, over the limit of {} bytes (DOCPIPE_MAX_BYTES)",
+            head.size, deps.config.max_bytes
+        );
+        return reject(deps, &doc_id, bucket, &key, &head, reason).await;
+    }
+
+    let digest = match deps
+        .objects
+        .sha256(bucket, &key, deps.config.max_bytes)
+        .await
+    {
+        Ok(d) => d,
+        Err(StorageError::NotFound { .. }) => {
+            return object_missing(deps, &doc_id, bucket, &key).await
+        }
+        Err(StorageError::TooLarge { limit }) => {
+            let reason =
+                format!("the object grew past the limit of {limit} bytes while it was read");
+            return reject(deps, &doc_id, bucket, &key, &head, reason).await;
+        }
+        Err(e) => return Err(storage_err(e)),
+    };
+
+    let mut client = deps.db.client().await.map_err(db_err)?;
+    let tx = client.transaction().await.map_err(|e| db_err(e.into()))?;
+    let file_name = ids::file_name_of(&key);
+    let doc = documents::lock_or_create(&*tx, &doc_id, bucket, &key, file_name)
+        .await
+        .map_err(db_err)?;
+    if doc.content_sha256 == digest.sha256 && doc.current_run_id.is_some() {
+        drop(tx);
+        return duplicate(deps, &doc_id).await;
+    }
+    let run_id = run_for_new_content(&*tx, &doc, deps.config, &digest.sha256).await?;
+    let content_type = if head.content_type.is_empty() {
+        "application/octet-stream"
+    } else {
+        head.content_type.as_str()
+    };
+    let stored = transitions::mark_stored(
+        &*tx,
+        &doc_id,
+        run_id,
+        &StoredObject {
+            bucket,
+            key: &key,
+            file_name,
+            content_type,
+            size_bytes: digest.bytes as i64,
+            sha256: &digest.sha256,
+            etag: &head.etag,
+        },
+        deps.config.stage_deadline_secs,
+    )
+    .await
+    .map_err(db_err)?;
+    if !stored {
+        // Impossible while we hold the row lock on a run we just opened or adopted; refuse loudly
+        // rather than queue a parse for a run that is not stored.
+        return Err(StageError::transient(
+            Stage::Store,
+            format!("run {run_id} of {doc_id} was not pending when it was stored"),
+        ));
+    }
+    tx.commit().await.map_err(|e| db_err(e.into()))?;
+    info!(doc_id, run_id, stage = "store", size = digest.bytes, sha256 = %digest.sha256, "stored");
+
+    send_parse(deps, &doc_id, run_id).await?;
+    Ok(StoreOutcome::Stored { doc_id, run_id })
+}
+
+/// Notifications may spell a key two ways (see [`ObjectRef::raw_key`]): the first that exists wins.
+async fn resolve_key(
+    deps: &StoreDeps<'_>,
+    object: &ObjectRef,
+) -> Result<(String, Option<ObjectHead>), StageError> {
+    let head = deps
+        .objects
+        .head(&object.bucket, &object.key)
+        .await
+        .map_err(storage_err)?;
+    if head.is_some() {
+        return Ok((object.key.clone(), head));
+    }
+    if let Some(raw) = &object.raw_key {
+        let head = deps
+            .objects
+            .head(&object.bucket, raw)
+            .await
+            .map_err(storage_err)?;
+        if head.is_some() {
+            return Ok((raw.clone(), head));
+        }
+    }
+    Ok((object.key.clone(), None))
+}
+
+/// A key of the API's shape names a registered document, but only if that document was registered
+/// for exactly this key: a client cannot attach an upload to somebody else's document.
+async fn resolve_doc_id(db: &Db, bucket: &str, key: &str) -> Result<String, StageError> {
+    if let Some(candidate) = ids::doc_id_in_upload_key(key) {
+        let client = db.client().await.map_err(db_err)?;
+        if let Some(doc) = documents::get(&**client, candidate).await.map_err(db_err)? {
+            if doc.object_name == key {
+                return Ok(doc.doc_id);
+            }
+        }
+    }
+    Ok(ids::derived_doc_id(bucket, key))
+}
+
+/// The same object version (ETag and size) was seen before: answer without re-reading it.
+async fn duplicate_by_etag(
+    deps: &StoreDeps<'_>,
+    doc_id: &str,
+    head: &ObjectHead,
+) -> Result<Option<StoreOutcome>, StageError> {
+    if head.etag.is_empty() {
+        return Ok(None);
+    }
+    let client = deps.db.client().await.map_err(db_err)?;
+    let doc = documents::get(&**client, doc_id).await.map_err(db_err)?;
+    drop(client);
+    match doc {
+        Some(doc)
+            if doc.source_etag == head.etag
+                && doc.size_bytes == head.size as i64
+                && doc.current_run_id.is_some() =>
+        {
+            Ok(Some(duplicate(deps, doc_id).await?))
+        }
+        _ => Ok(None),
+    }
+}
+
+async fn duplicate(deps: &StoreDeps<'_>, doc_id: &str) -> Result<StoreOutcome, StageError> {
+    let client = deps.db.client().await.map_err(db_err)?;
+    let doc = documents::get(&**client, doc_id).await.map_err(db_err)?;
+    drop(client);
+    let Some(doc) = doc else {
+        // Deleted between the two reads: nothing left to do for this event.
+        return Ok(StoreOutcome::Duplicate {
+            doc_id: doc_id.to_string(),
+            run_id: None,
+            parse_resent: false,
+        });
+    };
+    let waiting_for_parse = doc.status == DocStatus::Stored;
+    if let (true, Some(run_id)) = (waiting_for_parse, doc.current_run_id) {
+        send_parse(deps, doc_id, run_id).await?;
+    }
+    info!(
+        doc_id,
+        run_id = doc.current_run_id,
+        stage = "store",
+        parse_resent = waiting_for_parse,
+        "duplicate event: no new run"
+    );
+    Ok(StoreOutcome::Duplicate {
+        doc_id: doc_id.to_string(),
+        run_id: doc.current_run_id,
+        parse_resent: waiting_for_parse,
+    })
+}
+
+/// The run that new content belongs to. A document registered through the API waits with an open
+/// `pending` run for its first upload: that run is adopted. Otherwise a run still in flight is
+/// failed as superseded and a new one opens.
+async fn run_for_new_content(
+    tx: &impl GenericClient,
+    doc: &Document,
+    config: &StoreConfig,
+    sha256: &str,
+) -> Result<i64, StageError> {
+    let awaiting_first_upload = doc.status == DocStatus::Pending
+        && doc.content_sha256.is_empty()
+        && doc.source_etag.is_empty();
+    if let (true, Some(run_id)) = (awaiting_first_upload, doc.current_run_id) {
+        let run = crate::db::runs::get(tx, run_id).await.map_err(db_err)?;
+        if run.is_some_and(|r| r.run_status == crate::model::RunStatus::Running) {
+            return Ok(run_id);
+        }
+    }
+    if let Some(previous) = doc.current_run_id {
+        let superseded = transitions::fail_run(
+            tx,
+            &doc.doc_id,
+            previous,
+            Stage::Store,
+            &format!("superseded by a new upload of the object (sha256 {sha256})"),
+        )
+        .await
+        .map_err(db_err)?;
+        if superseded {
+            warn!(doc_id = %doc.doc_id, run_id = previous, stage = "store", "in-flight run superseded by new content");
+        }
+    }
+    transitions::open_run(
+        tx,
+        &doc.doc_id,
+        Trigger::Upload,
+        "object created",
+        config.stage_deadline_secs,
+    )
+    .await
+    .map_err(db_err)
+}
+
+/// A permanent refusal: the document gets a run that fails at `store` with `reason`. Recording the
+/// ETag lets a duplicate of this event be recognised without opening another failed run.
+async fn reject(
+    deps: &StoreDeps<'_>,
+    doc_id: &str,
+    bucket: &str,
+    key: &str,
+    head: &ObjectHead,
+    reason: String,
+) -> Result<StoreOutcome, StageError> {
+    let mut client = deps.db.client().await.map_err(db_err)?;
+    let tx = client.transaction().await.map_err(|e| db_err(e.into()))?;
+    let doc = documents::lock_or_create(&*tx, doc_id, bucket, key, ids::file_name_of(key))
+        .await
+        .map_err(db_err)?;
+    if !head.etag.is_empty() && doc.source_etag == head.etag && doc.current_run_id.is_some() {
+        drop(tx);
+        return duplicate(deps, doc_id).await;
+    }
+    let run_id = run_for_new_content(&*tx, &doc, deps.config, "unread").await?;
+    tx.execute_typed(
+        "UPDATE documents SET object_name = $2, file_name = $3, size_bytes = $4, source_etag = $5,
+                content_type = $6, content_sha256 = '', updated_at = NOW()
+         WHERE doc_id = $1",
+        &[
+            (&doc_id, Type::VARCHAR),
+            (&key, Type::VARCHAR),
+            (&ids::file_name_of(key), Type::VARCHAR),
+            (&(head.size as i64), Type::INT8),
+            (&head.etag, Type::VARCHAR),
+            (&head.content_type, Type::VARCHAR),
+        ],
+    )
+    .await
+    .map_err(|e| db_err(e.into()))?;
+    transitions::fail_run(&*tx, doc_id, run_id, Stage::Store, &reason)
+        .await
+        .map_err(db_err)?;
+    tx.commit().await.map_err(|e| db_err(e.into()))?;
+    warn!(doc_id, run_id, stage = "store", reason = %reason, "object rejected");
+    Ok(StoreOutcome::Rejected {
+        doc_id: doc_id.to_string(),
+        run_id,
+        reason,
+    })
+}
+
+/// The object was deleted before it could be checked. A run still waiting for it fails; a document
+/// that already finished keeps its state (its original is gone, which a delete or retry will report).
+async fn object_missing(
+    deps: &StoreDeps<'_>,
+    doc_id: &str,
+    bucket: &str,
+    key: &str,
+) -> Result<StoreOutcome, StageError> {
+    let mut client = deps.db.client().await.map_err(db_err)?;
+    let tx = client.transaction().await.map_err(|e| db_err(e.into()))?;
+    let mut failed_run = None;
+    if let Some(doc) = documents::lock(&*tx, doc_id).await.map_err(db_err)? {
+        if let Some(run_id) = doc.current_run_id {
+            let message = format!("object s3://{bucket}/{key} no longer exists");
+            if transitions::fail_run(&*tx, doc_id, run_id, Stage::Store, &message)
+                .await
+                .map_err(db_err)?
+            {
+                failed_run = Some(run_id);
+            }
+        }
+    }
+    tx.commit().await.map_err(|e| db_err(e.into()))?;
+    warn!(
+        doc_id,
+        run_id = failed_run,
+        stage = "store",
+        bucket,
+        key,
+        "object no longer exists"
+    );
+    Ok(StoreOutcome::ObjectMissing {
+        doc_id: doc_id.to_string(),
+        failed_run,
+    })
+}
+
+async fn send_parse(deps: &StoreDeps<'_>, doc_id: &str, run_id: i64) -> Result<(), StageError> {
+    deps.queue
+        .send(
+            &deps.config.parse_queue_url,
+            JobMessage::new(doc_id, run_id).encode(),
+        )
+        .await
+        .map_err(|e| StageError::transient(Stage::Store, e))
+}

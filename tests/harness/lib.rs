@@ -1,0 +1,340 @@
+//! What every integration test stands on: the real local stack (`make up`), a fresh database per
+//! test (created through PgBouncer and migrated), and a bucket and queues of the test's own, wired
+//! with a real bucket notification. Tests therefore run in parallel without seeing each other.
+
+use aws_sdk_s3::types::{
+    Event, FilterRule, FilterRuleName, NotificationConfiguration, NotificationConfigurationFilter,
+    QueueConfiguration, S3KeyFilter,
+};
+use docpipe::config::{AwsConfig, DbConfig, Secret, StoreConfig};
+use docpipe::db::Db;
+use docpipe::services::AwsClients;
+use std::path::PathBuf;
+
+/// The stack's defaults, as `make env` prints them; the environment overrides each.
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| default.to_string())
+}
+
+pub fn database_url() -> String {
+    env_or(
+        "DATABASE_URL",
+        "postgres://docpipe:docpipe@127.0.0.1:6432/docpipe",
+    )
+}
+
+pub fn aws_config() -> AwsConfig {
+    AwsConfig {
+        endpoint_url: Some(env_or("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")),
+        region: env_or("AWS_REGION", "us-east-1"),
+    }
+}
+
+/// The repository's root, and the shared folder beside it (corpus, seeds, events).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+pub fn shared_dir() -> PathBuf {
+    std::env::var("DOCPIPE_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_root().join("..").join("shared"))
+}
+
+pub fn unique(prefix: &str) -> String {
+    let n: u64 = rand::random();
+    format!("{prefix}{:012x}", n & 0xffff_ffff_ffff)
+}
+
+/// A database of the test's own, reached through PgBouncer like production reaches RDS Proxy.
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+    pub db: Db,
+}
+
+impl TestDb {
+    pub async fn new() -> TestDb {
+        let admin_url = database_url();
+        let name = unique("docpipe_t_");
+        let (client, conn) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("cannot reach PostgreSQL through PgBouncer at {admin_url} (is the stack up? `make up`): {e}"));
+        tokio::spawn(conn);
+        client
+            .simple_query(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create the test database");
+        let url = replace_db_name(&admin_url, &name);
+        let db = Db::connect(&DbConfig {
+            url: Secret::new(url.clone()),
+            pool_size: 4,
+        })
+        .expect("pool");
+        docpipe::db::migrate::run(&db).await.expect("migrations");
+        TestDb { name, url, db }
+    }
+
+    /// A second, independent pool on the same database: another "process".
+    pub fn another_pool(&self, size: usize) -> Db {
+        Db::connect(&DbConfig {
+            url: Secret::new(self.url.clone()),
+            pool_size: size,
+        })
+        .expect("pool")
+    }
+
+    pub async fn client(&self) -> docpipe::db::Client {
+        self.db.client().await.expect("db client")
+    }
+}
+
+fn replace_db_name(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let base = match base.rfind('/') {
+        Some(i) if i > "postgres://".len() => &base[..i],
+        _ => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+/// A bucket and the pipeline's queues, all new, with the bucket notification that sends
+/// `s3:ObjectCreated:*` under `uploads/` to the store-events queue.
+pub struct TestAws {
+    pub clients: AwsClients,
+    pub region: String,
+    pub bucket: String,
+    pub store_queue: String,
+    pub parse_queue: String,
+    pub index_queue: String,
+}
+
+impl TestAws {
+    pub async fn new() -> TestAws {
+        let config = aws_config();
+        let clients = AwsClients::new(&config).await;
+        let prefix = unique("t");
+        let bucket = format!("{prefix}-bucket");
+        clients
+            .s3
+            .create_bucket()
+            .bucket(&bucket)
+            .send()
+            .await
+            .expect("create bucket (is moto up? `make up`)");
+        let store_queue = create_queue(&clients.sqs, &format!("{prefix}-store-events")).await;
+        let parse_queue = create_queue(&clients.sqs, &format!("{prefix}-parse")).await;
+        let index_queue = create_queue(&clients.sqs, &format!("{prefix}-index")).await;
+        let store_arn = docpipe::dev_runner::queue_arn(&store_queue, &config.region);
+        let filter = NotificationConfigurationFilter::builder()
+            .key(
+                S3KeyFilter::builder()
+                    .filter_rules(
+                        FilterRule::builder()
+                            .name(FilterRuleName::Prefix)
+                            .value("uploads/")
+                            .build(),
+                    )
+                    .build(),
+            )
+            .build();
+        clients
+            .s3
+            .put_bucket_notification_configuration()
+            .bucket(&bucket)
+            .notification_configuration(
+                NotificationConfiguration::builder()
+                    .queue_configurations(
+                        QueueConfiguration::builder()
+                            .id("store-on-upload")
+                            .queue_arn(store_arn)
+                            .events(Event::from("s3:ObjectCreated:*"))
+                            .filter(filter)
+                            .build()
+                            .expect("queue configuration"),
+                    )
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("bucket notification");
+        TestAws {
+            clients,
+            region: config.region,
+            bucket,
+            store_queue,
+            parse_queue,
+            index_queue,
+        }
+    }
+
+    pub fn store_config(&self, max_bytes: u64) -> StoreConfig {
+        StoreConfig {
+            parse_queue_url: self.parse_queue.clone(),
+            max_bytes,
+            stage_deadline_secs: 900,
+        }
+    }
+
+    pub async fn put(&self, key: &str, body: &[u8]) {
+        self.clients
+            .s3
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type("text/plain")
+            .body(body.to_vec().into())
+            .send()
+            .await
+            .expect("put object");
+    }
+
+    pub async fn delete(&self, key: &str) {
+        self.clients
+            .s3
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .expect("delete object");
+    }
+
+    /// Drains up to `max` message bodies from a queue, deleting them.
+    pub async fn drain(&self, queue_url: &str, max: usize) -> Vec<String> {
+        let mut bodies = Vec::new();
+        loop {
+            let out = self
+                .clients
+                .sqs
+                .receive_message()
+                .queue_url(queue_url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .expect("receive");
+            let messages = out.messages.unwrap_or_default();
+            if messages.is_empty() {
+                return bodies;
+            }
+            for m in messages {
+                self.clients
+                    .sqs
+                    .delete_message()
+                    .queue_url(queue_url)
+                    .receipt_handle(m.receipt_handle.unwrap_or_default())
+                    .send()
+                    .await
+                    .expect("delete message");
+                bodies.push(m.body.unwrap_or_default());
+            }
+            if bodies.len() >= max {
+                return bodies;
+            }
+        }
+    }
+}
+
+async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
+    sqs.create_queue()
+        .queue_name(name)
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
+            "30",
+        )
+        .send()
+        .await
+        .expect("create queue")
+        .queue_url
+        .expect("queue url")
+}
+
+/// An S3 put notification for one object, the way moto delivers it (key form-urlencoded, no
+/// `userIdentity`, no `sequencer`).
+pub fn s3_put_event(bucket: &str, key: &str) -> serde_json::Value {
+    let encoded: String = form_encode(key);
+    serde_json::json!({
+        "Records": [{
+            "eventVersion": "2.1",
+            "eventSource": "aws:s3",
+            "awsRegion": "us-east-1",
+            "eventTime": "2026-11-30T00:00:00.000Z",
+            "eventName": "ObjectCreated:Put",
+            "s3": {
+                "s3SchemaVersion": "1.0",
+                "configurationId": "store-on-upload",
+                "bucket": {"name": bucket, "arn": format!("arn:aws:s3:::{bucket}")},
+                "object": {"key": encoded}
+            }
+        }]
+    })
+}
+
+fn form_encode(key: &str) -> String {
+    let mut out = String::new();
+    for b in key.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' => {
+                out.push(b as char)
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// An SQS batch whose message bodies are the given strings.
+pub fn sqs_batch(bodies: &[String]) -> aws_lambda_events::event::sqs::SqsEvent {
+    let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
+    for (i, body) in bodies.iter().enumerate() {
+        let mut m = aws_lambda_events::event::sqs::SqsMessage::default();
+        m.message_id = Some(format!("msg-{i}"));
+        m.body = Some(body.clone());
+        m.event_source = Some("aws:sqs".into());
+        event.records.push(m);
+    }
+    event
+}
+
+pub fn sha256_hex(data: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(data))
+}
+
+/// A queue that fails every send while `failing` is set: the fault a test injects in place of an
+/// SQS outage. Everything else goes to the real queue.
+pub struct FlakyQueue {
+    pub inner: std::sync::Arc<dyn docpipe::adapters::JobQueue>,
+    pub failing: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl docpipe::adapters::JobQueue for FlakyQueue {
+    async fn send(
+        &self,
+        queue_url: &str,
+        body: String,
+    ) -> Result<(), docpipe::adapters::QueueError> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(docpipe::adapters::QueueError {
+                queue_url: queue_url.to_string(),
+                source: "injected: queue unavailable".into(),
+            });
+        }
+        self.inner.send(queue_url, body).await
+    }
+}
