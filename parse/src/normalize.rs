@@ -121,7 +121,10 @@ mod tests {
 
     #[test]
     fn compacts_titles() {
-        assert_eq!(compact_title("第一章  总则"), "第一章 总则");
+        assert_eq!(
+            compact_title("数据  安全 Data  Security"),
+            "数据安全 Data Security"
+        );
         assert_eq!(compact_title("第 一 章 总 则"), "第一章总则");
         assert_eq!(
             compact_title("\u{200B}1.1　数据 Security"),

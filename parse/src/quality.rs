@@ -11,7 +11,7 @@ pub const GARBLED_PAGE_RATIO: f32 = 0.3;
 
 static CID: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\(cid:\d+\)").expect("static regex"));
 static GLYPH_NAMES: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:/(?:[A-Za-z]{1,3}[0-9A-Fa-f]{1,4}|uni[0-9A-Fa-f]{4})\s*){2,}")
+    Regex::new(r"(?:/(?:[A-Za-z]{1,2}[0-9][0-9A-Fa-f]{0,3}|uni[0-9A-Fa-f]{4}|cid\d+)\s*){2,}")
         .expect("static regex")
 });
 
