@@ -2,6 +2,7 @@
 //! local stand-in for Lambda's event source mappings.
 
 mod dev;
+mod local;
 
 use clap::{Parser, Subcommand};
 
@@ -22,6 +23,10 @@ enum Command {
     Migrate,
     /// Run the dev runner: poll the pipeline's queues and invoke the same handlers Lambda runs.
     Dev(dev::DevArgs),
+    /// Put files into the bucket as any S3 client would (local stack).
+    Put(local::PutArgs),
+    /// Show the documents by status, optionally waiting until all reach one.
+    Docs(local::DocsArgs),
 }
 
 #[tokio::main]
@@ -31,6 +36,8 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Migrate => migrate().await,
         Command::Dev(args) => dev::run(args).await,
+        Command::Put(args) => local::put(args).await,
+        Command::Docs(args) => local::docs(args).await,
     }
 }
 

@@ -161,6 +161,46 @@ impl StoreConfig {
     }
 }
 
+/// Everything the parse stage needs.
+#[derive(Debug, Clone)]
+pub struct ParseConfig {
+    /// Where artifacts are written.
+    pub bucket: String,
+    pub index_queue_url: String,
+    pub max_bytes: u64,
+    pub chunk: docpipe_parse::ChunkConfig,
+    pub limits: docpipe_parse::Limits,
+    pub stage_deadline_secs: i64,
+}
+
+impl ParseConfig {
+    pub fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Self {
+        let defaults = docpipe_parse::ChunkConfig::default();
+        let chunk = docpipe_parse::ChunkConfig {
+            max_tokens: env.parsed_or("DOCPIPE_CHUNK_MAX_TOKENS", defaults.max_tokens),
+            overlap_tokens: env.parsed_or("DOCPIPE_CHUNK_OVERLAP_TOKENS", defaults.overlap_tokens),
+        };
+        if chunk.max_tokens < 16 || chunk.overlap_tokens >= chunk.max_tokens {
+            env.problems.push(format!(
+                "DOCPIPE_CHUNK_MAX_TOKENS ({}) must be at least 16 and above DOCPIPE_CHUNK_OVERLAP_TOKENS ({})",
+                chunk.max_tokens, chunk.overlap_tokens
+            ));
+        }
+        let limit_defaults = docpipe_parse::Limits::default();
+        ParseConfig {
+            bucket: env.required("DOCPIPE_BUCKET"),
+            index_queue_url: env.url("DOCPIPE_INDEX_QUEUE_URL"),
+            max_bytes: env.parsed_or("DOCPIPE_MAX_BYTES", DEFAULT_MAX_BYTES),
+            chunk,
+            limits: docpipe_parse::Limits {
+                max_pages: env.parsed_or("DOCPIPE_MAX_PAGES", limit_defaults.max_pages),
+                ..limit_defaults
+            },
+            stage_deadline_secs: env.parsed_or("DOCPIPE_STAGE_DEADLINE_SECS", 900i64),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@
 //! - [`handlers`]: what a Lambda invocation does with its event (the binaries only call these).
 
 pub mod adapters;
+pub mod artifacts;
 pub mod config;
 pub mod db;
 pub mod dev_runner;
@@ -20,4 +21,6 @@ pub mod services;
 pub mod stages;
 pub mod telemetry;
 
+/// The parsers (bytes → layouts, heading tree, semantic blocks, chunks), for callers of this crate.
+pub use docpipe_parse as parse;
 pub use error::StageError;

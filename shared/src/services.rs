@@ -1,8 +1,9 @@
 //! The clients a function builds once per container, in `main`, and keeps for every invocation.
 
 use crate::adapters::{aws, JobQueue, ObjectStore, S3ObjectStore, SqsJobQueue};
-use crate::config::{AwsConfig, ConfigError, DbConfig, EnvReader, StoreConfig};
+use crate::config::{AwsConfig, ConfigError, DbConfig, EnvReader, ParseConfig, StoreConfig};
 use crate::db::{Db, DbError};
+use crate::stages::parse::ParseDeps;
 use crate::stages::store::StoreDeps;
 use std::sync::Arc;
 
@@ -62,6 +63,44 @@ impl StoreService {
 
     pub fn deps(&self) -> StoreDeps<'_> {
         StoreDeps {
+            db: &self.db,
+            objects: self.objects.as_ref(),
+            queue: self.queue.as_ref(),
+            config: &self.config,
+        }
+    }
+}
+
+pub struct ParseService {
+    pub db: Db,
+    pub objects: Arc<dyn ObjectStore>,
+    pub queue: Arc<dyn JobQueue>,
+    pub config: ParseConfig,
+}
+
+impl ParseService {
+    pub async fn from_env() -> Result<Self, InitError> {
+        let mut env = EnvReader::from_process();
+        let db_config = DbConfig::read(&mut env);
+        let aws_config = AwsConfig::read(&mut env);
+        let config = ParseConfig::read(&mut env);
+        env.finish()?;
+        let db = Db::connect(&db_config)?;
+        let clients = AwsClients::new(&aws_config).await;
+        Ok(Self::new(db, &clients, config))
+    }
+
+    pub fn new(db: Db, clients: &AwsClients, config: ParseConfig) -> Self {
+        ParseService {
+            db,
+            objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
+            queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
+            config,
+        }
+    }
+
+    pub fn deps(&self) -> ParseDeps<'_> {
+        ParseDeps {
             db: &self.db,
             objects: self.objects.as_ref(),
             queue: self.queue.as_ref(),

@@ -338,3 +338,64 @@ impl docpipe::adapters::JobQueue for FlakyQueue {
         self.inner.send(queue_url, body).await
     }
 }
+
+/// Points the parser at the stack's `libpdfium.so` when the environment does not (`make env` does).
+pub fn ensure_pdfium_env() {
+    if std::env::var_os("DOCPIPE_PDFIUM_LIB").is_none() {
+        let lib = workspace_root().join(".local/lib/libpdfium.so");
+        // Tests call this before they start any thread that reads the environment.
+        std::env::set_var("DOCPIPE_PDFIUM_LIB", lib);
+    }
+}
+
+pub fn corpus_dir() -> PathBuf {
+    std::env::var("DOCPIPE_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| shared_dir().join("corpus"))
+}
+
+impl TestAws {
+    pub fn parse_config(&self) -> docpipe::config::ParseConfig {
+        docpipe::config::ParseConfig {
+            bucket: self.bucket.clone(),
+            index_queue_url: self.index_queue.clone(),
+            max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
+            chunk: Default::default(),
+            limits: Default::default(),
+            stage_deadline_secs: 900,
+        }
+    }
+
+    pub async fn get(&self, key: &str) -> Vec<u8> {
+        self.clients
+            .s3
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .expect("get object")
+            .body
+            .collect()
+            .await
+            .expect("body")
+            .into_bytes()
+            .to_vec()
+    }
+
+    pub async fn keys(&self, prefix: &str) -> Vec<String> {
+        let out = self
+            .clients
+            .s3
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .send()
+            .await
+            .expect("list");
+        out.contents()
+            .iter()
+            .filter_map(|o| o.key().map(String::from))
+            .collect()
+    }
+}

@@ -60,6 +60,15 @@ pub trait ObjectStore: Send + Sync {
         body: Vec<u8>,
         content_type: &str,
     ) -> Result<(), StorageError>;
+
+    /// Deletes one object; deleting a missing object is not an error.
+    async fn delete(&self, bucket: &str, key: &str) -> Result<(), StorageError>;
+
+    /// Deletes every object under `prefix` and returns how many there were.
+    async fn delete_prefix(&self, bucket: &str, prefix: &str) -> Result<usize, StorageError>;
+
+    /// The keys under `prefix`.
+    async fn list(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, StorageError>;
 }
 
 pub struct S3ObjectStore {
@@ -208,5 +217,83 @@ impl ObjectStore for S3ObjectStore {
             .await
             .map_err(|e| unavailable("PutObject", e.into_service_error()))?;
         Ok(())
+    }
+
+    async fn delete(&self, bucket: &str, key: &str) -> Result<(), StorageError> {
+        self.client
+            .delete_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| unavailable("DeleteObject", e.into_service_error()))?;
+        Ok(())
+    }
+
+    async fn delete_prefix(&self, bucket: &str, prefix: &str) -> Result<usize, StorageError> {
+        let keys = self.list(bucket, prefix).await?;
+        // DeleteObjects takes at most 1,000 keys per call.
+        for batch in keys.chunks(1000) {
+            let objects = batch
+                .iter()
+                .map(|k| {
+                    aws_sdk_s3::types::ObjectIdentifier::builder()
+                        .key(k)
+                        .build()
+                        .expect("key is set")
+                })
+                .collect();
+            let delete = aws_sdk_s3::types::Delete::builder()
+                .set_objects(Some(objects))
+                .quiet(true)
+                .build()
+                .expect("objects are set");
+            let out = self
+                .client
+                .delete_objects()
+                .bucket(bucket)
+                .delete(delete)
+                .send()
+                .await
+                .map_err(|e| unavailable("DeleteObjects", e.into_service_error()))?;
+            if let Some(err) = out.errors().first() {
+                return Err(unavailable(
+                    "DeleteObjects",
+                    format!(
+                        "{} of {} keys not deleted, first {:?}: {:?}",
+                        out.errors().len(),
+                        batch.len(),
+                        err.key(),
+                        err.message()
+                    ),
+                ));
+            }
+        }
+        Ok(keys.len())
+    }
+
+    async fn list(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, StorageError> {
+        let mut keys = Vec::new();
+        let mut token = None;
+        loop {
+            let out = self
+                .client
+                .list_objects_v2()
+                .bucket(bucket)
+                .prefix(prefix)
+                .set_continuation_token(token)
+                .send()
+                .await
+                .map_err(|e| unavailable("ListObjectsV2", e.into_service_error()))?;
+            keys.extend(
+                out.contents()
+                    .iter()
+                    .filter_map(|o| o.key().map(String::from)),
+            );
+            match out.next_continuation_token() {
+                Some(t) if out.is_truncated() == Some(true) => token = Some(t.to_string()),
+                _ => return Ok(keys),
+            }
+        }
     }
 }

@@ -8,6 +8,7 @@
 pub mod documents;
 pub mod migrate;
 pub mod runs;
+pub mod snapshot;
 pub mod transitions;
 
 use crate::config::DbConfig;

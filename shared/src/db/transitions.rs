@@ -148,3 +148,62 @@ pub async fn fail_run(
         .await?;
     Ok(!rows.is_empty())
 }
+
+/// What a parse produced, for the run's counters.
+#[derive(Debug, Clone)]
+pub struct ParseCounts<'a> {
+    pub parser_backend: &'a str,
+    pub chunk_backend: &'a str,
+    pub layouts: i32,
+    pub structure_nodes: i32,
+    pub semantic_blocks: i32,
+    pub vector_chunks: i32,
+    /// Merged into the run's `metadata` (format, pages, warnings, duration).
+    pub metadata: serde_json::Value,
+}
+
+/// Seed 000 §6.3 steps 1–3 and 7: `stored → parsed` with the run's counts. Returns false when the
+/// document is not `stored` on this run any more (a duplicate or stale message).
+pub async fn mark_parsed(
+    c: &impl GenericClient,
+    doc_id: &str,
+    run_id: i64,
+    counts: &ParseCounts<'_>,
+    deadline_secs: i64,
+) -> Result<bool, DbError> {
+    let metadata = counts.metadata.to_string();
+    let rows = c
+        .query_typed(
+            "WITH doc AS (
+                 UPDATE documents SET status = 'parsed', parser_name = $3, updated_at = NOW()
+                 WHERE doc_id = $1 AND current_run_id = $2 AND status = 'stored'
+                 RETURNING doc_id),
+             run AS (
+                 UPDATE document_processing_runs SET parsed_at = NOW(), parser_backend = $3,
+                        chunk_backend = $4, layout_count = $5, structure_node_count = $6,
+                        semantic_block_count = $7, vector_chunk_count = $8,
+                        metadata = metadata || $9::jsonb,
+                        deadline_at = NOW() + make_interval(secs => $10)
+                 WHERE run_id = $2 AND run_status = 'running' AND EXISTS (SELECT 1 FROM doc)
+                 RETURNING run_id)
+             INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
+             SELECT $1, $2, 'stored', 'parsed', 'parse',
+                    $6::text || ' headings, ' || $7::text || ' blocks, ' || $8::text || ' chunks'
+             FROM doc, run
+             RETURNING event_id",
+            &[
+                (&doc_id, Type::VARCHAR),
+                (&run_id, Type::INT8),
+                (&counts.parser_backend, Type::VARCHAR),
+                (&counts.chunk_backend, Type::VARCHAR),
+                (&counts.layouts, Type::INT4),
+                (&counts.structure_nodes, Type::INT4),
+                (&counts.semantic_blocks, Type::INT4),
+                (&counts.vector_chunks, Type::INT4),
+                (&metadata, Type::TEXT),
+                (&(deadline_secs as f64), Type::FLOAT8),
+            ],
+        )
+        .await?;
+    Ok(!rows.is_empty())
+}

@@ -1,5 +1,6 @@
 //! What one Lambda invocation does with its event. The function binaries and the dev runner call
 //! these, so a message takes the same path locally as in AWS.
 
+pub mod parse;
 pub mod sqs;
 pub mod store;

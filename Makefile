@@ -1,0 +1,50 @@
+# docpipe's interface for people and scripts. `make demo` is the main job; `make test` proves it.
+SHELL := /bin/bash
+.ONESHELL:
+.SHELLFLAGS := -euo pipefail -c
+
+# One target dir outside the clone, so a fresh clone (CI) reuses what was built before.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/docpipe/target
+DOCPIPE := $(CARGO_TARGET_DIR)/debug/docpipe
+
+.PHONY: up down env status test demo bench build lint runner-start runner-stop
+
+build:
+	cargo build -p docpipe-cli -p docpipe-store-fn -p docpipe-parse-fn
+
+## up: install what is missing, start the stack and the dev runner, apply the migrations
+up:
+	bash scripts/stack.sh up
+	cargo build -p docpipe-cli
+	eval "$$(bash scripts/stack.sh env)"
+	$(DOCPIPE) migrate
+	bash scripts/dev-runner.sh start
+
+## down: stop exactly what `up` started
+down:
+	bash scripts/dev-runner.sh stop
+	bash scripts/stack.sh down
+
+## env: export lines for the stack (eval "$(make -s env)")
+env:
+	@bash scripts/stack.sh env
+
+status:
+	bash scripts/stack.sh status
+	bash scripts/dev-runner.sh status
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+## test: bring up what the tests need, then run every test against the real stack
+test: up lint
+	bash scripts/test.sh
+
+## demo: the stack, the dev runner, and sample documents carried through the pipeline
+demo: up
+	bash scripts/demo.sh
+
+## bench: the benchmark table
+bench:
+	bash scripts/bench-parse.sh

@@ -1,0 +1,168 @@
+//! Commands for the local stack that go straight to the bucket and the database: `put` drops files
+//! into the bucket the way any S3 client would, `docs` shows which document is at which step.
+
+use anyhow::Context;
+use clap::Args;
+use docpipe::config::{AwsConfig, DbConfig, EnvReader};
+use docpipe::model::DocStatus;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Args)]
+pub struct PutArgs {
+    /// Files to upload.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Key prefix; the bucket notification watches `uploads/`.
+    #[arg(long, default_value = "uploads/")]
+    prefix: String,
+}
+
+pub async fn put(args: PutArgs) -> anyhow::Result<()> {
+    let mut env = EnvReader::from_process();
+    let aws = AwsConfig::read(&mut env);
+    let bucket = env.required("DOCPIPE_BUCKET");
+    env.finish()?;
+    let s3 = docpipe::services::AwsClients::new(&aws).await.s3;
+    for file in &args.files {
+        let name = file
+            .file_name()
+            .context("a file name")?
+            .to_string_lossy()
+            .to_string();
+        let key = format!("{}{name}", args.prefix);
+        let body = tokio::fs::read(file)
+            .await
+            .with_context(|| format!("reading {}", file.display()))?;
+        s3.put_object()
+            .bucket(&bucket)
+            .key(&key)
+            .content_type(content_type_of(&name))
+            .body(body.into())
+            .send()
+            .await
+            .with_context(|| format!("putting s3://{bucket}/{key}"))?;
+        println!("put s3://{bucket}/{key}");
+    }
+    Ok(())
+}
+
+fn content_type_of(name: &str) -> &'static str {
+    match name
+        .rsplit('.')
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "pdf" => "application/pdf",
+        "docx" => "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "html" | "htm" => "text/html",
+        "md" => "text/markdown",
+        "txt" => "text/plain",
+        _ => "application/octet-stream",
+    }
+}
+
+#[derive(Args)]
+pub struct DocsArgs {
+    /// Wait until every document has reached this status (or failed), printing progress.
+    #[arg(long)]
+    wait_for: Option<String>,
+    /// Give up waiting after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    /// Print every document, not only the counts.
+    #[arg(long)]
+    list: bool,
+}
+
+fn rank(status: DocStatus) -> u8 {
+    match status {
+        DocStatus::Pending => 0,
+        DocStatus::Stored => 1,
+        DocStatus::Parsed => 2,
+        DocStatus::Indexed => 3,
+        DocStatus::Failed => 4,
+    }
+}
+
+pub async fn docs(args: DocsArgs) -> anyhow::Result<()> {
+    let mut env = EnvReader::from_process();
+    let db_config = DbConfig::read(&mut env);
+    env.finish()?;
+    let db = docpipe::db::Db::connect(&db_config)?;
+    let target = match &args.wait_for {
+        Some(s) => Some(DocStatus::parse(s).with_context(|| format!("unknown status {s:?}"))?),
+        None => None,
+    };
+    let started = Instant::now();
+    let mut last = String::new();
+    loop {
+        let client = db.client().await?;
+        let rows = client
+            .query_typed(
+                "SELECT doc_id, status, COALESCE(current_run_id, 0), file_name, error_message
+                 FROM documents ORDER BY created_at, doc_id",
+                &[],
+            )
+            .await?;
+        let docs: Vec<(String, DocStatus, i64, String, String)> = rows
+            .iter()
+            .map(|r| {
+                let status: String = r.get(1);
+                (
+                    r.get(0),
+                    DocStatus::parse(&status).unwrap_or(DocStatus::Failed),
+                    r.get(2),
+                    r.get(3),
+                    r.get(4),
+                )
+            })
+            .collect();
+        let mut counts = [0usize; 5];
+        for d in &docs {
+            counts[rank(d.1) as usize] += 1;
+        }
+        let summary = format!(
+            "{} documents: {} pending, {} stored, {} parsed, {} indexed, {} failed",
+            docs.len(),
+            counts[0],
+            counts[1],
+            counts[2],
+            counts[3],
+            counts[4]
+        );
+        if summary != last {
+            println!("[{:>4}s] {summary}", started.elapsed().as_secs());
+            last = summary;
+        }
+        let done = match target {
+            None => true,
+            Some(t) => docs
+                .iter()
+                .all(|d| d.1 == DocStatus::Failed || rank(d.1) >= rank(t)),
+        };
+        if done {
+            if args.list || target.is_some() {
+                println!(
+                    "{:<36}  {:<8}  {:>5}  file / error",
+                    "doc_id", "status", "run"
+                );
+                for (id, status, run, file, error) in &docs {
+                    let note = if error.is_empty() {
+                        file.clone()
+                    } else {
+                        format!("{file}: {error}")
+                    };
+                    println!("{id:<36}  {:<8}  {run:>5}  {note}", status.as_str());
+                }
+            }
+            return Ok(());
+        }
+        if started.elapsed() > Duration::from_secs(args.timeout) {
+            anyhow::bail!("gave up after {}s: {last}", args.timeout);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -1,0 +1,45 @@
+//! The parse function: parse jobs in, parsed documents (and index jobs) out.
+
+use super::sqs::{for_each_message, BatchReport};
+use crate::error::StageError;
+use crate::model::{JobMessage, Stage};
+use crate::services::ParseService;
+use crate::stages::parse::{parse_job, ParseOutcome};
+use aws_lambda_events::event::sqs::SqsEvent;
+
+pub async fn handle_sqs(service: &ParseService, batch: SqsEvent) -> BatchReport {
+    for_each_message(batch, |message| async move {
+        let job = JobMessage::decode(message.body.as_deref().unwrap_or_default())
+            .map_err(|e| StageError::permanent(Stage::Parse, e))?;
+        let outcome = parse_job(&service.deps(), &job).await?;
+        Ok(describe(&outcome))
+    })
+    .await
+}
+
+fn describe(outcome: &ParseOutcome) -> String {
+    match outcome {
+        ParseOutcome::Parsed {
+            doc_id,
+            run_id,
+            structure_nodes,
+            semantic_blocks,
+            chunks,
+        } => format!(
+            "{doc_id} run {run_id}: parsed ({structure_nodes} headings, {semantic_blocks} blocks, {chunks} chunks), index queued"
+        ),
+        ParseOutcome::Failed {
+            doc_id,
+            run_id,
+            reason,
+        } => format!("{doc_id} run {run_id}: failed at parse: {reason}"),
+        ParseOutcome::IndexResent { doc_id, run_id } => {
+            format!("{doc_id} run {run_id}: already parsed, index re-queued")
+        }
+        ParseOutcome::Stale {
+            doc_id,
+            run_id,
+            why,
+        } => format!("{doc_id} run {run_id}: stale parse message dropped: {why}"),
+    }
+}

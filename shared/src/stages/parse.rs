@@ -1,0 +1,312 @@
+//! Seed 000 §6.3: a stored original becomes layouts, a heading tree, semantic blocks and chunks;
+//! the four artifacts are written; one transaction replaces the snapshot, records the artifacts and
+//! moves the document to `parsed`; then the index job goes out.
+//!
+//! A message acts only while its run is the document's current run and the document is `stored`.
+//! A message for a run that is `parsed` already re-sends the index job (the first delivery may have
+//! committed and then failed to send it); anything else is stale and dropped.
+
+use crate::adapters::{JobQueue, ObjectStore, StorageError};
+use crate::artifacts::{self, Artifact};
+use crate::config::ParseConfig;
+use crate::db::transitions::{self, ParseCounts};
+use crate::db::{documents, runs, snapshot, Db, DbError};
+use crate::error::StageError;
+use crate::model::{DocStatus, JobMessage, RunStatus, Stage};
+use docpipe_parse::{Hint, ParsedDocument, VectorChunk};
+use std::time::Instant;
+use tracing::{info, warn};
+
+pub struct ParseDeps<'a> {
+    pub db: &'a Db,
+    pub objects: &'a dyn ObjectStore,
+    pub queue: &'a dyn JobQueue,
+    pub config: &'a ParseConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseOutcome {
+    Parsed {
+        doc_id: String,
+        run_id: i64,
+        structure_nodes: usize,
+        semantic_blocks: usize,
+        chunks: usize,
+    },
+    /// The input is bad: the run failed at `parse` with the reason.
+    Failed {
+        doc_id: String,
+        run_id: i64,
+        reason: String,
+    },
+    /// The run was parsed already; its index job was sent again.
+    IndexResent { doc_id: String, run_id: i64 },
+    /// Not this message's business any more (deleted, superseded, or past this stage).
+    Stale {
+        doc_id: String,
+        run_id: i64,
+        why: String,
+    },
+}
+
+fn db_err(e: DbError) -> StageError {
+    StageError::transient(Stage::Parse, e)
+}
+
+fn storage_err(e: StorageError) -> StageError {
+    StageError::transient(Stage::ArtifactPersist, e)
+}
+
+pub async fn parse_job(deps: &ParseDeps<'_>, job: &JobMessage) -> Result<ParseOutcome, StageError> {
+    let (doc_id, run_id) = (job.doc_id.as_str(), job.run_id);
+    let stale = |why: String| {
+        info!(doc_id, run_id, stage = "parse", why = %why, "stale parse message dropped");
+        Ok(ParseOutcome::Stale {
+            doc_id: doc_id.to_string(),
+            run_id,
+            why,
+        })
+    };
+
+    let client = deps.db.client().await.map_err(db_err)?;
+    let Some(doc) = documents::get(&**client, doc_id).await.map_err(db_err)? else {
+        return stale("the document no longer exists".into());
+    };
+    let run = runs::get(&**client, run_id).await.map_err(db_err)?;
+    drop(client);
+    if doc.current_run_id != Some(run_id) {
+        return stale(format!(
+            "run {run_id} is not the current run ({:?})",
+            doc.current_run_id
+        ));
+    }
+    if !run.is_some_and(|r| r.run_status == RunStatus::Running) {
+        return stale(format!("run {run_id} is no longer running"));
+    }
+    match doc.status {
+        DocStatus::Stored => {}
+        DocStatus::Parsed => {
+            send_index(deps, doc_id, run_id).await?;
+            return Ok(ParseOutcome::IndexResent {
+                doc_id: doc_id.to_string(),
+                run_id,
+            });
+        }
+        other => return stale(format!("the document is {other}, not stored")),
+    }
+
+    let started = Instant::now();
+    let original = match deps
+        .objects
+        .get(&doc.source_bucket, &doc.object_name, deps.config.max_bytes)
+        .await
+    {
+        Ok(bytes) => bytes,
+        Err(StorageError::NotFound { bucket, key }) => {
+            let reason = format!("the original s3://{bucket}/{key} no longer exists");
+            return fail(deps, doc_id, run_id, reason).await;
+        }
+        Err(StorageError::TooLarge { limit }) => {
+            let reason = format!("the original is larger than the limit of {limit} bytes");
+            return fail(deps, doc_id, run_id, reason).await;
+        }
+        Err(e) => return Err(StageError::transient(Stage::Parse, e)),
+    };
+    let fetched_ms = started.elapsed().as_millis() as u64;
+
+    let hint = Hint::new(doc.file_name.clone(), doc.content_type.clone());
+    let limits = deps.config.limits;
+    let chunk_config = deps.config.chunk;
+    let parsed = tokio::task::spawn_blocking(move || {
+        docpipe_parse::parse(&original, &hint, &limits).map(|parsed| {
+            let chunks = docpipe_parse::chunk(&parsed, &chunk_config);
+            (parsed, chunks)
+        })
+    })
+    .await;
+    let (parsed, chunks) = match parsed {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => {
+            return fail(deps, doc_id, run_id, format!("{} ({})", e, e.kind())).await;
+        }
+        // The parser catches panics itself; this is the last line of defence.
+        Err(join) => {
+            return fail(deps, doc_id, run_id, format!("the parser crashed: {join}")).await;
+        }
+    };
+    let parse_ms = started.elapsed().as_millis() as u64 - fetched_ms;
+    if chunks.is_empty() {
+        let reason = "the document has no text to index (no chunks)".to_string();
+        return fail(deps, doc_id, run_id, reason).await;
+    }
+
+    let written = artifacts::build_all(doc_id, run_id, &parsed, &chunks);
+    for artifact in &written {
+        deps.objects
+            .put(
+                &deps.config.bucket,
+                &artifact.object_name,
+                artifact.body.clone(),
+                "application/json",
+            )
+            .await
+            .map_err(storage_err)?;
+    }
+
+    let committed = commit(deps, doc_id, run_id, &parsed, &chunks, &written, started).await?;
+    if !committed {
+        return abandon(deps, doc_id, run_id).await;
+    }
+    info!(
+        doc_id,
+        run_id,
+        stage = "parse",
+        format = parsed.format.as_str(),
+        pages = parsed.page_count,
+        structure_nodes = parsed.structure_nodes.len(),
+        semantic_blocks = parsed.semantic_blocks.len(),
+        chunks = chunks.len(),
+        parse_ms,
+        "parsed"
+    );
+    send_index(deps, doc_id, run_id).await?;
+    Ok(ParseOutcome::Parsed {
+        doc_id: doc_id.to_string(),
+        run_id,
+        structure_nodes: parsed.structure_nodes.len(),
+        semantic_blocks: parsed.semantic_blocks.len(),
+        chunks: chunks.len(),
+    })
+}
+
+/// Seed 000 §6.3 steps 1–7 in one transaction. False when the compare-and-set found the document
+/// moved on meanwhile (then nothing was written).
+async fn commit(
+    deps: &ParseDeps<'_>,
+    doc_id: &str,
+    run_id: i64,
+    parsed: &ParsedDocument,
+    chunks: &[VectorChunk],
+    written: &[Artifact],
+    started: Instant,
+) -> Result<bool, StageError> {
+    let mut client = deps.db.client().await.map_err(db_err)?;
+    let tx = client.transaction().await.map_err(|e| db_err(e.into()))?;
+    // Lock first: a concurrent duplicate waits here and then finds `parsed`.
+    let Some(doc) = documents::lock(&*tx, doc_id).await.map_err(db_err)? else {
+        return Ok(false);
+    };
+    if doc.current_run_id != Some(run_id) || doc.status != DocStatus::Stored {
+        return Ok(false);
+    }
+    snapshot::replace(
+        &*tx,
+        doc_id,
+        &parsed.structure_nodes,
+        &parsed.semantic_blocks,
+    )
+    .await
+    .map_err(db_err)?;
+    snapshot::record_artifacts(&*tx, doc_id, run_id, written)
+        .await
+        .map_err(db_err)?;
+    let metadata = serde_json::json!({
+        "parse": {
+            "format": parsed.format.as_str(),
+            "pages": parsed.page_count,
+            "warnings": parsed.warnings,
+            "duration_ms": started.elapsed().as_millis() as u64,
+        }
+    });
+    let moved = transitions::mark_parsed(
+        &*tx,
+        doc_id,
+        run_id,
+        &ParseCounts {
+            parser_backend: &parsed.parser_name,
+            chunk_backend: "docpipe-chunker-e5-estimate",
+            layouts: parsed.layouts.len() as i32,
+            structure_nodes: parsed.structure_nodes.len() as i32,
+            semantic_blocks: parsed.semantic_blocks.len() as i32,
+            vector_chunks: chunks.len() as i32,
+            metadata,
+        },
+        deps.config.stage_deadline_secs,
+    )
+    .await
+    .map_err(db_err)?;
+    if !moved {
+        return Ok(false);
+    }
+    tx.commit().await.map_err(|e| db_err(e.into()))?;
+    Ok(true)
+}
+
+/// The document moved on while this message was parsing. If the run is still current (a duplicate
+/// got there first) its artifacts are the winner's too and stay; otherwise they are this run's
+/// leftovers and are removed, so a deleted or superseded document keeps no orphan objects.
+async fn abandon(
+    deps: &ParseDeps<'_>,
+    doc_id: &str,
+    run_id: i64,
+) -> Result<ParseOutcome, StageError> {
+    let client = deps.db.client().await.map_err(db_err)?;
+    let doc = documents::get(&**client, doc_id).await.map_err(db_err)?;
+    drop(client);
+    let current = doc.as_ref().and_then(|d| d.current_run_id) == Some(run_id);
+    if !current {
+        let removed = deps
+            .objects
+            .delete_prefix(&deps.config.bucket, &artifacts::run_prefix(doc_id, run_id))
+            .await
+            .map_err(storage_err)?;
+        warn!(
+            doc_id,
+            run_id,
+            stage = "parse",
+            removed,
+            "run no longer current: its artifacts were removed"
+        );
+    }
+    Ok(ParseOutcome::Stale {
+        doc_id: doc_id.to_string(),
+        run_id,
+        why: "the document moved on while it was parsed".into(),
+    })
+}
+
+async fn fail(
+    deps: &ParseDeps<'_>,
+    doc_id: &str,
+    run_id: i64,
+    reason: String,
+) -> Result<ParseOutcome, StageError> {
+    let client = deps.db.client().await.map_err(db_err)?;
+    let failed = transitions::fail_run(&**client, doc_id, run_id, Stage::Parse, &reason)
+        .await
+        .map_err(db_err)?;
+    if failed {
+        warn!(doc_id, run_id, stage = "parse", reason = %reason, class = "permanent", "parse failed");
+        Ok(ParseOutcome::Failed {
+            doc_id: doc_id.to_string(),
+            run_id,
+            reason,
+        })
+    } else {
+        Ok(ParseOutcome::Stale {
+            doc_id: doc_id.to_string(),
+            run_id,
+            why: "the run ended before its failure could be recorded".into(),
+        })
+    }
+}
+
+async fn send_index(deps: &ParseDeps<'_>, doc_id: &str, run_id: i64) -> Result<(), StageError> {
+    deps.queue
+        .send(
+            &deps.config.index_queue_url,
+            JobMessage::new(doc_id, run_id).encode(),
+        )
+        .await
+        .map_err(|e| StageError::transient(Stage::Parse, e))
+}
