@@ -1,0 +1,167 @@
+//! The e5-small engine against the real model. Needs `scripts/fetch-e5.sh` and `--features e5`.
+
+#[path = "../src/testdata.rs"]
+mod testdata;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use docpipe_embed::{cosine, e5, E5Embedder, EmbedError, Embedder};
+use testdata::{PARAGRAPHS, PARAPHRASES};
+
+fn model_path() -> PathBuf {
+    match std::env::var_os("DOCPIPE_E5_MODEL") {
+        Some(p) => PathBuf::from(p),
+        None => e5::default_model_path().unwrap_or_else(|e| {
+            panic!("the e5 model is missing ({e}): run `bash scripts/fetch-e5.sh` first")
+        }),
+    }
+}
+
+fn model() -> &'static E5Embedder {
+    static MODEL: OnceLock<E5Embedder> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        E5Embedder::load(&model_path(), None).unwrap_or_else(|e| {
+            panic!("cannot load the e5 model ({e}): run `bash scripts/fetch-e5.sh` first")
+        })
+    })
+}
+
+fn paragraphs() -> Vec<String> {
+    PARAGRAPHS.iter().map(|(_, p)| p.to_string()).collect()
+}
+
+fn top1(q: &[f32], docs: &[Vec<f32>]) -> usize {
+    (0..docs.len())
+        .max_by(|&a, &b| cosine(q, &docs[a]).total_cmp(&cosine(q, &docs[b])))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn identity_and_normalisation() {
+    let m = model();
+    assert_eq!(m.model_id(), "multilingual-e5-small-q4");
+    assert_eq!(m.dimension(), 384);
+    let v = m.embed_passages(&paragraphs()).await.unwrap();
+    assert_eq!(v.len(), PARAGRAPHS.len());
+    for x in &v {
+        assert_eq!(x.len(), 384);
+        assert!((cosine(x, x) - 1.0).abs() < 1e-4);
+    }
+    let q = m.embed_query("养狗").await.unwrap();
+    assert!((cosine(&q, &q) - 1.0).abs() < 1e-4);
+}
+
+#[tokio::test]
+async fn batching_and_threads_do_not_change_vectors() {
+    let m = model();
+    let texts = paragraphs();
+    let batch = m.embed_passages(&texts).await.unwrap();
+    let single_thread = E5Embedder::load(m.path(), Some(1)).unwrap();
+    for (i, t) in texts.iter().enumerate() {
+        let one = single_thread
+            .embed_passages(std::slice::from_ref(t))
+            .await
+            .unwrap();
+        assert!(cosine(&one[0], &batch[i]) > 0.9999, "text {i}");
+    }
+}
+
+#[tokio::test]
+async fn query_and_passage_prefixes_differ() {
+    let m = model();
+    let text = "个人信息受法律保护";
+    let q = m.embed_query(text).await.unwrap();
+    let p = m.embed_passages(&[text.to_string()]).await.unwrap();
+    let c = cosine(&q, &p[0]);
+    assert!(c < 0.9999 && c > 0.8, "query vs passage cosine {c}");
+    assert_eq!(m.token_count(text, true) + 1, m.token_count(text, false));
+}
+
+#[tokio::test]
+async fn sentences_retrieve_their_own_paragraph() {
+    let m = model();
+    let docs = m.embed_passages(&paragraphs()).await.unwrap();
+    let mut total = 0;
+    for (i, (_, p)) in PARAGRAPHS.iter().enumerate() {
+        for s in p
+            .split_inclusive(['。', '；'])
+            .filter(|s| s.chars().count() >= 12)
+        {
+            let q = m.embed_query(s).await.unwrap();
+            assert_eq!(top1(&q, &docs), i, "{s:?}");
+            total += 1;
+        }
+    }
+    assert!(total >= 25, "only {total} sentences checked");
+}
+
+#[tokio::test]
+async fn paraphrased_questions_retrieve_the_right_paragraph() {
+    let m = model();
+    let docs = m.embed_passages(&paragraphs()).await.unwrap();
+    let mut misses = Vec::new();
+    for (question, want) in PARAPHRASES {
+        let q = m.embed_query(question).await.unwrap();
+        let got = top1(&q, &docs);
+        if got != *want {
+            misses.push(format!("{question} -> {}", PARAGRAPHS[got].0));
+        }
+    }
+    // A semantic model must answer nearly all of them; the hashing embedder answers few.
+    assert!(misses.len() <= 1, "misses: {misses:#?}");
+}
+
+#[tokio::test]
+async fn long_and_odd_texts() {
+    let m = model();
+    let long = PARAGRAPHS[1].1.repeat(12); // ~2 700 characters, several 512-token windows
+    assert!(m.token_count(&long, false) > 1024);
+    let odd = "a\0b".to_string();
+    let v = m.embed_passages(&[long, odd]).await.unwrap();
+    assert!(v.iter().all(|x| (cosine(x, x) - 1.0).abs() < 1e-4));
+    let err = m
+        .embed_passages(&["x".into(), "".into()])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EmbedError::EmptyInput { index: 1 }));
+    assert!(err.is_permanent());
+}
+
+#[test]
+fn bad_model_files_are_permanent_and_say_what_to_do() {
+    let dir = std::env::temp_dir().join(format!("docpipe-e5-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let junk = dir.join("junk.bin");
+    std::fs::write(&junk, b"definitely not a model").unwrap();
+    for path in [dir.join("missing.bin"), junk] {
+        let err = E5Embedder::load(&path, None).unwrap_err();
+        assert!(err.is_permanent());
+        assert!(matches!(err, EmbedError::ModelFile { .. }), "{err:?}");
+        assert!(err.to_string().contains("fetch-e5.sh"), "{err}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn from_vars_builds_e5() {
+    let path = model_path();
+    let e = docpipe_embed::from_vars(|k| match k {
+        "DOCPIPE_EMBEDDER" => Some("e5-small".into()),
+        "DOCPIPE_E5_MODEL" => Some(path.display().to_string()),
+        _ => None,
+    })
+    .unwrap();
+    assert_eq!(e.dimension(), 384);
+    let err = docpipe_embed::from_vars(|k| match k {
+        "DOCPIPE_EMBEDDER" => Some("e5-small".into()),
+        "DOCPIPE_EMBED_DIM" => Some("1024".into()),
+        _ => None,
+    })
+    .err()
+    .unwrap();
+    assert!(
+        err.is_permanent() && err.to_string().contains("384"),
+        "{err}"
+    );
+}
