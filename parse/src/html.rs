@@ -22,6 +22,50 @@ const PARAGRAPHS: &[&str] = &[
     "address",
 ];
 
+/// Elements that close themselves or are closed implicitly: they do not deepen real nesting.
+const NOT_NESTING: &[&str] = &[
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
+    "wbr", "p", "li", "dt", "dd", "option", "tr", "td", "th", "tbody", "thead", "tfoot", "html",
+    "head", "body",
+];
+
+/// Approximate element nesting from the tags alone. html5ever checks element scopes by walking
+/// the stack of open elements, so deep nesting costs quadratic time: refuse it before parsing.
+pub fn nesting_depth(text: &str) -> u32 {
+    let bytes = text.as_bytes();
+    let (mut depth, mut max) = (0u32, 0u32);
+    let mut i = 0;
+    while let Some(off) = bytes[i..].iter().position(|&b| b == b'<') {
+        i += off + 1;
+        let closing = bytes.get(i) == Some(&b'/');
+        let start = if closing { i + 1 } else { i };
+        let end = bytes[start..]
+            .iter()
+            .position(|b| !b.is_ascii_alphanumeric())
+            .map_or(bytes.len(), |p| start + p);
+        if end == start {
+            continue;
+        }
+        let name = text[start..end].to_ascii_lowercase();
+        if NOT_NESTING.contains(&name.as_str()) {
+            continue;
+        }
+        if closing {
+            depth = depth.saturating_sub(1);
+        } else {
+            let self_closed = bytes[end..]
+                .iter()
+                .position(|&b| b == b'>')
+                .is_some_and(|p| p > 0 && bytes[end + p - 1] == b'/');
+            if !self_closed {
+                depth += 1;
+                max = max.max(depth);
+            }
+        }
+    }
+    max
+}
+
 pub fn parse(text: &str) -> RawDoc {
     let doc = Html::parse_document(text);
     let mut blocks = Vec::new();

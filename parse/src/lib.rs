@@ -42,6 +42,9 @@ const PARSER_STACK_BYTES: usize = 64 * 1024 * 1024;
 pub fn parse(bytes: &[u8], hint: &Hint, limits: &Limits) -> Result<ParsedDocument, ParseError> {
     let format = detect::sniff(bytes, hint, limits)?;
     let (format, raw) = on_big_stack(|| extract(bytes, hint, limits, format))?;
+    if raw.blocks.iter().all(|b| b.text.trim().is_empty()) {
+        return Err(ParseError::Empty);
+    }
     Ok(finish(format, raw, hint))
 }
 
@@ -91,6 +94,13 @@ fn extract(
         Format::Html | Format::Markdown | Format::Text => {
             let (decoded, encoding) = text::decode(bytes);
             if detect::looks_like_html(&decoded, hint) {
+                let depth = html::nesting_depth(&decoded);
+                if depth > limits.max_nesting.saturating_mul(4) {
+                    return Err(ParseError::TooLarge(format!(
+                        "HTML elements nested {depth} deep (limit {})",
+                        limits.max_nesting.saturating_mul(4)
+                    )));
+                }
                 let mut doc = html::parse(&decoded);
                 if encoding != "UTF-8" {
                     doc.parser_name =
