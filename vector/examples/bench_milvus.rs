@@ -1,0 +1,164 @@
+//! The raw Milvus ceiling the pipeline's own benchmark compares against: insert N precomputed
+//! random unit vectors through `MilvusIndex::insert`, then time single-vector searches.
+//!
+//! ```text
+//! cargo run --release -p docpipe-vector --example bench_milvus -- [rows] [queries]
+//! ```
+//! Uses `MILVUS_URL` (default http://127.0.0.1:19530) and `MILVUS_TOKEN`; creates and drops
+//! its own collection.
+
+use std::time::{Duration, Instant};
+
+use docpipe_vector::{
+    ChunkRecord, MilvusIndex, MilvusOptions, ReadConsistency, SearchFilters, VectorIndex,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const DIM: usize = 384;
+const TOP_K: usize = 10;
+
+fn unit_vector(rng: &mut StdRng) -> Vec<f32> {
+    let v: Vec<f32> = (0..DIM).map(|_| rng.random::<f32>() * 2.0 - 1.0).collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / norm).collect()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[rank]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let rows: usize = args
+        .next()
+        .map(|a| a.parse())
+        .transpose()?
+        .unwrap_or(20_000);
+    let queries: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(500);
+    let url = std::env::var("MILVUS_URL").unwrap_or_else(|_| "http://127.0.0.1:19530".into());
+    let token = std::env::var("MILVUS_TOKEN").ok();
+    let collection = format!("dpv_bench_{:08x}", rand::rng().random::<u32>());
+
+    let options = MilvusOptions {
+        // Searches right after the insert must see every row.
+        search_consistency: ReadConsistency::Strong,
+        ..MilvusOptions::default()
+    };
+    let batch_rows = options.batch_max_rows;
+    let index = MilvusIndex::connect_with(&url, token, &collection, options).await?;
+    let result = run(&index, rows, queries, batch_rows).await;
+    index.drop_collection().await?;
+    result
+}
+
+async fn run(
+    index: &MilvusIndex,
+    rows: usize,
+    queries: usize,
+    batch_rows: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut rng = StdRng::seed_from_u64(42);
+    // Chunk-sized text (~500 CJK chars ≈ 1.5 KB) so the request size resembles the pipeline's.
+    let text = "第一条 为了规范文件处理流程，制定本办法。".repeat(25);
+    let records: Vec<ChunkRecord> = (0..rows)
+        .map(|i| ChunkRecord {
+            chunk_id: format!("bench:{}:{i}", i / 100),
+            doc_id: format!("bench-doc-{}", i / 100),
+            run_id: 1,
+            chunk_index: (i % 100) as i64,
+            doc_name: "bench.pdf".into(),
+            regulation_type: "law".into(),
+            version: "v1".into(),
+            section_path: "第一章 总则 > 第一条".into(),
+            section_title: "第一条".into(),
+            page_start: 1,
+            page_end: 1,
+            text: text.clone(),
+            tags: vec!["bench".into()],
+            embedding: unit_vector(&mut rng),
+        })
+        .collect();
+    let query_vectors: Vec<Vec<f32>> = (0..queries).map(|_| unit_vector(&mut rng)).collect();
+
+    let started = Instant::now();
+    index.ensure_collection(DIM, "bench-random-384").await?;
+    let ensure = started.elapsed();
+
+    let started = Instant::now();
+    index.insert(&records).await?;
+    let insert = started.elapsed();
+
+    // Strong consistency makes the first search wait for the inserts to be searchable; keep
+    // that wait out of the latency figures.
+    let started = Instant::now();
+    let first = index
+        .search(&query_vectors[0], TOP_K, &SearchFilters::default())
+        .await?;
+    let settle = started.elapsed();
+    assert_eq!(first.len(), TOP_K, "search sees the inserted rows");
+    let counted = index.count("bench-doc-0", None).await?;
+
+    let mut latencies = Vec::with_capacity(queries);
+    for vector in &query_vectors {
+        let started = Instant::now();
+        let hits = index
+            .search(vector, TOP_K, &SearchFilters::default())
+            .await?;
+        latencies.push(started.elapsed());
+        assert_eq!(hits.len(), TOP_K);
+    }
+    latencies.sort();
+    let filtered = SearchFilters {
+        doc_ids: vec!["bench-doc-3".into(), "bench-doc-7".into()],
+        ..Default::default()
+    };
+    let mut filtered_latencies = Vec::with_capacity(queries / 5);
+    for vector in query_vectors.iter().take((queries / 5).max(1)) {
+        let started = Instant::now();
+        index.search(vector, TOP_K, &filtered).await?;
+        filtered_latencies.push(started.elapsed());
+    }
+    filtered_latencies.sort();
+
+    println!("## Milvus raw ceiling ({DIM}-dim, HNSW M=16 efConstruction=200, COSINE)\n");
+    println!("| measure | value |");
+    println!("| --- | --- |");
+    println!("| rows inserted | {rows} (batches of ≤ {batch_rows}, ~1.5 KB text each) |");
+    println!(
+        "| ensure_collection (create + index + load) | {:.0} ms |",
+        ms(ensure)
+    );
+    println!(
+        "| insert throughput | {:.0} rows/s ({:.2} s) |",
+        rows as f64 / insert.as_secs_f64(),
+        insert.as_secs_f64()
+    );
+    println!(
+        "| first Strong search after insert | {:.0} ms |",
+        ms(settle)
+    );
+    println!("| count(doc) sanity | {counted} |");
+    println!(
+        "| search p50 / p99 (top_k {TOP_K}, {queries} queries, no filter) | {:.2} ms / {:.2} ms |",
+        ms(percentile(&latencies, 0.50)),
+        ms(percentile(&latencies, 0.99))
+    );
+    println!(
+        "| search p50 / p99 (doc_id in [2 docs], {} queries) | {:.2} ms / {:.2} ms |",
+        filtered_latencies.len(),
+        ms(percentile(&filtered_latencies, 0.50)),
+        ms(percentile(&filtered_latencies, 0.99))
+    );
+    println!(
+        "| search throughput (sequential) | {:.0} queries/s |",
+        queries as f64 / latencies.iter().sum::<Duration>().as_secs_f64()
+    );
+    Ok(())
+}

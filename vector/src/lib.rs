@@ -1,0 +1,108 @@
+//! docpipe's vector index: the chunk vectors that search reads, behind [`VectorIndex`], with
+//! a Milvus implementation ([`MilvusIndex`]) that works against Milvus 2.3 through 2.5+.
+//!
+//! Milvus has no authority over documents: PostgreSQL does. Everything stored here can be
+//! rebuilt from the parse artifacts, and every hit is checked against PostgreSQL by the caller.
+
+mod error;
+mod expr;
+mod milvus_index;
+
+pub use error::{BoxError, VectorError};
+pub use milvus_index::{MilvusIndex, MilvusOptions, ReadConsistency};
+
+/// One chunk as stored in the index. String fields longer than the schema allows are cut at a
+/// character boundary on insert (except the ids, which are refused instead: a cut id would
+/// point at the wrong thing).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkRecord {
+    /// Primary key; at most 128 bytes. Deterministic per (doc, run, chunk) so a replay
+    /// produces the same ids.
+    pub chunk_id: String,
+    pub doc_id: String,
+    pub run_id: i64,
+    pub chunk_index: i64,
+    pub doc_name: String,
+    pub regulation_type: String,
+    pub version: String,
+    /// Heading titles joined with `" > "`.
+    pub section_path: String,
+    pub section_title: String,
+    pub page_start: i64,
+    pub page_end: i64,
+    pub text: String,
+    /// At most 32 tags of at most 64 bytes are kept.
+    pub tags: Vec<String>,
+    pub embedding: Vec<f32>,
+}
+
+/// Restricts a search. Empty / `None` members do not filter; members combine with AND.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchFilters {
+    /// Any of these documents.
+    pub doc_ids: Vec<String>,
+    pub regulation_type: Option<String>,
+    pub version: Option<String>,
+    /// Chunks carrying any of these tags.
+    pub tags: Vec<String>,
+}
+
+/// One search hit. `score` is cosine similarity: higher is nearer, best first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VectorHit {
+    pub chunk_id: String,
+    pub doc_id: String,
+    pub run_id: i64,
+    pub score: f32,
+    pub text: String,
+    pub section_path: String,
+    pub section_title: String,
+    pub page_start: i64,
+    pub page_end: i64,
+    pub doc_name: String,
+}
+
+/// The narrow interface the pipeline stages and the API use, so they can be tested without a
+/// vector database.
+#[async_trait::async_trait]
+pub trait VectorIndex: Send + Sync {
+    /// The collection this index reads and writes.
+    fn collection(&self) -> &str;
+
+    /// Creates the collection, its indexes and loads it, if missing. Safe when several callers
+    /// race (one creates, the others find it and proceed). An existing collection with another
+    /// vector dimension, another recorded embedding model id or another schema is
+    /// [`VectorError::Mismatch`].
+    async fn ensure_collection(&self, dim: usize, model_id: &str) -> Result<(), VectorError>;
+
+    /// Inserts in batches bounded by estimated size as well as count, well under the 64 MB
+    /// gRPC message limit. Not idempotent on its own (Milvus keeps duplicate primary keys): a
+    /// stage that may be replayed calls [`VectorIndex::delete_run`] first.
+    async fn insert(&self, records: &[ChunkRecord]) -> Result<(), VectorError>;
+
+    /// Deletes every vector of a document. A missing collection counts as success.
+    async fn delete_doc(&self, doc_id: &str) -> Result<(), VectorError>;
+
+    /// Deletes the document's vectors from every run but `keep_run`, so a reindex leaves
+    /// exactly one run's vectors.
+    async fn delete_other_runs(&self, doc_id: &str, keep_run: i64) -> Result<(), VectorError>;
+
+    /// Deletes the vectors of one run of a document.
+    async fn delete_run(&self, doc_id: &str, run_id: i64) -> Result<(), VectorError>;
+
+    /// Counts a document's vectors (optionally of one run) with Strong consistency, so it
+    /// sees every write acknowledged before the call.
+    async fn count(&self, doc_id: &str, run_id: Option<i64>) -> Result<usize, VectorError>;
+
+    /// Every distinct doc_id present, sorted (for a reconcile job). Pages through the whole
+    /// collection, so it is meant for background jobs, not request paths.
+    async fn doc_ids(&self) -> Result<Vec<String>, VectorError>;
+
+    /// The `top_k` nearest chunks to `vector` that pass `filters`, best first.
+    async fn search(
+        &self,
+        vector: &[f32],
+        top_k: usize,
+        filters: &SearchFilters,
+    ) -> Result<Vec<VectorHit>, VectorError>;
+}

@@ -1,0 +1,441 @@
+//! Against a real Milvus (`MILVUS_URL`, default http://127.0.0.1:19530; start it with
+//! `bash scripts/stack.sh up`). Every test owns a collection with a random suffix and drops it.
+
+use std::time::Duration;
+
+use docpipe_vector::{
+    ChunkRecord, MilvusIndex, MilvusOptions, ReadConsistency, SearchFilters, VectorError,
+    VectorIndex,
+};
+use rand::Rng;
+
+const DIM: usize = 16;
+const MODEL: &str = "test-model-v1";
+
+fn url() -> String {
+    std::env::var("MILVUS_URL").unwrap_or_else(|_| "http://127.0.0.1:19530".into())
+}
+
+fn unique(prefix: &str) -> String {
+    let suffix: u64 = rand::rng().random();
+    format!("dpv_{prefix}_{suffix:016x}")
+}
+
+/// Reads must see the writes just made, so tests search with Strong consistency.
+fn test_options() -> MilvusOptions {
+    MilvusOptions {
+        search_consistency: ReadConsistency::Strong,
+        ..MilvusOptions::default()
+    }
+}
+
+async fn connect(collection: &str) -> MilvusIndex {
+    connect_with(collection, test_options()).await
+}
+
+async fn connect_with(collection: &str, options: MilvusOptions) -> MilvusIndex {
+    let url = url();
+    let token = std::env::var("MILVUS_TOKEN").ok();
+    match MilvusIndex::connect_with(&url, token, collection, options).await {
+        Ok(index) => index,
+        Err(e) => panic!(
+            "Milvus is not reachable at {url} ({e}); start the local stack with \
+             `bash scripts/stack.sh up` or point MILVUS_URL at a server"
+        ),
+    }
+}
+
+/// Drops the collection even when the test body panics. It connects anew on its own thread
+/// and runtime, because the test's runtime cannot drive I/O while it is dropping this.
+struct Cleanup(String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let collection = std::mem::take(&mut self.0);
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("cleanup runtime");
+            runtime.block_on(async {
+                let index = connect(&collection).await;
+                if let Err(e) = index.drop_collection().await {
+                    eprintln!("could not drop test collection {collection}: {e}");
+                }
+            })
+        })
+        .join();
+    }
+}
+
+async fn fresh(prefix: &str) -> (MilvusIndex, Cleanup) {
+    let index = connect(&unique(prefix)).await;
+    let cleanup = Cleanup(index.collection().to_owned());
+    index
+        .ensure_collection(DIM, MODEL)
+        .await
+        .expect("ensure_collection");
+    (index, cleanup)
+}
+
+/// A unit vector along axis `axis` (plus a small tilt), so nearest neighbours are known.
+fn axis_vector(axis: usize, tilt: f32) -> Vec<f32> {
+    let mut v = [0.0f32; DIM];
+    v[axis % DIM] = 1.0;
+    v[(axis + 1) % DIM] = tilt;
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter().map(|x| x / norm).collect()
+}
+
+fn record(doc: &str, run: i64, i: usize) -> ChunkRecord {
+    ChunkRecord {
+        chunk_id: format!("{doc}:{run}:{i}"),
+        doc_id: doc.into(),
+        run_id: run,
+        chunk_index: i as i64,
+        doc_name: format!("{doc}.pdf"),
+        regulation_type: "law".into(),
+        version: "2024".into(),
+        section_path: "第一章 总则 > 第一条".into(),
+        section_title: "第一条".into(),
+        page_start: i as i64 + 1,
+        page_end: i as i64 + 2,
+        text: format!("第{i}条 内容"),
+        tags: vec!["general".into()],
+        embedding: axis_vector(i, 0.1),
+    }
+}
+
+#[tokio::test]
+async fn concurrent_ensure_is_fine_and_repeatable() {
+    let name = unique("race");
+    let a = connect(&name).await;
+    let b = connect(&name).await;
+    let _cleanup = Cleanup(name.clone());
+    let (ra, rb) = tokio::join!(
+        a.ensure_collection(DIM, MODEL),
+        b.ensure_collection(DIM, MODEL)
+    );
+    ra.expect("first racer");
+    rb.expect("second racer");
+    a.ensure_collection(DIM, MODEL)
+        .await
+        .expect("ensure on an existing collection");
+    a.insert(&[record("d", 1, 0)]).await.expect("insert");
+    assert_eq!(b.count("d", None).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn other_dimension_or_model_is_a_permanent_mismatch() {
+    let (index, _cleanup) = fresh("mismatch").await;
+    let err = index
+        .ensure_collection(DIM * 2, MODEL)
+        .await
+        .expect_err("dimension mismatch");
+    assert!(
+        matches!(err, VectorError::Mismatch { .. }),
+        "expected Mismatch, got {err:?}"
+    );
+    assert!(!err.is_transient());
+    assert!(err.to_string().contains("dimension"), "{err}");
+
+    let err = index
+        .ensure_collection(DIM, "another-model")
+        .await
+        .expect_err("model mismatch");
+    assert!(matches!(err, VectorError::Mismatch { .. }), "{err:?}");
+    assert!(err.to_string().contains(MODEL), "{err}");
+}
+
+#[tokio::test]
+async fn thousand_records_in_batches_then_count() {
+    let name = unique("bulk");
+    // Small batches force several round trips out of 1,000 rows.
+    let index = connect_with(
+        &name,
+        MilvusOptions {
+            batch_max_rows: 128,
+            batch_max_bytes: 64 * 1024,
+            ..test_options()
+        },
+    )
+    .await;
+    let _cleanup = Cleanup(name.clone());
+    index.ensure_collection(DIM, MODEL).await.unwrap();
+    let mut records: Vec<_> = (0..1000).map(|i| record("bulk-doc", 7, i)).collect();
+    // Long CJK text and over-long tags are capped, not refused.
+    records[0].text = "条".repeat(5000);
+    records[1].tags = (0..50)
+        .map(|i| format!("tag{i}-{}", "x".repeat(80)))
+        .collect();
+    index.insert(&records).await.expect("insert 1,000");
+    assert_eq!(index.count("bulk-doc", None).await.unwrap(), 1000);
+    assert_eq!(index.count("bulk-doc", Some(7)).await.unwrap(), 1000);
+    assert_eq!(index.count("bulk-doc", Some(8)).await.unwrap(), 0);
+    assert_eq!(index.count("no-such-doc", None).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn delete_other_runs_keeps_one_run_and_delete_doc_empties() {
+    let (index, _cleanup) = fresh("delete").await;
+    let mut records = Vec::new();
+    for run in [1, 2, 3] {
+        records.extend((0..5).map(|i| record("doc-a", run, i)));
+    }
+    records.extend((0..4).map(|i| record("doc-b", 1, i)));
+    index.insert(&records).await.unwrap();
+    assert_eq!(index.count("doc-a", None).await.unwrap(), 15);
+
+    index.delete_other_runs("doc-a", 2).await.unwrap();
+    assert_eq!(index.count("doc-a", None).await.unwrap(), 5);
+    assert_eq!(index.count("doc-a", Some(2)).await.unwrap(), 5);
+    assert_eq!(
+        index.count("doc-b", None).await.unwrap(),
+        4,
+        "other docs untouched"
+    );
+
+    index.delete_run("doc-a", 2).await.unwrap();
+    assert_eq!(index.count("doc-a", None).await.unwrap(), 0);
+
+    index.delete_doc("doc-b").await.unwrap();
+    assert_eq!(index.count("doc-b", None).await.unwrap(), 0);
+    // Deleting again, or from a collection that does not exist, is not an error.
+    index.delete_doc("doc-b").await.unwrap();
+    let missing = connect(&unique("missing")).await;
+    missing.delete_doc("x").await.unwrap();
+    assert_eq!(missing.count("x", None).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn doc_ids_pages_through_everything() {
+    let name = unique("docids");
+    let index = connect_with(
+        &name,
+        MilvusOptions {
+            page_size: 7,
+            ..test_options()
+        },
+    )
+    .await;
+    let _cleanup = Cleanup(name.clone());
+    index.ensure_collection(DIM, MODEL).await.unwrap();
+    let mut records = Vec::new();
+    for d in 0..12 {
+        records.extend((0..(d % 4 + 1)).map(|i| record(&format!("doc-{d:02}"), 1, i)));
+    }
+    // Two inserts so the rows sit in more than one growing segment batch.
+    let (first, second) = records.split_at(records.len() / 2);
+    index.insert(second).await.unwrap();
+    index.insert(first).await.unwrap();
+    let ids = index.doc_ids().await.unwrap();
+    let expected: Vec<String> = (0..12).map(|d| format!("doc-{d:02}")).collect();
+    assert_eq!(ids, expected);
+}
+
+#[tokio::test]
+async fn search_returns_nearest_first_and_honours_filters() {
+    let (index, _cleanup) = fresh("search").await;
+    let mut records = Vec::new();
+    for i in 0..8 {
+        let mut r = record("doc-s", 3, i);
+        r.regulation_type = if i % 2 == 0 { "law" } else { "policy" }.into();
+        r.version = if i < 4 { "v1" } else { "v2" }.into();
+        r.tags = vec![format!("t{}", i % 3), "common".into()];
+        records.push(r);
+    }
+    let mut other = record("doc-other", 1, 0);
+    other.chunk_id = "other:0".into();
+    other.embedding = axis_vector(2, 0.2);
+    records.push(other);
+    index.insert(&records).await.unwrap();
+
+    let query = axis_vector(2, 0.0);
+    let hits = index
+        .search(&query, 5, &SearchFilters::default())
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 5);
+    let best = &hits[0];
+    assert_eq!(best.chunk_id, "doc-s:3:2");
+    assert_eq!(best.doc_id, "doc-s");
+    assert_eq!(best.run_id, 3);
+    assert_eq!(best.text, "第2条 内容");
+    assert_eq!(best.section_path, "第一章 总则 > 第一条");
+    assert_eq!(best.section_title, "第一条");
+    assert_eq!((best.page_start, best.page_end), (3, 4));
+    assert_eq!(best.doc_name, "doc-s.pdf");
+    assert!(
+        best.score > 0.99,
+        "cosine of near-identical vectors: {}",
+        best.score
+    );
+    assert_eq!(hits[1].chunk_id, "other:0");
+    assert!(
+        hits.windows(2).all(|w| w[0].score >= w[1].score),
+        "best first: {hits:?}"
+    );
+
+    let only = |f: SearchFilters| {
+        let index = index.clone();
+        let query = query.clone();
+        async move { index.search(&query, 20, &f).await.unwrap() }
+    };
+    let hits = only(SearchFilters {
+        doc_ids: vec!["doc-other".into()],
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].chunk_id, "other:0");
+
+    let hits = only(SearchFilters {
+        regulation_type: Some("policy".into()),
+        doc_ids: vec!["doc-s".into()],
+        ..Default::default()
+    })
+    .await;
+    let mut got: Vec<_> = hits.iter().map(|h| h.chunk_id.clone()).collect();
+    got.sort();
+    assert_eq!(got, ["doc-s:3:1", "doc-s:3:3", "doc-s:3:5", "doc-s:3:7"]);
+
+    let hits = only(SearchFilters {
+        version: Some("v2".into()),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(hits.len(), 4);
+    assert!(hits.iter().all(|h| h.chunk_index_is_at_least(4)));
+
+    let hits = only(SearchFilters {
+        tags: vec!["t1".into(), "nope".into()],
+        ..Default::default()
+    })
+    .await;
+    let mut got: Vec<_> = hits.iter().map(|h| h.chunk_id.clone()).collect();
+    got.sort();
+    assert_eq!(got, ["doc-s:3:1", "doc-s:3:4", "doc-s:3:7"]);
+
+    let hits = only(SearchFilters {
+        regulation_type: Some("law".into()),
+        version: Some("v1".into()),
+        tags: vec!["t0".into()],
+        doc_ids: vec!["doc-s".into(), "doc-other".into()],
+    })
+    .await;
+    let got: Vec<_> = hits.iter().map(|h| h.chunk_id.as_str()).collect();
+    assert_eq!(got, ["doc-s:3:0"]);
+
+    assert!(index
+        .search(&query, 0, &SearchFilters::default())
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+trait ChunkIndex {
+    fn chunk_index_is_at_least(&self, min: i64) -> bool;
+}
+
+impl ChunkIndex for docpipe_vector::VectorHit {
+    fn chunk_index_is_at_least(&self, min: i64) -> bool {
+        self.chunk_id
+            .rsplit(':')
+            .next()
+            .and_then(|i| i.parse::<i64>().ok())
+            .is_some_and(|i| i >= min)
+    }
+}
+
+#[tokio::test]
+async fn quotes_and_backslashes_in_filter_values_are_literal() {
+    let (index, _cleanup) = fresh("quotes").await;
+    let tricky = r#"规章 "quoted" \ back\slash 'single'"#;
+    let injection = r#"x" or doc_id != "y"#;
+    let mut a = record("doc-q", 1, 0);
+    a.regulation_type = tricky.into();
+    a.tags = vec![tricky.into(), "tab\there".into()];
+    let mut b = record("doc-q", 1, 1);
+    b.regulation_type = "plain".into();
+    index.insert(&[a, b]).await.unwrap();
+    let query = axis_vector(0, 0.0);
+
+    let hits = index
+        .search(
+            &query,
+            10,
+            &SearchFilters {
+                regulation_type: Some(tricky.into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("a quoted value must not break the expression");
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].chunk_id, "doc-q:1:0");
+
+    let hits = index
+        .search(
+            &query,
+            10,
+            &SearchFilters {
+                tags: vec![tricky.into()],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+
+    let hits = index
+        .search(
+            &query,
+            10,
+            &SearchFilters {
+                tags: vec!["tab\there".into()],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+
+    // An injection attempt is one odd literal that matches nothing, not a wider filter.
+    let hits = index
+        .search(
+            &query,
+            10,
+            &SearchFilters {
+                regulation_type: Some(injection.into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(hits.is_empty(), "{hits:?}");
+    index.delete_doc(injection).await.unwrap();
+    assert_eq!(index.count("doc-q", None).await.unwrap(), 2);
+}
+
+#[tokio::test]
+async fn unreachable_server_is_a_transient_error() {
+    let started = std::time::Instant::now();
+    let err = MilvusIndex::connect_with(
+        "http://127.0.0.1:1",
+        None,
+        "anything",
+        MilvusOptions {
+            connect_timeout: Duration::from_secs(2),
+            ..MilvusOptions::default()
+        },
+    )
+    .await
+    .expect_err("nothing listens on port 1");
+    assert!(err.is_transient(), "expected transient, got {err:?}");
+    assert!(matches!(err, VectorError::Unavailable { .. }));
+    assert!(
+        std::error::Error::source(&err).is_some(),
+        "source chain kept"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
