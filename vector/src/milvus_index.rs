@@ -113,7 +113,7 @@ pub struct MilvusOptions {
 impl Default for MilvusOptions {
     fn default() -> Self {
         MilvusOptions {
-            connect_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(10),
             rpc_timeout: Duration::from_secs(30),
             retry_attempts: 3,
             retry_budget: Duration::from_secs(20),
@@ -613,6 +613,10 @@ fn hits(result: &SingleResult) -> Result<Vec<VectorHit>, VectorError> {
     const OP: &str = "search";
     let scores = result.get_scores();
     let n = scores.len();
+    if n == 0 {
+        // An empty result carries no output columns at all.
+        return Ok(Vec::new());
+    }
     let chunk_ids = match result.get_ids() {
         Ids::VarChar(ids) => ids.as_slice(),
         _ => {

@@ -25,6 +25,8 @@ fn unique(prefix: &str) -> String {
 fn test_options() -> MilvusOptions {
     MilvusOptions {
         search_consistency: ReadConsistency::Strong,
+        // Two cores shared with builds and a Milvus: give the first answer time.
+        connect_timeout: Duration::from_secs(30),
         ..MilvusOptions::default()
     }
 }
@@ -123,6 +125,29 @@ async fn concurrent_ensure_is_fine_and_repeatable() {
         .expect("ensure on an existing collection");
     a.insert(&[record("d", 1, 0)]).await.expect("insert");
     assert_eq!(b.count("d", None).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn racing_with_another_model_leaves_one_winner_and_one_mismatch() {
+    let name = unique("race2");
+    let a = connect(&name).await;
+    let b = connect(&name).await;
+    let _cleanup = Cleanup(name.clone());
+    let (ra, rb) = tokio::join!(
+        a.ensure_collection(DIM, "model-a"),
+        b.ensure_collection(DIM, "model-b")
+    );
+    let outcomes = [&ra, &rb];
+    assert_eq!(
+        outcomes.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "exactly one racer wins: {ra:?} / {rb:?}"
+    );
+    let loser = outcomes.iter().find_map(|r| r.as_ref().err()).unwrap();
+    assert!(
+        matches!(loser, VectorError::Mismatch { .. }),
+        "the other sees a mismatch, not a raw rejection: {loser:?}"
+    );
 }
 
 #[tokio::test]
