@@ -6,7 +6,7 @@ use clap::Args;
 use docpipe::config::{AwsConfig, EnvReader};
 use docpipe::dev_runner::pump_once;
 use docpipe::handlers::sqs::BatchReport;
-use docpipe::services::{AwsClients, ParseService, StoreService};
+use docpipe::services::{AwsClients, IndexService, ParseService, StoreService};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +19,9 @@ pub struct DevArgs {
     /// Concurrent workers per stage (Lambda's concurrency, locally).
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// How often the sweeper runs, in seconds.
+    #[arg(long, default_value_t = 30)]
+    sweep_every_secs: u64,
 }
 
 type Handler = Arc<dyn Fn(SqsEvent) -> BoxFuture<'static, BatchReport> + Send + Sync>;
@@ -28,9 +31,21 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let aws = AwsConfig::read(&mut env);
     let store_queue = env.url("DOCPIPE_STORE_QUEUE_URL");
     let parse_queue = env.url("DOCPIPE_PARSE_QUEUE_URL");
+    let index_queue = env.url("DOCPIPE_INDEX_QUEUE_URL");
+    let dead_letter_queues: Vec<String> = [
+        "DOCPIPE_STORE_DLQ_URL",
+        "DOCPIPE_PARSE_DLQ_URL",
+        "DOCPIPE_INDEX_DLQ_URL",
+    ]
+    .iter()
+    .filter_map(|name| env.optional(name))
+    .collect();
     env.finish()?;
     let store = Arc::new(StoreService::from_env().await?);
     let parse = Arc::new(ParseService::from_env().await?);
+    let index = Arc::new(IndexService::from_env().await?);
+    let db = index.db.clone();
+    let sweep_db = index.db.clone();
     let sqs = AwsClients::new(&aws).await.sqs;
 
     let store_handler: Handler = Arc::new(move |event| {
@@ -41,10 +56,22 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         let parse = parse.clone();
         Box::pin(async move { docpipe::handlers::parse::handle_sqs(&parse, event).await })
     });
-    let stages = [
+    let index_handler: Handler = Arc::new(move |event| {
+        let index = index.clone();
+        Box::pin(async move { docpipe::handlers::index::handle_sqs(&index, event).await })
+    });
+    let dlq_handler: Handler = Arc::new(move |event| {
+        let db = db.clone();
+        Box::pin(async move { docpipe::handlers::dlq::handle_sqs(&db, event).await })
+    });
+    let mut stages = vec![
         ("store", store_queue, store_handler),
         ("parse", parse_queue, parse_handler),
+        ("index", index_queue, index_handler),
     ];
+    for queue in dead_letter_queues {
+        stages.push(("dlq", queue, dlq_handler.clone()));
+    }
 
     let mut workers = Vec::new();
     for (name, queue_url, handler) in stages {
@@ -63,6 +90,27 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             )));
         }
     }
+    // The schedule that runs the sweeper in AWS.
+    workers.push(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(args.sweep_every_secs));
+        loop {
+            tick.tick().await;
+            match docpipe::stages::sweep::sweep(&sweep_db, 500).await {
+                Ok(swept) => {
+                    for s in swept {
+                        println!(
+                            "{} [sweep] {} run {}: failed: {}",
+                            chrono::Utc::now().format("%H:%M:%S"),
+                            s.doc_id,
+                            s.run_id,
+                            s.message
+                        );
+                    }
+                }
+                Err(e) => eprintln!("[sweep] {}", docpipe::error::chain(&e)),
+            }
+        }
+    }));
     tokio::select! {
         _ = tokio::signal::ctrl_c() => println!("dev runner: stopping"),
         _ = futures::future::select_all(workers) => println!("dev runner: a worker stopped"),

@@ -201,6 +201,64 @@ impl ParseConfig {
     }
 }
 
+/// Everything the index stage needs besides the embedder and the vector index.
+#[derive(Debug, Clone)]
+pub struct IndexConfig {
+    /// Where the parse artifacts are read from.
+    pub bucket: String,
+    pub collection: String,
+    /// Chunks per embedder call.
+    pub embed_batch: usize,
+    /// How long a claim on a run lasts; renewed after every batch, and shorter than the queue's
+    /// visibility timeout so that the redelivery of a crashed worker's message can take over.
+    pub lease_secs: i64,
+}
+
+impl IndexConfig {
+    pub fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Self {
+        IndexConfig {
+            bucket: env.required("DOCPIPE_BUCKET"),
+            collection: milvus_collection(env),
+            embed_batch: env.parsed_or("DOCPIPE_EMBED_BATCH", 32usize).max(1),
+            lease_secs: env.parsed_or("DOCPIPE_INDEX_LEASE_SECS", 45i64).max(5),
+        }
+    }
+}
+
+/// Where Milvus is and which collection holds the chunk vectors.
+#[derive(Debug, Clone)]
+pub struct MilvusConfig {
+    pub url: String,
+    pub token: Option<Secret>,
+    pub collection: String,
+}
+
+fn milvus_collection<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> String {
+    let name = env
+        .optional("DOCPIPE_MILVUS_COLLECTION")
+        .unwrap_or_else(|| "docpipe_chunks".to_string());
+    let valid = !name.is_empty()
+        && name.len() <= 255
+        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        env.problems.push(format!(
+            "DOCPIPE_MILVUS_COLLECTION {name:?} must be letters, digits and underscores"
+        ));
+    }
+    name
+}
+
+impl MilvusConfig {
+    pub fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Self {
+        MilvusConfig {
+            url: env.url("MILVUS_URL"),
+            token: env.optional("MILVUS_TOKEN").map(Secret::new),
+            collection: milvus_collection(env),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

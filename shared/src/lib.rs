@@ -17,6 +17,7 @@ pub mod events;
 pub mod handlers;
 pub mod ids;
 pub mod model;
+pub mod search;
 pub mod services;
 pub mod stages;
 pub mod telemetry;

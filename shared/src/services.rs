@@ -1,10 +1,16 @@
 //! The clients a function builds once per container, in `main`, and keeps for every invocation.
 
 use crate::adapters::{aws, JobQueue, ObjectStore, S3ObjectStore, SqsJobQueue};
-use crate::config::{AwsConfig, ConfigError, DbConfig, EnvReader, ParseConfig, StoreConfig};
+use crate::config::{
+    AwsConfig, ConfigError, DbConfig, EnvReader, IndexConfig, MilvusConfig, ParseConfig,
+    StoreConfig,
+};
 use crate::db::{Db, DbError};
+use crate::stages::index::IndexDeps;
 use crate::stages::parse::ParseDeps;
 use crate::stages::store::StoreDeps;
+use docpipe_embed::Embedder;
+use docpipe_vector::{MilvusIndex, VectorIndex};
 use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
@@ -13,6 +19,25 @@ pub enum InitError {
     Config(#[from] ConfigError),
     #[error("cannot set up the database pool")]
     Db(#[from] DbError),
+    #[error("cannot set up the embedder")]
+    Embedder(#[from] docpipe_embed::EmbedError),
+    #[error("cannot connect to the vector index")]
+    Vector(#[from] docpipe_vector::VectorError),
+}
+
+/// The embedder `DOCPIPE_EMBEDDER` names and the Milvus collection, which the index stage and
+/// search share.
+pub async fn embedder_and_index(
+    milvus: &MilvusConfig,
+) -> Result<(Arc<dyn Embedder>, Arc<dyn VectorIndex>), InitError> {
+    let embedder = docpipe_embed::from_env()?;
+    let index = MilvusIndex::connect(
+        &milvus.url,
+        milvus.token.as_ref().map(|t| t.expose().to_string()),
+        &milvus.collection,
+    )
+    .await?;
+    Ok((embedder, Arc::new(index)))
 }
 
 /// AWS clients, shared by every service of a process.
@@ -104,6 +129,45 @@ impl ParseService {
             db: &self.db,
             objects: self.objects.as_ref(),
             queue: self.queue.as_ref(),
+            config: &self.config,
+        }
+    }
+}
+
+pub struct IndexService {
+    pub db: Db,
+    pub objects: Arc<dyn ObjectStore>,
+    pub embedder: Arc<dyn Embedder>,
+    pub vectors: Arc<dyn VectorIndex>,
+    pub config: IndexConfig,
+}
+
+impl IndexService {
+    pub async fn from_env() -> Result<Self, InitError> {
+        let mut env = EnvReader::from_process();
+        let db_config = DbConfig::read(&mut env);
+        let aws_config = AwsConfig::read(&mut env);
+        let milvus = MilvusConfig::read(&mut env);
+        let config = IndexConfig::read(&mut env);
+        env.finish()?;
+        let db = Db::connect(&db_config)?;
+        let clients = AwsClients::new(&aws_config).await;
+        let (embedder, vectors) = embedder_and_index(&milvus).await?;
+        Ok(IndexService {
+            db,
+            objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
+            embedder,
+            vectors,
+            config,
+        })
+    }
+
+    pub fn deps(&self) -> IndexDeps<'_> {
+        IndexDeps {
+            db: &self.db,
+            objects: self.objects.as_ref(),
+            embedder: self.embedder.as_ref(),
+            vectors: self.vectors.as_ref(),
             config: &self.config,
         }
     }

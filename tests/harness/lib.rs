@@ -399,3 +399,110 @@ impl TestAws {
             .collect()
     }
 }
+
+pub fn milvus_url() -> String {
+    env_or("MILVUS_URL", "http://127.0.0.1:19530")
+}
+
+/// The whole pipeline over one test's database, bucket, queues and Milvus collection, driven
+/// stage by stage the way the queues would drive it.
+pub struct Pipeline {
+    pub db: TestDb,
+    pub aws: TestAws,
+    pub store: docpipe::services::StoreService,
+    pub parse: docpipe::services::ParseService,
+    pub index: docpipe::services::IndexService,
+    pub milvus: std::sync::Arc<docpipe_vector::MilvusIndex>,
+}
+
+impl Pipeline {
+    pub async fn new(embedder: std::sync::Arc<dyn docpipe_embed::Embedder>) -> Pipeline {
+        ensure_pdfium_env();
+        let db = TestDb::new().await;
+        let aws = TestAws::new().await;
+        let collection = unique("t_chunks_");
+        let milvus = std::sync::Arc::new(
+            docpipe_vector::MilvusIndex::connect(&milvus_url(), None, &collection)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("cannot reach Milvus at {} (`make up`): {e}", milvus_url())
+                }),
+        );
+        let store = docpipe::services::StoreService::new(
+            db.db.clone(),
+            &aws.clients,
+            aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+        );
+        let parse =
+            docpipe::services::ParseService::new(db.db.clone(), &aws.clients, aws.parse_config());
+        let index = docpipe::services::IndexService {
+            db: db.db.clone(),
+            objects: std::sync::Arc::new(docpipe::adapters::S3ObjectStore::new(
+                aws.clients.s3.clone(),
+            )),
+            embedder,
+            vectors: milvus.clone(),
+            config: docpipe::config::IndexConfig {
+                bucket: aws.bucket.clone(),
+                collection,
+                embed_batch: 32,
+                lease_secs: 60,
+            },
+        };
+        Pipeline {
+            db,
+            aws,
+            store,
+            parse,
+            index,
+            milvus,
+        }
+    }
+
+    pub fn hash() -> std::sync::Arc<dyn docpipe_embed::Embedder> {
+        std::sync::Arc::new(docpipe_embed::HashEmbedder::new(384).expect("hash embedder"))
+    }
+
+    /// Uploads a file and carries it through store, parse and index; returns its doc_id.
+    pub async fn ingest(&self, key: &str, body: &[u8]) -> String {
+        self.aws.put(key, body).await;
+        docpipe::handlers::store::handle_notification(
+            &self.store,
+            &s3_put_event(&self.aws.bucket, key),
+        )
+        .await
+        .expect("store");
+        let doc_id = docpipe::ids::derived_doc_id(&self.aws.bucket, key);
+        self.drive(&doc_id).await;
+        doc_id
+    }
+
+    /// Runs the current run's remaining stages directly (the queues' messages are drained).
+    pub async fn drive(&self, doc_id: &str) {
+        use docpipe::model::{DocStatus, JobMessage};
+        let doc = self.doc(doc_id).await.expect("document");
+        let job = JobMessage::new(doc_id, doc.current_run_id.expect("a run"));
+        if doc.status == DocStatus::Stored {
+            docpipe::stages::parse::parse_job(&self.parse.deps(), &job)
+                .await
+                .expect("parse");
+        }
+        if self.doc(doc_id).await.expect("document").status == DocStatus::Parsed {
+            docpipe::stages::index::index_job(&self.index.deps(), &job)
+                .await
+                .expect("index");
+        }
+        self.aws.drain(&self.aws.parse_queue, 100).await;
+        self.aws.drain(&self.aws.index_queue, 100).await;
+    }
+
+    pub async fn doc(&self, doc_id: &str) -> Option<docpipe::db::documents::Document> {
+        docpipe::db::documents::get(&**self.db.client().await, doc_id)
+            .await
+            .unwrap()
+    }
+
+    pub async fn cleanup(&self) {
+        let _ = self.milvus.drop_collection().await;
+    }
+}

@@ -69,6 +69,23 @@ pub trait ObjectStore: Send + Sync {
 
     /// The keys under `prefix`.
     async fn list(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, StorageError>;
+
+    /// A URL that lets its holder PUT this one object until it expires.
+    async fn presign_put(
+        &self,
+        bucket: &str,
+        key: &str,
+        content_type: &str,
+        expires: std::time::Duration,
+    ) -> Result<String, StorageError>;
+
+    /// A URL that lets its holder GET this one object until it expires.
+    async fn presign_get(
+        &self,
+        bucket: &str,
+        key: &str,
+        expires: std::time::Duration,
+    ) -> Result<String, StorageError>;
 }
 
 pub struct S3ObjectStore {
@@ -295,5 +312,44 @@ impl ObjectStore for S3ObjectStore {
                 _ => return Ok(keys),
             }
         }
+    }
+
+    async fn presign_put(
+        &self,
+        bucket: &str,
+        key: &str,
+        content_type: &str,
+        expires: std::time::Duration,
+    ) -> Result<String, StorageError> {
+        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires)
+            .map_err(|e| unavailable("presign", e))?;
+        let mut request = self.client.put_object().bucket(bucket).key(key);
+        if !content_type.is_empty() {
+            request = request.content_type(content_type);
+        }
+        let presigned = request
+            .presigned(config)
+            .await
+            .map_err(|e| unavailable("presign PutObject", e.into_service_error()))?;
+        Ok(presigned.uri().to_string())
+    }
+
+    async fn presign_get(
+        &self,
+        bucket: &str,
+        key: &str,
+        expires: std::time::Duration,
+    ) -> Result<String, StorageError> {
+        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires)
+            .map_err(|e| unavailable("presign", e))?;
+        let presigned = self
+            .client
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .presigned(config)
+            .await
+            .map_err(|e| unavailable("presign GetObject", e.into_service_error()))?;
+        Ok(presigned.uri().to_string())
     }
 }

@@ -28,12 +28,14 @@ pub struct Document {
     pub source_bucket: String,
     pub content_sha256: String,
     pub source_etag: String,
+    /// Set when a delete has begun: every stage treats the document as gone.
+    pub deleting_at: Option<DateTime<Utc>>,
 }
 
 pub const COLUMNS: &str =
     "doc_id, doc_name, file_name, object_name, content_type, size_bytes, status, \
     regulation_type, version, chunk_count, parser_name, index_name, error_message, metadata, \
-    created_at, updated_at, current_run_id, source_bucket, content_sha256, source_etag";
+    created_at, updated_at, current_run_id, source_bucket, content_sha256, source_etag, deleting_at";
 
 impl Document {
     pub fn from_row(row: &Row) -> Document {
@@ -60,6 +62,7 @@ impl Document {
             source_bucket: row.get("source_bucket"),
             content_sha256: row.get("content_sha256"),
             source_etag: row.get("source_etag"),
+            deleting_at: row.get("deleting_at"),
         }
     }
 }

@@ -23,6 +23,16 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0002_pipeline_state",
         sql: include_str!("../../../migrations/0002_pipeline_state.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_leases_and_tombstones",
+        sql: include_str!("../../../migrations/0003_leases_and_tombstones.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "0004_audit_and_idempotency",
+        sql: include_str!("../../../migrations/0004_audit_and_idempotency.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

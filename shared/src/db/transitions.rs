@@ -84,7 +84,7 @@ pub async fn mark_stored(
                         source_bucket = $5, content_type = $6, size_bytes = $7,
                         content_sha256 = $8, source_etag = $9, updated_at = NOW(),
                         doc_name = CASE WHEN doc_name = '' THEN $3 ELSE doc_name END
-                 WHERE doc_id = $1 AND current_run_id = $2 AND status = 'pending'
+                 WHERE doc_id = $1 AND current_run_id = $2 AND status = 'pending' AND deleting_at IS NULL
                  RETURNING doc_id),
              run AS (
                  UPDATE document_processing_runs SET stored_at = NOW(), content_sha256 = $8,
@@ -176,7 +176,7 @@ pub async fn mark_parsed(
         .query_typed(
             "WITH doc AS (
                  UPDATE documents SET status = 'parsed', parser_name = $3, updated_at = NOW()
-                 WHERE doc_id = $1 AND current_run_id = $2 AND status = 'stored'
+                 WHERE doc_id = $1 AND current_run_id = $2 AND status = 'stored' AND deleting_at IS NULL
                  RETURNING doc_id),
              run AS (
                  UPDATE document_processing_runs SET parsed_at = NOW(), parser_backend = $3,
@@ -202,6 +202,97 @@ pub async fn mark_parsed(
                 (&counts.vector_chunks, Type::INT4),
                 (&metadata, Type::TEXT),
                 (&(deadline_secs as f64), Type::FLOAT8),
+            ],
+        )
+        .await?;
+    Ok(!rows.is_empty())
+}
+
+/// Seed 001's lease: the caller may write this run's vectors until the lease expires. Granted when
+/// nobody holds it, the caller already does, or the holder's lease ran out (it died). Returns false
+/// when another worker holds a live lease or the run has ended.
+pub async fn claim_lease(
+    c: &impl GenericClient,
+    run_id: i64,
+    owner: &str,
+    lease_secs: i64,
+) -> Result<bool, DbError> {
+    let rows = c
+        .query_typed(
+            "UPDATE document_processing_runs
+             SET lease_owner = $2, lease_expires_at = NOW() + make_interval(secs => $3)
+             WHERE run_id = $1 AND run_status = 'running'
+               AND (lease_owner = '' OR lease_owner = $2 OR lease_expires_at < NOW())
+             RETURNING run_id",
+            &[
+                (&run_id, Type::INT8),
+                (&owner, Type::VARCHAR),
+                (&(lease_secs as f64), Type::FLOAT8),
+            ],
+        )
+        .await?;
+    Ok(!rows.is_empty())
+}
+
+pub async fn release_lease(
+    c: &impl GenericClient,
+    run_id: i64,
+    owner: &str,
+) -> Result<(), DbError> {
+    c.execute_typed(
+        "UPDATE document_processing_runs SET lease_owner = '', lease_expires_at = NULL
+         WHERE run_id = $1 AND lease_owner = $2",
+        &[(&run_id, Type::INT8), (&owner, Type::VARCHAR)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// What the index stage recorded.
+#[derive(Debug, Clone)]
+pub struct IndexCounts<'a> {
+    pub chunks: i32,
+    pub embedding_model: &'a str,
+    pub index_name: &'a str,
+    pub metadata: serde_json::Value,
+}
+
+/// Seed 000 §6.4: `parsed → indexed`; the run succeeds and its lease is released. Returns false when
+/// the document is not `parsed` on this run any more, or is being deleted.
+pub async fn mark_indexed(
+    c: &impl GenericClient,
+    doc_id: &str,
+    run_id: i64,
+    counts: &IndexCounts<'_>,
+) -> Result<bool, DbError> {
+    let metadata = counts.metadata.to_string();
+    let rows = c
+        .query_typed(
+            "WITH doc AS (
+                 UPDATE documents SET status = 'indexed', chunk_count = $3, index_name = $4,
+                        error_message = '', updated_at = NOW()
+                 WHERE doc_id = $1 AND current_run_id = $2 AND status = 'parsed'
+                   AND deleting_at IS NULL
+                 RETURNING doc_id),
+             run AS (
+                 UPDATE document_processing_runs SET indexed_at = NOW(), finished_at = NOW(),
+                        run_status = 'succeeded', vector_chunk_count = $3, chunk_count = $3,
+                        embedding_model = $5, index_name = $4, lease_owner = '',
+                        lease_expires_at = NULL, deadline_at = NULL,
+                        metadata = metadata || $6::jsonb
+                 WHERE run_id = $2 AND run_status = 'running' AND EXISTS (SELECT 1 FROM doc)
+                 RETURNING run_id)
+             INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
+             SELECT $1, $2, 'parsed', 'indexed', 'index', $3::text || ' chunks in ' || $4 || ' (' || $5 || ')'
+             FROM doc, run
+             RETURNING event_id",
+            &[
+                (&doc_id, Type::VARCHAR),
+                (&run_id, Type::INT8),
+                (&counts.chunks, Type::INT4),
+                (&counts.index_name, Type::VARCHAR),
+                (&counts.embedding_model, Type::VARCHAR),
+                (&metadata, Type::TEXT),
             ],
         )
         .await?;

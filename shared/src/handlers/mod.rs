@@ -1,6 +1,8 @@
 //! What one Lambda invocation does with its event. The function binaries and the dev runner call
 //! these, so a message takes the same path locally as in AWS.
 
+pub mod dlq;
+pub mod index;
 pub mod parse;
 pub mod sqs;
 pub mod store;

@@ -4,6 +4,7 @@ use super::sqs::{for_each_message, BatchReport};
 use crate::error::StageError;
 use crate::model::{JobMessage, Stage};
 use crate::services::ParseService;
+use crate::stages::give_up::record_transient_error;
 use crate::stages::parse::{parse_job, ParseOutcome};
 use aws_lambda_events::event::sqs::SqsEvent;
 
@@ -11,8 +12,16 @@ pub async fn handle_sqs(service: &ParseService, batch: SqsEvent) -> BatchReport 
     for_each_message(batch, |message| async move {
         let job = JobMessage::decode(message.body.as_deref().unwrap_or_default())
             .map_err(|e| StageError::permanent(Stage::Parse, e))?;
-        let outcome = parse_job(&service.deps(), &job).await?;
-        Ok(describe(&outcome))
+        match parse_job(&service.deps(), &job).await {
+            Ok(outcome) => Ok(describe(&outcome)),
+            Err(e) => {
+                if e.is_retryable() {
+                    let text = crate::error::chain(&e);
+                    record_transient_error(&service.db, job.run_id, Stage::Parse, &text).await;
+                }
+                Err(e)
+            }
+        }
     })
     .await
 }

@@ -7,10 +7,19 @@
 //! | 6.1 upload | `documents` row, a run (`upload`), history `pending` | [`store::store_object`] (or the API's registration) |
 //! | 6.2 store | the original is checked (HEAD + streaming sha256); `stored`, run `stored_at`, history; a parse job | [`store::store_object`] |
 //! | 6.3 parse | the original → layouts, heading tree, semantic blocks, chunks; four artifacts in S3 and `document_artifacts`; snapshot replaced in bulk; run `parsed_at` + counts; `parsed`; history; an index job | [`parse::parse_job`] |
+//! | 6.4 embed and index | the chunks embedded and inserted into Milvus under a lease; older runs' vectors removed; run `indexed_at`, `finished_at`, `succeeded`; document `indexed`, `chunk_count`, `index_name`; history | [`index::index_job`] |
+//! | 6.6 retry | the same document, a new run (`retry`), history; the new run is stored at once and parsed again | [`retry::retry`] |
+//! | 6.7 delete | mark, then originals and artifacts from S3, vectors from Milvus, then the row (cascades) | [`delete::delete`] |
 //! | 6.5 failure | run `failed` with `failure_stage` and `error_message`, document `failed`, history | [`crate::db::transitions::fail_run`] |
 //!
 //! Every status change goes through [`crate::db::transitions`], where each one is a single
 //! compare-and-set statement.
 
+pub mod delete;
+pub mod give_up;
+pub mod index;
 pub mod parse;
+pub mod register;
+pub mod retry;
 pub mod store;
+pub mod sweep;

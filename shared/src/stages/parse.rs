@@ -74,6 +74,9 @@ pub async fn parse_job(deps: &ParseDeps<'_>, job: &JobMessage) -> Result<ParseOu
     };
     let run = runs::get(&**client, run_id).await.map_err(db_err)?;
     drop(client);
+    if doc.deleting_at.is_some() {
+        return stale("the document is being deleted".into());
+    }
     if doc.current_run_id != Some(run_id) {
         return stale(format!(
             "run {run_id} is not the current run ({:?})",
@@ -196,7 +199,10 @@ async fn commit(
     let Some(doc) = documents::lock(&*tx, doc_id).await.map_err(db_err)? else {
         return Ok(false);
     };
-    if doc.current_run_id != Some(run_id) || doc.status != DocStatus::Stored {
+    if doc.current_run_id != Some(run_id)
+        || doc.status != DocStatus::Stored
+        || doc.deleting_at.is_some()
+    {
         return Ok(false);
     }
     snapshot::replace(
@@ -253,7 +259,9 @@ async fn abandon(
     let client = deps.db.client().await.map_err(db_err)?;
     let doc = documents::get(&**client, doc_id).await.map_err(db_err)?;
     drop(client);
-    let current = doc.as_ref().and_then(|d| d.current_run_id) == Some(run_id);
+    let current = doc
+        .as_ref()
+        .is_some_and(|d| d.deleting_at.is_none() && d.current_run_id == Some(run_id));
     if !current {
         let removed = deps
             .objects

@@ -103,6 +103,12 @@ pub async fn store_object(
     let doc = documents::lock_or_create(&*tx, &doc_id, bucket, &key, file_name)
         .await
         .map_err(db_err)?;
+    if doc.deleting_at.is_some() {
+        return Err(StageError::transient(
+            Stage::Store,
+            format!("{doc_id} is being deleted; the upload is retried once the delete is done"),
+        ));
+    }
     if doc.content_sha256 == digest.sha256 && doc.current_run_id.is_some() {
         drop(tx);
         return duplicate(deps, &doc_id).await;

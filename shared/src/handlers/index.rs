@@ -1,0 +1,44 @@
+//! The index function: index jobs in, indexed documents out.
+
+use super::sqs::{for_each_message, BatchReport};
+use crate::error::StageError;
+use crate::model::{JobMessage, Stage};
+use crate::services::IndexService;
+use crate::stages::give_up::record_transient_error;
+use crate::stages::index::{index_job, IndexOutcome};
+use aws_lambda_events::event::sqs::SqsEvent;
+
+pub async fn handle_sqs(service: &IndexService, batch: SqsEvent) -> BatchReport {
+    for_each_message(batch, |message| async move {
+        let job = JobMessage::decode(message.body.as_deref().unwrap_or_default())
+            .map_err(|e| StageError::permanent(Stage::Index, e))?;
+        let outcome = match index_job(&service.deps(), &job).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                if e.is_retryable() {
+                    let text = crate::error::chain(&e);
+                    record_transient_error(&service.db, job.run_id, Stage::Index, &text).await;
+                }
+                return Err(e);
+            }
+        };
+        Ok(match outcome {
+            IndexOutcome::Indexed {
+                doc_id,
+                run_id,
+                chunks,
+            } => format!("{doc_id} run {run_id}: indexed ({chunks} chunks)"),
+            IndexOutcome::Failed {
+                doc_id,
+                run_id,
+                reason,
+            } => format!("{doc_id} run {run_id}: failed at index: {reason}"),
+            IndexOutcome::Stale {
+                doc_id,
+                run_id,
+                why,
+            } => format!("{doc_id} run {run_id}: stale index message dropped: {why}"),
+        })
+    })
+    .await
+}

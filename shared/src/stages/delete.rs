@@ -1,0 +1,88 @@
+//! Seed 000 §6.7: originals and artifacts from S3, then vectors from Milvus by `doc_id`, then the
+//! `documents` row (the cascades take runs, history, artifacts and the snapshot).
+//!
+//! Before any of it the document is marked `deleting_at`: from then on every stage treats it as
+//! gone, and a stage that wrote something meanwhile removes it when its compare-and-set fails. If a
+//! step here fails the row stays, marked, and the delete can simply be repeated.
+
+use crate::adapters::{ObjectStore, StorageError};
+use crate::artifacts;
+use crate::db::{documents, Db, DbError, Type};
+use docpipe_vector::{VectorError, VectorIndex};
+
+pub struct DeleteDeps<'a> {
+    pub db: &'a Db,
+    pub objects: &'a dyn ObjectStore,
+    pub vectors: &'a dyn VectorIndex,
+    /// Where artifacts live (the originals' bucket is recorded on each document).
+    pub artifacts_bucket: &'a str,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteError {
+    #[error("document {0} does not exist")]
+    NotFound(String),
+    #[error("the database is unavailable")]
+    Db(#[from] DbError),
+    #[error("object storage is unavailable; the delete can be repeated")]
+    Storage(#[from] StorageError),
+    #[error("the vector index is unavailable; the delete can be repeated")]
+    Vector(#[from] VectorError),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deleted {
+    pub doc_id: String,
+    pub objects_removed: usize,
+}
+
+pub async fn delete(deps: &DeleteDeps<'_>, doc_id: &str) -> Result<Deleted, DeleteError> {
+    let client = deps.db.client().await?;
+    let marked = client
+        .query_typed_opt(
+            "UPDATE documents SET deleting_at = COALESCE(deleting_at, NOW()), updated_at = NOW()
+             WHERE doc_id = $1 RETURNING doc_id",
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await
+        .map_err(DbError::from)?;
+    if marked.is_none() {
+        return Err(DeleteError::NotFound(doc_id.to_string()));
+    }
+    let doc = documents::get(&**client, doc_id)
+        .await?
+        .ok_or_else(|| DeleteError::NotFound(doc_id.to_string()))?;
+    drop(client);
+
+    let mut objects_removed = 0;
+    if !doc.object_name.is_empty() && !doc.source_bucket.is_empty() {
+        deps.objects
+            .delete(&doc.source_bucket, &doc.object_name)
+            .await?;
+        objects_removed += 1;
+    }
+    objects_removed += deps
+        .objects
+        .delete_prefix(deps.artifacts_bucket, &artifacts::doc_prefix(doc_id))
+        .await?;
+    deps.vectors.delete_doc(doc_id).await?;
+
+    let client = deps.db.client().await?;
+    client
+        .execute_typed(
+            "DELETE FROM documents WHERE doc_id = $1",
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await
+        .map_err(DbError::from)?;
+    tracing::info!(
+        doc_id,
+        stage = "delete",
+        objects_removed,
+        "document deleted"
+    );
+    Ok(Deleted {
+        doc_id: doc_id.to_string(),
+        objects_removed,
+    })
+}

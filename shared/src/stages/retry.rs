@@ -1,0 +1,156 @@
+//! Seed 000 §6.6: a retry keeps the document, opens a new run (`trigger_type='retry'`) and walks
+//! the same path. The original is already stored, so the new run is checked and marked `stored` at
+//! once and its parse job goes out; the snapshot is replaced when the new run parses.
+//!
+//! Allowed from `failed` and `indexed` (reprocess). While a run is in flight the answer is
+//! [`RetryError::InFlight`], unless that run is past its deadline: then it is failed as abandoned
+//! and the retry proceeds.
+
+use crate::adapters::{JobQueue, ObjectStore};
+use crate::db::transitions::{self, StoredObject};
+use crate::db::{documents, runs, Db, DbError};
+use crate::model::{DocStatus, JobMessage, RunStatus, Stage, Trigger};
+
+pub struct RetryDeps<'a> {
+    pub db: &'a Db,
+    pub objects: &'a dyn ObjectStore,
+    pub queue: &'a dyn JobQueue,
+    pub parse_queue_url: &'a str,
+    pub stage_deadline_secs: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RetryError {
+    #[error("document {0} does not exist")]
+    NotFound(String),
+    #[error("document {0} is being deleted")]
+    Deleting(String),
+    #[error("run {run_id} is still in flight (document is {status}); retry after it ends or after its deadline {deadline}")]
+    InFlight {
+        run_id: i64,
+        status: DocStatus,
+        deadline: String,
+    },
+    #[error(
+        "document {doc_id} cannot be retried from status {status}: it has no stored original yet"
+    )]
+    NotRetryable { doc_id: String, status: DocStatus },
+    #[error("the original s3://{bucket}/{key} no longer exists: upload it again")]
+    OriginalMissing { bucket: String, key: String },
+    #[error("the database is unavailable")]
+    Db(#[from] DbError),
+    #[error("object storage is unavailable")]
+    Storage(#[from] crate::adapters::StorageError),
+    #[error("the parse queue is unavailable")]
+    Queue(#[from] crate::adapters::QueueError),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retried {
+    pub doc_id: String,
+    pub run_id: i64,
+    /// The in-flight run that was past its deadline and was failed to make way.
+    pub abandoned_run: Option<i64>,
+}
+
+pub async fn retry(deps: &RetryDeps<'_>, doc_id: &str) -> Result<Retried, RetryError> {
+    let client = deps.db.client().await?;
+    let doc = documents::get(&**client, doc_id)
+        .await?
+        .ok_or_else(|| RetryError::NotFound(doc_id.to_string()))?;
+    drop(client);
+    if doc.object_name.is_empty() || doc.content_sha256.is_empty() {
+        return Err(RetryError::NotRetryable {
+            doc_id: doc_id.to_string(),
+            status: doc.status,
+        });
+    }
+    let head = deps
+        .objects
+        .head(&doc.source_bucket, &doc.object_name)
+        .await?
+        .ok_or_else(|| RetryError::OriginalMissing {
+            bucket: doc.source_bucket.clone(),
+            key: doc.object_name.clone(),
+        })?;
+
+    let mut client = deps.db.client().await?;
+    let tx = client.transaction().await.map_err(DbError::from)?;
+    let doc = documents::lock(&*tx, doc_id)
+        .await?
+        .ok_or_else(|| RetryError::NotFound(doc_id.to_string()))?;
+    if doc.deleting_at.is_some() {
+        return Err(RetryError::Deleting(doc_id.to_string()));
+    }
+    let mut abandoned_run = None;
+    if let Some(current) = doc.current_run_id {
+        if let Some(run) = runs::get(&*tx, current).await? {
+            if run.run_status == RunStatus::Running {
+                let overdue = run.deadline_at.is_some_and(|d| d < chrono::Utc::now());
+                if !overdue {
+                    return Err(RetryError::InFlight {
+                        run_id: current,
+                        status: doc.status,
+                        deadline: run
+                            .deadline_at
+                            .map(|d| d.to_rfc3339())
+                            .unwrap_or_else(|| "none".into()),
+                    });
+                }
+                transitions::fail_run(
+                    &*tx,
+                    doc_id,
+                    current,
+                    Stage::Retry,
+                    "abandoned: past its deadline, replaced by a retry",
+                )
+                .await?;
+                abandoned_run = Some(current);
+            }
+        }
+    }
+    let run_id = transitions::open_run(
+        &*tx,
+        doc_id,
+        Trigger::Retry,
+        "retry requested",
+        deps.stage_deadline_secs,
+    )
+    .await?;
+    let stored = transitions::mark_stored(
+        &*tx,
+        doc_id,
+        run_id,
+        &StoredObject {
+            bucket: &doc.source_bucket,
+            key: &doc.object_name,
+            file_name: &doc.file_name,
+            content_type: &doc.content_type,
+            size_bytes: head.size as i64,
+            sha256: &doc.content_sha256,
+            etag: &head.etag,
+        },
+        deps.stage_deadline_secs,
+    )
+    .await?;
+    debug_assert!(stored, "a run opened under the row lock is pending");
+    tx.commit().await.map_err(DbError::from)?;
+    deps.queue
+        .send(
+            deps.parse_queue_url,
+            JobMessage::new(doc_id, run_id).encode(),
+        )
+        .await?;
+    tracing::info!(
+        doc_id,
+        run_id,
+        stage = "retry",
+        abandoned_run,
+        "retry opened a new run"
+    );
+    Ok(Retried {
+        doc_id: doc_id.to_string(),
+        run_id,
+        abandoned_run,
+    })
+}

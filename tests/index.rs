@@ -1,0 +1,411 @@
+//! The index stage and search against real Milvus: chunks become vectors, a reindex leaves one
+//! run's vectors, duplicates leave one set, and every hit is checked against PostgreSQL.
+
+use async_trait::async_trait;
+use docpipe::model::{DocStatus, JobMessage, RunStatus};
+use docpipe::search::{search, Filters};
+use docpipe::stages::index::{index_job, IndexOutcome};
+use docpipe_tests::{corpus_dir, Pipeline};
+use docpipe_vector::{ChunkRecord, SearchFilters, VectorError, VectorHit, VectorIndex};
+use std::sync::Arc;
+
+fn laws(n: usize) -> Vec<(String, String)> {
+    let mut paths: Vec<_> = std::fs::read_dir(corpus_dir().join("laws"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    paths.sort();
+    // Laws with articles: a few entries are decisions without 第X条 lines.
+    paths
+        .into_iter()
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().to_string(),
+                std::fs::read_to_string(&p).unwrap(),
+            )
+        })
+        .filter(|(_, text)| article_lines(text).len() >= 3)
+        .take(n)
+        .collect()
+}
+
+fn article_lines(law: &str) -> Vec<&str> {
+    let re = regex::Regex::new(r"^第[一二三四五六七八九十百千零〇两\d]+条").unwrap();
+    law.lines()
+        .map(str::trim)
+        .filter(|l| re.is_match(l))
+        .collect()
+}
+
+/// The longest sentence of the middle article: what a person would paste to find the law.
+fn probe_sentence(law: &str) -> String {
+    let articles = article_lines(law);
+    let article = articles[articles.len() / 2];
+    let body = article
+        .split_once(char::is_whitespace)
+        .map(|(_, b)| b)
+        .unwrap_or(article);
+    body.split(['。', '；'])
+        .max_by_key(|s| s.chars().count())
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+async fn chunk_count(p: &Pipeline, doc_id: &str) -> usize {
+    p.doc(doc_id).await.unwrap().chunk_count as usize
+}
+
+#[tokio::test]
+async fn a_sentence_from_an_article_finds_its_law_in_the_top_five_for_twenty_laws() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let mut ingested = Vec::new();
+    for (name, text) in laws(20) {
+        let doc_id = p
+            .ingest(&format!("uploads/laws/{name}"), text.as_bytes())
+            .await;
+        let doc = p.doc(&doc_id).await.unwrap();
+        assert_eq!(
+            doc.status,
+            DocStatus::Indexed,
+            "{name}: {}",
+            doc.error_message
+        );
+        assert_eq!(
+            p.milvus.count(&doc_id, None).await.unwrap(),
+            doc.chunk_count as usize,
+            "{name}: Milvus holds exactly chunk_count vectors"
+        );
+        ingested.push((doc_id, text));
+    }
+    let mut misses = Vec::new();
+    for (doc_id, text) in &ingested {
+        let sentence = probe_sentence(text);
+        let result = search(
+            &p.db.db,
+            p.index.embedder.as_ref(),
+            p.milvus.as_ref(),
+            &sentence,
+            5,
+            &Filters::default(),
+        )
+        .await
+        .unwrap();
+        assert!(result.hits.len() <= 5);
+        assert!(
+            result.hits.windows(2).all(|w| w[0].score >= w[1].score),
+            "best first"
+        );
+        if !result.hits.iter().any(|h| &h.doc_id == doc_id) {
+            misses.push(sentence);
+        }
+    }
+    assert!(misses.is_empty(), "not in the top 5: {misses:?}");
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_reindex_after_a_retry_leaves_exactly_the_new_runs_vectors() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (name, text) = laws(1).remove(0);
+    let doc_id = p.ingest(&format!("uploads/{name}"), text.as_bytes()).await;
+    let first_run = p.doc(&doc_id).await.unwrap().current_run_id.unwrap();
+    let retried = docpipe::stages::retry::retry(
+        &docpipe::stages::retry::RetryDeps {
+            db: &p.db.db,
+            objects: p.store.objects.as_ref(),
+            queue: p.store.queue.as_ref(),
+            parse_queue_url: &p.aws.parse_queue,
+            stage_deadline_secs: 900,
+        },
+        &doc_id,
+    )
+    .await
+    .unwrap();
+    assert_ne!(retried.run_id, first_run);
+    // The old run's vectors still answer until the new run is indexed.
+    assert!(p.milvus.count(&doc_id, Some(first_run)).await.unwrap() > 0);
+    p.drive(&doc_id).await;
+    let doc = p.doc(&doc_id).await.unwrap();
+    assert_eq!(doc.status, DocStatus::Indexed);
+    assert_eq!(doc.current_run_id, Some(retried.run_id));
+    assert_eq!(
+        p.milvus.count(&doc_id, None).await.unwrap(),
+        doc.chunk_count as usize
+    );
+    assert_eq!(p.milvus.count(&doc_id, Some(first_run)).await.unwrap(), 0);
+    let runs = docpipe::db::runs::list_for_doc(&**p.db.client().await, &doc_id)
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(runs.iter().all(|r| r.run_status == RunStatus::Succeeded));
+    assert_eq!(runs[0].trigger_type, "retry");
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_hit_whose_document_row_is_gone_is_never_returned() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let mut docs = Vec::new();
+    for (name, text) in laws(3) {
+        docs.push((
+            p.ingest(&format!("uploads/{name}"), text.as_bytes()).await,
+            text,
+        ));
+    }
+    let (gone, text) = &docs[0];
+    // A delete whose vector step failed: the row is gone, the vectors remain.
+    p.db.client()
+        .await
+        .execute_typed(
+            "DELETE FROM documents WHERE doc_id = $1",
+            &[(gone, docpipe::db::Type::VARCHAR)],
+        )
+        .await
+        .unwrap();
+    assert!(p.milvus.count(gone, None).await.unwrap() > 0);
+    let result = search(
+        &p.db.db,
+        p.index.embedder.as_ref(),
+        p.milvus.as_ref(),
+        &probe_sentence(text),
+        10,
+        &Filters::default(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        result.hits.iter().all(|h| &h.doc_id != gone),
+        "{:?}",
+        result.hits
+    );
+    assert!(
+        result.stale_dropped > 0,
+        "the stale hits were seen and dropped"
+    );
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn two_index_messages_for_the_same_run_leave_one_set_of_vectors() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (name, text) = laws(1).remove(0);
+    let key = format!("uploads/{name}");
+    p.aws.put(&key, text.as_bytes()).await;
+    docpipe::handlers::store::handle_notification(
+        &p.store,
+        &docpipe_tests::s3_put_event(&p.aws.bucket, &key),
+    )
+    .await
+    .unwrap();
+    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
+    let job = JobMessage::new(
+        &doc_id,
+        p.doc(&doc_id).await.unwrap().current_run_id.unwrap(),
+    );
+    docpipe::stages::parse::parse_job(&p.parse.deps(), &job)
+        .await
+        .unwrap();
+
+    let deps = p.index.deps();
+    let (a, b) = tokio::join!(index_job(&deps, &job), index_job(&deps, &job));
+    let indexed = [&a, &b]
+        .iter()
+        .filter(|o| matches!(o, Ok(IndexOutcome::Indexed { .. })))
+        .count();
+    assert_eq!(indexed, 1, "{a:?} / {b:?}");
+    for o in [&a, &b] {
+        if let Err(e) = o {
+            assert!(
+                e.is_retryable(),
+                "the loser is told to come back later: {e}"
+            );
+        }
+    }
+    // The loser's redelivery finds the run done.
+    assert!(matches!(
+        index_job(&deps, &job).await.unwrap(),
+        IndexOutcome::Stale { .. }
+    ));
+    assert_eq!(
+        p.milvus.count(&doc_id, None).await.unwrap(),
+        chunk_count(&p, &doc_id).await
+    );
+    p.cleanup().await;
+}
+
+/// A vector index that is down for writes: the fault a test injects in place of a Milvus outage.
+struct DownForWrites(Arc<dyn VectorIndex>);
+
+#[async_trait]
+impl VectorIndex for DownForWrites {
+    fn collection(&self) -> &str {
+        self.0.collection()
+    }
+    async fn ensure_collection(&self, dim: usize, model_id: &str) -> Result<(), VectorError> {
+        self.0.ensure_collection(dim, model_id).await
+    }
+    async fn insert(&self, _: &[ChunkRecord]) -> Result<(), VectorError> {
+        Err(VectorError::Unavailable {
+            op: "insert",
+            source: "injected: connection refused".into(),
+        })
+    }
+    async fn delete_doc(&self, doc_id: &str) -> Result<(), VectorError> {
+        self.0.delete_doc(doc_id).await
+    }
+    async fn delete_other_runs(&self, doc_id: &str, keep: i64) -> Result<(), VectorError> {
+        self.0.delete_other_runs(doc_id, keep).await
+    }
+    async fn delete_run(&self, doc_id: &str, run_id: i64) -> Result<(), VectorError> {
+        self.0.delete_run(doc_id, run_id).await
+    }
+    async fn count(&self, doc_id: &str, run_id: Option<i64>) -> Result<usize, VectorError> {
+        self.0.count(doc_id, run_id).await
+    }
+    async fn doc_ids(&self) -> Result<Vec<String>, VectorError> {
+        self.0.doc_ids().await
+    }
+    async fn search(
+        &self,
+        v: &[f32],
+        k: usize,
+        f: &SearchFilters,
+    ) -> Result<Vec<VectorHit>, VectorError> {
+        self.0.search(v, k, f).await
+    }
+}
+
+#[tokio::test]
+async fn a_vector_index_outage_returns_the_message_and_the_redelivery_indexes() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (name, text) = laws(1).remove(0);
+    let key = format!("uploads/{name}");
+    p.aws.put(&key, text.as_bytes()).await;
+    docpipe::handlers::store::handle_notification(
+        &p.store,
+        &docpipe_tests::s3_put_event(&p.aws.bucket, &key),
+    )
+    .await
+    .unwrap();
+    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
+    let job = JobMessage::new(
+        &doc_id,
+        p.doc(&doc_id).await.unwrap().current_run_id.unwrap(),
+    );
+    docpipe::stages::parse::parse_job(&p.parse.deps(), &job)
+        .await
+        .unwrap();
+
+    let down = DownForWrites(p.milvus.clone());
+    let mut deps = p.index.deps();
+    deps.vectors = &down;
+    let err = index_job(&deps, &job).await.unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    let doc = p.doc(&doc_id).await.unwrap();
+    assert_eq!(doc.status, DocStatus::Parsed, "nothing moved");
+    let run = docpipe::db::runs::get(&**p.db.client().await, job.run_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(run.run_status, RunStatus::Running);
+
+    // The redelivery (Milvus back) claims the released lease at once and finishes.
+    let outcome = index_job(&p.index.deps(), &job).await.unwrap();
+    assert!(
+        matches!(outcome, IndexOutcome::Indexed { .. }),
+        "{outcome:?}"
+    );
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_embedder_of_another_dimension_fails_the_run_permanently() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let mut texts = laws(2);
+    let (name, text) = texts.remove(0);
+    p.ingest(&format!("uploads/{name}"), text.as_bytes()).await;
+
+    let (name, text) = texts.remove(0);
+    let key = format!("uploads/{name}");
+    p.aws.put(&key, text.as_bytes()).await;
+    docpipe::handlers::store::handle_notification(
+        &p.store,
+        &docpipe_tests::s3_put_event(&p.aws.bucket, &key),
+    )
+    .await
+    .unwrap();
+    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
+    let job = JobMessage::new(
+        &doc_id,
+        p.doc(&doc_id).await.unwrap().current_run_id.unwrap(),
+    );
+    docpipe::stages::parse::parse_job(&p.parse.deps(), &job)
+        .await
+        .unwrap();
+    let other = docpipe_embed::HashEmbedder::new(128).unwrap();
+    let mut deps = p.index.deps();
+    deps.embedder = &other;
+    let outcome = index_job(&deps, &job).await.unwrap();
+    let IndexOutcome::Failed { reason, .. } = outcome else {
+        panic!("expected a permanent failure, got {outcome:?}")
+    };
+    assert!(reason.contains("does not match"), "{reason}");
+    let run = docpipe::db::runs::get(&**p.db.client().await, job.run_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (run.run_status, run.failure_stage.as_str()),
+        (RunStatus::Failed, "index")
+    );
+    assert_eq!(p.milvus.count(&doc_id, None).await.unwrap(), 0);
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_delete_leaves_nothing_searchable_and_nothing_behind() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (name, text) = laws(1).remove(0);
+    let key = format!("uploads/{name}");
+    let doc_id = p.ingest(&key, text.as_bytes()).await;
+    assert!(!p.aws.keys(&format!("artifacts/{doc_id}/")).await.is_empty());
+    let deps = docpipe::stages::delete::DeleteDeps {
+        db: &p.db.db,
+        objects: p.store.objects.as_ref(),
+        vectors: p.milvus.as_ref(),
+        artifacts_bucket: &p.aws.bucket,
+    };
+    let deleted = docpipe::stages::delete::delete(&deps, &doc_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        deleted.objects_removed, 5,
+        "the original and four artifacts"
+    );
+    assert!(p.doc(&doc_id).await.is_none());
+    assert!(p.aws.keys(&format!("artifacts/{doc_id}/")).await.is_empty());
+    assert!(p.aws.keys(&key).await.is_empty());
+    assert_eq!(p.milvus.count(&doc_id, None).await.unwrap(), 0);
+    let leftovers =
+        p.db.client()
+            .await
+            .query_typed_one(
+                "SELECT (SELECT count(*) FROM document_processing_runs WHERE doc_id = $1)
+                  + (SELECT count(*) FROM document_status_history WHERE doc_id = $1)
+                  + (SELECT count(*) FROM document_artifacts WHERE doc_id = $1)
+                  + (SELECT count(*) FROM structure_nodes WHERE doc_id = $1)
+                  + (SELECT count(*) FROM semantic_blocks WHERE doc_id = $1)",
+                &[(&doc_id, docpipe::db::Type::VARCHAR)],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0);
+    assert_eq!(leftovers, 0, "the cascades removed every row");
+    assert!(matches!(
+        docpipe::stages::delete::delete(&deps, &doc_id).await,
+        Err(docpipe::stages::delete::DeleteError::NotFound(_))
+    ));
+    p.cleanup().await;
+}
