@@ -120,21 +120,21 @@ fn heading_styles(xml: &str, limits: &Limits) -> Result<HashMap<String, u8>, Par
                         if let Some((id, def)) = current.take() {
                             defs.insert(id, def);
                         }
-                        current = attr(&e, "styleId").map(|id| (id, StyleDef::default()));
+                        current = attr(e, "styleId").map(|id| (id, StyleDef::default()));
                     }
                     "name" => {
                         if let Some((_, d)) = current.as_mut() {
-                            d.name = attr(&e, "val").unwrap_or_default();
+                            d.name = attr(e, "val").unwrap_or_default();
                         }
                     }
                     "basedOn" => {
                         if let Some((_, d)) = current.as_mut() {
-                            d.based_on = attr(&e, "val");
+                            d.based_on = attr(e, "val");
                         }
                     }
                     "outlineLvl" => {
                         if let Some((_, d)) = current.as_mut() {
-                            d.outline = attr(&e, "val").and_then(|v| v.parse::<u8>().ok());
+                            d.outline = attr(e, "val").and_then(|v| v.parse::<u8>().ok());
                         }
                     }
                     _ => {}

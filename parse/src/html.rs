@@ -196,11 +196,11 @@ fn element_text(elem: ElementRef) -> String {
                 Node::Text(t) => out.push_str(t),
                 Node::Element(el) if el.name() == "br" => out.push('\n'),
                 Node::Element(el)
-                    if is_block(el.name()) || el.name() == "p" || el.name() == "li" =>
+                    if (is_block(el.name()) || el.name() == "p" || el.name() == "li")
+                        && !out.ends_with('\n')
+                        && !out.is_empty() =>
                 {
-                    if !out.ends_with('\n') && !out.is_empty() {
-                        out.push('\n');
-                    }
+                    out.push('\n');
                 }
                 _ => {}
             },

@@ -106,6 +106,19 @@ fn looks_like_heading_text(rest: &str, max_chars: usize) -> bool {
 /// Recognises a heading marker at the start of one line. `explicit` relaxes the shape checks:
 /// a styled heading is a heading whatever its length.
 pub fn recognise(line: &str, explicit: bool) -> Option<Marker> {
+    // Fast exit for the common case, a body line: every marker starts with 第, a digit, an
+    // opening parenthesis or a Chinese numeral. Most lines never allocate.
+    if !explicit {
+        let first = line
+            .chars()
+            .find(|c| !is_space(*c) && !crate::normalize::is_invisible(*c));
+        let could_be_marker = first.is_some_and(|c| {
+            c == '第' || c.is_ascii_digit() || c == '（' || c == '(' || NUMERALS.contains(c)
+        });
+        if !could_be_marker {
+            return None;
+        }
+    }
     let line = normalize_line(line);
     if line.is_empty() {
         return None;
@@ -372,6 +385,12 @@ pub fn build(layouts: &mut [LayoutBlock]) -> Tree {
     }
 }
 
+/// Public face of [`recognise`] for callers that want to classify a single line:
+/// `(sub_type, title)`.
+pub fn recognise_heading(line: &str) -> Option<(&'static str, String)> {
+    recognise(line, false).map(|m| (m.kind.sub_type(), m.title))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,10 +458,4 @@ mod tests {
         assert!(!follows(Some(&[4, 2]), &[4, 1]));
         assert!(!follows(Some(&[4, 2]), &[7]));
     }
-}
-
-/// Public face of [`recognise`] for callers that want to classify a single line:
-/// `(sub_type, title)`.
-pub fn recognise_heading(line: &str) -> Option<(&'static str, String)> {
-    recognise(line, false).map(|m| (m.kind.sub_type(), m.title))
 }

@@ -73,8 +73,13 @@ pub fn split_paragraphs(text: &str) -> Vec<String> {
         }
     };
     for raw in text.lines() {
-        let line = strip_invisible(raw);
-        let line = line.trim_matches(is_space);
+        let cleaned;
+        let line = if raw.chars().any(crate::normalize::is_invisible) {
+            cleaned = strip_invisible(raw);
+            cleaned.trim_matches(is_space)
+        } else {
+            raw.trim_matches(is_space)
+        };
         if line.is_empty() {
             flush(&mut current, &mut out);
             continue;
