@@ -7,7 +7,7 @@ SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/docpipe/target
 DOCPIPE := $(CARGO_TARGET_DIR)/debug/docpipe
 
-.PHONY: up down env status test demo bench build lint runner-start runner-stop
+.PHONY: up down env status test demo bench build lint layers lint-template
 
 build:
 	cargo build -p docpipe-cli -p docpipe-store-fn -p docpipe-parse-fn
@@ -15,6 +15,7 @@ build:
 ## up: install what is missing, start the stack and the dev runner, apply the migrations
 up:
 	bash scripts/stack.sh up
+	$(MAKE) -s layers
 	cargo build -p docpipe-cli
 	eval "$$(bash scripts/stack.sh env)"
 	$(DOCPIPE) migrate
@@ -33,9 +34,18 @@ status:
 	bash scripts/stack.sh status
 	bash scripts/dev-runner.sh status
 
-lint:
+lint: lint-template
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+
+## lint-template: sam validate --lint and cfn-lint on template.yaml (offline)
+lint-template:
+	bash scripts/lint-template.sh
+
+## layers: the Lambda layers' contents (libpdfium.so at lib/ of the pdfium layer, i.e. /opt/lib)
+layers:
+	mkdir -p .local/layers/pdfium/lib
+	cp -u .local/lib/libpdfium.so .local/layers/pdfium/lib/libpdfium.so
 
 ## test: bring up what the tests need, then run every test against the real stack
 test: up lint

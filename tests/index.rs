@@ -409,3 +409,81 @@ async fn a_delete_leaves_nothing_searchable_and_nothing_behind() {
     ));
     p.cleanup().await;
 }
+
+#[tokio::test]
+async fn reconcile_reports_orphans_in_a_dry_run_and_removes_them_when_applied() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let mut texts = laws(3);
+    let (name, text) = texts.remove(0);
+    let kept = p.ingest(&format!("uploads/{name}"), text.as_bytes()).await;
+    let (name, text) = texts.remove(0);
+    let orphaned = p.ingest(&format!("uploads/{name}"), text.as_bytes()).await;
+    // A delete that lost its S3 and Milvus steps: only the row went.
+    p.db.client()
+        .await
+        .execute_typed(
+            "DELETE FROM documents WHERE doc_id = $1",
+            &[(&orphaned, docpipe::db::Type::VARCHAR)],
+        )
+        .await
+        .unwrap();
+    // A stray artifact nobody recorded.
+    p.aws
+        .put(&format!("artifacts/{kept}/999999/layouts.json"), b"{}")
+        .await;
+
+    let dry = docpipe::reconcile::reconcile(
+        &p.db.db,
+        p.store.objects.as_ref(),
+        p.milvus.as_ref(),
+        &p.aws.bucket,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(dry.orphan_vector_docs, [orphaned.clone()]);
+    let mut want: Vec<String> = p.aws.keys(&format!("artifacts/{orphaned}/")).await;
+    want.push(format!("artifacts/{kept}/999999/layouts.json"));
+    let mut got = dry.orphan_artifacts.clone();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    assert!(dry.stale_run_vectors.is_empty() && dry.failed_doc_vectors.is_empty());
+    assert!(
+        p.milvus.count(&orphaned, None).await.unwrap() > 0,
+        "a dry run removes nothing"
+    );
+
+    let applied = docpipe::reconcile::reconcile(
+        &p.db.db,
+        p.store.objects.as_ref(),
+        p.milvus.as_ref(),
+        &p.aws.bucket,
+        true,
+    )
+    .await
+    .unwrap();
+    assert_eq!(applied.orphan_vector_docs, dry.orphan_vector_docs);
+    assert_eq!(p.milvus.count(&orphaned, None).await.unwrap(), 0);
+    assert!(p
+        .aws
+        .keys(&format!("artifacts/{orphaned}/"))
+        .await
+        .is_empty());
+    assert!(
+        p.milvus.count(&kept, None).await.unwrap() > 0,
+        "what PostgreSQL vouches for stays"
+    );
+    assert_eq!(p.aws.keys(&format!("artifacts/{kept}/")).await.len(), 4);
+    let again = docpipe::reconcile::reconcile(
+        &p.db.db,
+        p.store.objects.as_ref(),
+        p.milvus.as_ref(),
+        &p.aws.bucket,
+        false,
+    )
+    .await
+    .unwrap();
+    assert!(again.is_clean(), "{again:?}");
+    p.cleanup().await;
+}

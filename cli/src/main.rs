@@ -3,6 +3,7 @@
 
 mod dev;
 mod local;
+mod ops;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +28,8 @@ enum Command {
     Put(local::PutArgs),
     /// Show the documents by status, optionally waiting until all reach one.
     Docs(local::DocsArgs),
+    /// Find (and with --apply remove) vectors and artifacts PostgreSQL does not vouch for.
+    Reconcile(ops::ReconcileArgs),
 }
 
 #[tokio::main]
@@ -38,6 +41,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Dev(args) => dev::run(args).await,
         Command::Put(args) => local::put(args).await,
         Command::Docs(args) => local::docs(args).await,
+        Command::Reconcile(args) => ops::reconcile(args).await,
     }
 }
 

@@ -104,6 +104,12 @@ impl<F: Fn(&str) -> Option<String>> EnvReader<F> {
 pub struct DbConfig {
     pub url: Secret,
     pub pool_size: usize,
+    /// In AWS: the Secrets Manager secret (JSON with `username` and `password`, as RDS writes it)
+    /// whose credentials replace the URL's, so the password is never in the environment.
+    pub secret_arn: Option<String>,
+    /// Extra CA certificates (PEM) to trust for TLS, e.g. the RDS CA bundle shipped in a layer.
+    /// TLS is on when the URL says `sslmode=require`.
+    pub ca_bundle: Option<std::path::PathBuf>,
 }
 
 impl DbConfig {
@@ -117,6 +123,10 @@ impl DbConfig {
             url: Secret::new(url),
             // A Lambda container handles one event at a time: a couple of connections suffice.
             pool_size: env.parsed_or("DOCPIPE_DB_POOL_SIZE", 2usize),
+            secret_arn: env.optional("DOCPIPE_DB_SECRET_ARN"),
+            ca_bundle: env
+                .optional("DOCPIPE_DB_CA_BUNDLE")
+                .map(std::path::PathBuf::from),
         }
     }
 }
@@ -230,7 +240,10 @@ impl IndexConfig {
 pub struct MilvusConfig {
     pub url: String,
     pub token: Option<Secret>,
+    /// In AWS: the Secrets Manager secret holding the token (plain string).
+    pub token_secret_arn: Option<String>,
     pub collection: String,
+    pub aws: AwsConfig,
 }
 
 fn milvus_collection<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> String {
@@ -254,7 +267,9 @@ impl MilvusConfig {
         MilvusConfig {
             url: env.url("MILVUS_URL"),
             token: env.optional("MILVUS_TOKEN").map(Secret::new),
+            token_secret_arn: env.optional("DOCPIPE_MILVUS_TOKEN_SECRET_ARN"),
             collection: milvus_collection(env),
+            aws: AwsConfig::read(env),
         }
     }
 }

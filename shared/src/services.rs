@@ -23,6 +23,14 @@ pub enum InitError {
     Embedder(#[from] docpipe_embed::EmbedError),
     #[error("cannot connect to the vector index")]
     Vector(#[from] docpipe_vector::VectorError),
+    #[error("cannot read a secret: {0}")]
+    Secret(String),
+}
+
+impl From<crate::adapters::secrets::SecretError> for InitError {
+    fn from(e: crate::adapters::secrets::SecretError) -> Self {
+        InitError::Secret(crate::error::chain(&e))
+    }
 }
 
 /// The embedder `DOCPIPE_EMBEDDER` names and the Milvus collection, which the index stage and
@@ -31,13 +39,43 @@ pub async fn embedder_and_index(
     milvus: &MilvusConfig,
 ) -> Result<(Arc<dyn Embedder>, Arc<dyn VectorIndex>), InitError> {
     let embedder = docpipe_embed::from_env()?;
-    let index = MilvusIndex::connect(
-        &milvus.url,
-        milvus.token.as_ref().map(|t| t.expose().to_string()),
-        &milvus.collection,
-    )
-    .await?;
+    let token = match (&milvus.token, &milvus.token_secret_arn) {
+        (Some(token), _) => Some(token.expose().to_string()),
+        (None, Some(arn)) => {
+            let sdk = aws::sdk_config(&milvus.aws).await;
+            Some(crate::adapters::secrets::fetch_string(&sdk, arn).await?)
+        }
+        (None, None) => None,
+    };
+    let index = MilvusIndex::connect(&milvus.url, token, &milvus.collection).await?;
     Ok((embedder, Arc::new(index)))
+}
+
+/// Builds the pool. With `DOCPIPE_DB_SECRET_ARN` set, the user and password come from Secrets
+/// Manager (the JSON RDS writes: `username`, `password`), fetched once per container at init.
+pub async fn connect_db(config: &DbConfig, aws: &AwsConfig) -> Result<Db, InitError> {
+    let mut pg_config: tokio_postgres::Config = config
+        .url
+        .expose()
+        .parse()
+        .map_err(|e| InitError::Db(DbError::BadUrl(e)))?;
+    if let Some(arn) = &config.secret_arn {
+        let sdk = aws::sdk_config(aws).await;
+        let secret = crate::adapters::secrets::fetch_json(&sdk, arn).await?;
+        if let Some(user) = secret.get("username").and_then(|v| v.as_str()) {
+            pg_config.user(user);
+        }
+        let password = secret
+            .get("password")
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| InitError::Secret(format!("secret {arn} has no `password` field")))?;
+        pg_config.password(password);
+    }
+    Ok(Db::from_pg_config(
+        pg_config,
+        config.pool_size,
+        config.ca_bundle.as_deref(),
+    )?)
 }
 
 /// AWS clients, shared by every service of a process.
@@ -72,7 +110,7 @@ impl StoreService {
         let aws_config = AwsConfig::read(&mut env);
         let config = StoreConfig::read(&mut env);
         env.finish()?;
-        let db = Db::connect(&db_config)?;
+        let db = connect_db(&db_config, &aws_config).await?;
         let clients = AwsClients::new(&aws_config).await;
         Ok(Self::new(db, &clients, config))
     }
@@ -110,7 +148,7 @@ impl ParseService {
         let aws_config = AwsConfig::read(&mut env);
         let config = ParseConfig::read(&mut env);
         env.finish()?;
-        let db = Db::connect(&db_config)?;
+        let db = connect_db(&db_config, &aws_config).await?;
         let clients = AwsClients::new(&aws_config).await;
         Ok(Self::new(db, &clients, config))
     }
@@ -150,7 +188,7 @@ impl IndexService {
         let milvus = MilvusConfig::read(&mut env);
         let config = IndexConfig::read(&mut env);
         env.finish()?;
-        let db = Db::connect(&db_config)?;
+        let db = connect_db(&db_config, &aws_config).await?;
         let clients = AwsClients::new(&aws_config).await;
         let (embedder, vectors) = embedder_and_index(&milvus).await?;
         Ok(IndexService {

@@ -75,6 +75,8 @@ impl TestDb {
         let db = Db::connect(&DbConfig {
             url: Secret::new(url.clone()),
             pool_size: 4,
+            secret_arn: None,
+            ca_bundle: None,
         })
         .expect("pool");
         docpipe::db::migrate::run(&db).await.expect("migrations");
@@ -86,6 +88,8 @@ impl TestDb {
         Db::connect(&DbConfig {
             url: Secret::new(self.url.clone()),
             pool_size: size,
+            secret_arn: None,
+            ca_bundle: None,
         })
         .expect("pool")
     }

@@ -4,6 +4,7 @@
 pub mod aws;
 pub mod object_store;
 pub mod queue;
+pub mod secrets;
 
 pub use object_store::{ObjectHead, ObjectStore, S3ObjectStore, StorageError};
 pub use queue::{JobQueue, QueueError, SqsJobQueue};

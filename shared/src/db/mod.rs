@@ -5,11 +5,15 @@
 //! transaction mode hands the next transaction a server that never saw it. No session state either:
 //! no `SET`, no temp tables, only transaction-scoped advisory locks.
 
+pub mod audit;
 pub mod documents;
+pub mod idempotency;
 pub mod migrate;
 pub mod runs;
 pub mod snapshot;
+pub mod tls;
 pub mod transitions;
+pub mod views;
 
 use crate::config::DbConfig;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -25,6 +29,8 @@ pub enum DbError {
     BadUrl(#[source] tokio_postgres::Error),
     #[error("cannot build the connection pool")]
     Build(#[from] deadpool_postgres::BuildError),
+    #[error("cannot set up TLS to the database: {0}")]
+    Tls(String),
     #[error("no database connection available")]
     Pool(#[from] deadpool_postgres::PoolError),
     #[error("database statement failed")]
@@ -64,24 +70,29 @@ impl Db {
     pub fn connect(config: &DbConfig) -> Result<Db, DbError> {
         let pg_config: tokio_postgres::Config =
             config.url.expose().parse().map_err(DbError::BadUrl)?;
-        Self::from_pg_config(pg_config, config.pool_size)
+        Self::from_pg_config(pg_config, config.pool_size, config.ca_bundle.as_deref())
     }
 
+    /// TLS is used when the config asks for it (`sslmode=require`), verified against the public
+    /// web roots (RDS Proxy presents an ACM certificate) plus `ca_bundle` (the RDS CA bundle, for
+    /// direct connections to an RDS instance).
     pub fn from_pg_config(
         mut pg_config: tokio_postgres::Config,
         pool_size: usize,
+        ca_bundle: Option<&std::path::Path>,
     ) -> Result<Db, DbError> {
         pg_config.application_name("docpipe");
         pg_config.connect_timeout(Duration::from_secs(5));
-        let manager = Manager::from_config(
-            pg_config,
-            NoTls,
-            ManagerConfig {
-                // `Verified` sends an empty simple query before reuse: it catches a connection that
-                // the pooler or a restart closed while the container was frozen.
-                recycling_method: RecyclingMethod::Verified,
-            },
-        );
+        let manager_config = ManagerConfig {
+            // `Verified` sends an empty simple query before reuse: it catches a connection that
+            // the pooler or a restart closed while the container was frozen.
+            recycling_method: RecyclingMethod::Verified,
+        };
+        let manager = if pg_config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            Manager::from_config(pg_config, tls::connector(ca_bundle)?, manager_config)
+        } else {
+            Manager::from_config(pg_config, NoTls, manager_config)
+        };
         let pool = Pool::builder(manager)
             .max_size(pool_size.max(1))
             .runtime(Runtime::Tokio1)

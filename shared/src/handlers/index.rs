@@ -2,6 +2,7 @@
 
 use super::sqs::{for_each_message, BatchReport};
 use crate::error::StageError;
+use crate::metrics;
 use crate::model::{JobMessage, Stage};
 use crate::services::IndexService;
 use crate::stages::give_up::record_transient_error;
@@ -12,9 +13,11 @@ pub async fn handle_sqs(service: &IndexService, batch: SqsEvent) -> BatchReport 
     for_each_message(batch, |message| async move {
         let job = JobMessage::decode(message.body.as_deref().unwrap_or_default())
             .map_err(|e| StageError::permanent(Stage::Index, e))?;
+        let started = std::time::Instant::now();
         let outcome = match index_job(&service.deps(), &job).await {
             Ok(outcome) => outcome,
             Err(e) => {
+                metrics::stage_failed(Stage::Index, e.class());
                 if e.is_retryable() {
                     let text = crate::error::chain(&e);
                     record_transient_error(&service.db, job.run_id, Stage::Index, &text).await;
@@ -22,6 +25,14 @@ pub async fn handle_sqs(service: &IndexService, batch: SqsEvent) -> BatchReport 
                 return Err(e);
             }
         };
+        match &outcome {
+            IndexOutcome::Indexed { chunks, .. } => {
+                metrics::stage_completed(Stage::Index, started.elapsed().as_millis() as u64);
+                metrics::chunks_indexed(*chunks);
+            }
+            IndexOutcome::Failed { .. } => metrics::stage_failed(Stage::Index, "permanent"),
+            IndexOutcome::Stale { .. } => {}
+        }
         Ok(match outcome {
             IndexOutcome::Indexed {
                 doc_id,

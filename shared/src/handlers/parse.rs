@@ -2,6 +2,7 @@
 
 use super::sqs::{for_each_message, BatchReport};
 use crate::error::StageError;
+use crate::metrics;
 use crate::model::{JobMessage, Stage};
 use crate::services::ParseService;
 use crate::stages::give_up::record_transient_error;
@@ -12,9 +13,20 @@ pub async fn handle_sqs(service: &ParseService, batch: SqsEvent) -> BatchReport 
     for_each_message(batch, |message| async move {
         let job = JobMessage::decode(message.body.as_deref().unwrap_or_default())
             .map_err(|e| StageError::permanent(Stage::Parse, e))?;
+        let started = std::time::Instant::now();
         match parse_job(&service.deps(), &job).await {
-            Ok(outcome) => Ok(describe(&outcome)),
+            Ok(outcome) => {
+                match &outcome {
+                    ParseOutcome::Parsed { .. } => {
+                        metrics::stage_completed(Stage::Parse, started.elapsed().as_millis() as u64)
+                    }
+                    ParseOutcome::Failed { .. } => metrics::stage_failed(Stage::Parse, "permanent"),
+                    _ => {}
+                }
+                Ok(describe(&outcome))
+            }
             Err(e) => {
+                metrics::stage_failed(Stage::Parse, e.class());
                 if e.is_retryable() {
                     let text = crate::error::chain(&e);
                     record_transient_error(&service.db, job.run_id, Stage::Parse, &text).await;

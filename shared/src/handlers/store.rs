@@ -62,7 +62,21 @@ pub async fn handle_notification(
     let deps = service.deps();
     let mut lines = Vec::with_capacity(objects.len());
     for object in &objects {
-        let outcome = store_object(&deps, object).await?;
+        let started = std::time::Instant::now();
+        let outcome = store_object(&deps, object).await.inspect_err(|e| {
+            crate::metrics::stage_failed(Stage::Store, e.class());
+        })?;
+        match &outcome {
+            StoreOutcome::Stored { .. } => {
+                crate::metrics::stage_completed(Stage::Store, started.elapsed().as_millis() as u64)
+            }
+            StoreOutcome::Rejected { .. }
+            | StoreOutcome::ObjectMissing {
+                failed_run: Some(_),
+                ..
+            } => crate::metrics::stage_failed(Stage::Store, "permanent"),
+            _ => {}
+        }
         lines.push(describe(&object.key, &outcome));
     }
     Ok(lines.join("; "))

@@ -1,0 +1,71 @@
+//! Operator commands that go to the stores directly: `reconcile`.
+
+use clap::Args;
+use docpipe::adapters::S3ObjectStore;
+use docpipe::config::{AwsConfig, DbConfig, EnvReader, MilvusConfig};
+
+#[derive(Args)]
+pub struct ReconcileArgs {
+    /// Remove what is found. Without it, only report (a dry run).
+    #[arg(long)]
+    apply: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
+    let mut env = EnvReader::from_process();
+    let db_config = DbConfig::read(&mut env);
+    let aws = AwsConfig::read(&mut env);
+    let milvus = MilvusConfig::read(&mut env);
+    let bucket = env.required("DOCPIPE_BUCKET");
+    env.finish()?;
+    let db = docpipe::services::connect_db(&db_config, &aws).await?;
+    let s3 = docpipe::services::AwsClients::new(&aws).await.s3;
+    let objects = S3ObjectStore::new(s3);
+    let vectors = docpipe_vector::MilvusIndex::connect(
+        &milvus.url,
+        milvus.token.as_ref().map(|t| t.expose().to_string()),
+        &milvus.collection,
+    )
+    .await?;
+    let report =
+        docpipe::reconcile::reconcile(&db, &objects, &vectors, &bucket, args.apply).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    let verb = if args.apply {
+        "removed"
+    } else {
+        "found (dry run; --apply removes)"
+    };
+    println!("reconcile: {verb}");
+    println!(
+        "  {:>6}  documents with vectors but no row",
+        report.orphan_vector_docs.len()
+    );
+    println!(
+        "  {:>6}  indexed documents with other runs' vectors",
+        report.stale_run_vectors.len()
+    );
+    println!(
+        "  {:>6}  failed documents still holding vectors",
+        report.failed_doc_vectors.len()
+    );
+    println!(
+        "  {:>6}  artifact objects without a row",
+        report.orphan_artifacts.len()
+    );
+    for id in &report.orphan_vector_docs {
+        println!("  vectors without a document: {id}");
+    }
+    for (id, n) in &report.stale_run_vectors {
+        println!("  {n} stale vectors of {id}");
+    }
+    for key in &report.orphan_artifacts {
+        println!("  orphan artifact: {key}");
+    }
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! Reconcile: finds what PostgreSQL does not vouch for (vectors whose document is gone or whose run
+//! is not current, artifacts that have no row) and, when asked, removes it. The default is a dry run
+//! that only reports. Runs still in flight are left alone: their writes land before their rows.
+
+use crate::adapters::{ObjectStore, StorageError};
+use crate::db::{Db, DbError, Type};
+use docpipe_vector::{VectorError, VectorIndex};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+
+#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
+pub struct Report {
+    pub applied: bool,
+    /// Documents with vectors but no row (or a row being deleted).
+    pub orphan_vector_docs: Vec<String>,
+    /// Indexed documents holding vectors of runs other than their current one: (doc, extra).
+    pub stale_run_vectors: Vec<(String, usize)>,
+    /// Failed documents that still hold vectors (never searchable; just dead weight).
+    pub failed_doc_vectors: Vec<String>,
+    /// Artifact objects without a `document_artifacts` row.
+    pub orphan_artifacts: Vec<String>,
+}
+
+impl Report {
+    pub fn is_clean(&self) -> bool {
+        self.orphan_vector_docs.is_empty()
+            && self.stale_run_vectors.is_empty()
+            && self.failed_doc_vectors.is_empty()
+            && self.orphan_artifacts.is_empty()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("the database is unavailable")]
+    Db(#[from] DbError),
+    #[error("object storage is unavailable")]
+    Storage(#[from] StorageError),
+    #[error("the vector index is unavailable")]
+    Vector(#[from] VectorError),
+}
+
+struct DocState {
+    status: String,
+    current_run_id: Option<i64>,
+    deleting: bool,
+}
+
+async fn doc_states(db: &Db, ids: &[String]) -> Result<HashMap<String, DocState>, DbError> {
+    let client = db.client().await?;
+    let rows = client
+        .query_typed(
+            "SELECT doc_id, status, current_run_id, deleting_at IS NOT NULL
+             FROM documents WHERE doc_id = ANY($1)",
+            &[(&ids, Type::VARCHAR_ARRAY)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            (
+                r.get(0),
+                DocState {
+                    status: r.get(1),
+                    current_run_id: r.get(2),
+                    deleting: r.get(3),
+                },
+            )
+        })
+        .collect())
+}
+
+pub async fn reconcile(
+    db: &Db,
+    objects: &dyn ObjectStore,
+    vectors: &dyn VectorIndex,
+    bucket: &str,
+    apply: bool,
+) -> Result<Report, ReconcileError> {
+    let mut report = Report {
+        applied: apply,
+        ..Report::default()
+    };
+
+    let ids = vectors.doc_ids().await?;
+    let states = doc_states(db, &ids).await?;
+    for id in &ids {
+        match states.get(id) {
+            None => report.orphan_vector_docs.push(id.clone()),
+            Some(s) if s.deleting => report.orphan_vector_docs.push(id.clone()),
+            Some(s) if s.status == "indexed" => {
+                let current = s.current_run_id.unwrap_or_default();
+                let all = vectors.count(id, None).await?;
+                let kept = vectors.count(id, Some(current)).await?;
+                if all > kept {
+                    report.stale_run_vectors.push((id.clone(), all - kept));
+                }
+            }
+            Some(s) if s.status == "failed" => report.failed_doc_vectors.push(id.clone()),
+            // pending, stored, parsed: a run is in flight and the previous vectors still serve.
+            Some(_) => {}
+        }
+    }
+
+    let keys = objects.list(bucket, "artifacts/").await?;
+    let client = db.client().await?;
+    let recorded: HashSet<String> = client
+        .query_typed("SELECT object_name FROM document_artifacts", &[])
+        .await
+        .map_err(DbError::from)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    drop(client);
+    let unrecorded: Vec<&String> = keys.iter().filter(|k| !recorded.contains(*k)).collect();
+    let key_docs: Vec<String> = unrecorded
+        .iter()
+        .filter_map(|k| k.split('/').nth(1).map(String::from))
+        .collect();
+    let key_states = doc_states(db, &key_docs).await?;
+    for key in unrecorded {
+        let mut parts = key.split('/').skip(1);
+        let (doc, run) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let in_flight = key_states.get(doc).is_some_and(|s| {
+            !s.deleting
+                && s.status == "stored"
+                && s.current_run_id.map(|r| r.to_string()).as_deref() == Some(run)
+        });
+        if !in_flight {
+            report.orphan_artifacts.push(key.clone());
+        }
+    }
+
+    if apply {
+        for id in report
+            .orphan_vector_docs
+            .iter()
+            .chain(&report.failed_doc_vectors)
+        {
+            vectors.delete_doc(id).await?;
+        }
+        for (id, _) in &report.stale_run_vectors {
+            if let Some(run) = states.get(id).and_then(|s| s.current_run_id) {
+                vectors.delete_other_runs(id, run).await?;
+            }
+        }
+        for key in &report.orphan_artifacts {
+            objects.delete(bucket, key).await?;
+        }
+    }
+    tracing::info!(
+        applied = apply,
+        orphan_vector_docs = report.orphan_vector_docs.len(),
+        stale_run_vectors = report.stale_run_vectors.len(),
+        failed_doc_vectors = report.failed_doc_vectors.len(),
+        orphan_artifacts = report.orphan_artifacts.len(),
+        "reconcile"
+    );
+    Ok(report)
+}
