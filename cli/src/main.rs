@@ -30,6 +30,8 @@ enum Command {
     Docs(local::DocsArgs),
     /// Find (and with --apply remove) vectors and artifacts PostgreSQL does not vouch for.
     Reconcile(ops::ReconcileArgs),
+    /// Load legacy document records (a JSON array of `documents` rows); idempotent, no runs.
+    Import(ops::ImportArgs),
 }
 
 #[tokio::main]
@@ -42,6 +44,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Put(args) => local::put(args).await,
         Command::Docs(args) => local::docs(args).await,
         Command::Reconcile(args) => ops::reconcile(args).await,
+        Command::Import(args) => ops::import(args).await,
     }
 }
 

@@ -69,3 +69,38 @@ pub async fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[derive(Args)]
+pub struct ImportArgs {
+    /// A JSON array of document records (the old documents.json).
+    file: std::path::PathBuf,
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
+    let mut env = EnvReader::from_process();
+    let db_config = DbConfig::read(&mut env);
+    let aws = AwsConfig::read(&mut env);
+    env.finish()?;
+    let db = docpipe::services::connect_db(&db_config, &aws).await?;
+    let text = std::fs::read_to_string(&args.file)?;
+    let report = docpipe::legacy::import(&db, &text).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "import: {} imported, {} already present, {} rejected",
+            report.imported.len(),
+            report.skipped.len(),
+            report.rejected.len()
+        );
+        for (i, id, reason) in &report.rejected {
+            println!("  record {i} ({id}): {reason}");
+        }
+    }
+    if !report.rejected.is_empty() {
+        std::process::exit(2);
+    }
+    Ok(())
+}

@@ -16,6 +16,7 @@ pub mod error;
 pub mod events;
 pub mod handlers;
 pub mod ids;
+pub mod legacy;
 pub mod metrics;
 pub mod model;
 pub mod reconcile;
