@@ -6,10 +6,13 @@
 //!
 //! Each embedder runs in its own process so that its peak RSS (VmHWM) is its own.
 
+#[path = "../src/testdata.rs"]
+mod testdata;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use docpipe_embed::{Embedder, HashEmbedder};
+use docpipe_embed::{cosine, Embedder, HashEmbedder};
 
 const CHUNK_CHARS: usize = 200;
 /// Texts per embed_passages call, as an index stage would send them.
@@ -25,7 +28,7 @@ fn main() {
     };
     let chunks: usize = flag("--chunks")
         .map(|v| v.parse().expect("--chunks takes a number"))
-        .unwrap_or(200);
+        .unwrap_or(100);
     match flag("--embedder") {
         Some(name) => println!("{}", run_one(&name, chunks)),
         None => run_all(chunks),
@@ -44,11 +47,17 @@ fn run_all(chunks: usize) {
     let exe = std::env::current_exe().expect("own path");
     println!(
         "{chunks} chunks of ~{CHUNK_CHARS} Chinese characters from {}, {} CPUs\n",
-        corpus_dir().join("laws").display(),
+        corpus_dir()
+            .join("laws")
+            .canonicalize()
+            .unwrap_or_else(|_| corpus_dir().join("laws"))
+            .display(),
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    println!("| embedder | model id | dim | chunks/s | load ms | peak RSS MB |");
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!(
+        "| embedder | model id | dim | chunks/s | chunks per CPU-s | load ms | peak RSS MB | questions top-1 |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for name in local_embedders() {
         let out = std::process::Command::new(&exe)
             .args(["--embedder", name, "--chunks", &chunks.to_string()])
@@ -80,7 +89,14 @@ fn run_one(name: &str, n: usize) -> String {
                 Some(p) => PathBuf::from(p),
                 None => docpipe_embed::e5::default_model_path().expect("e5 model"),
             };
-            Box::new(docpipe_embed::E5Embedder::load(&path, None).expect("load e5"))
+            let threads = std::env::var("DOCPIPE_E5_THREADS")
+                .ok()
+                .map(|v| v.parse().unwrap());
+            let mut e = docpipe_embed::E5Embedder::load(&path, threads).expect("load e5");
+            if let Ok(n) = std::env::var("DOCPIPE_E5_BATCH") {
+                e = e.with_texts_per_call(n.parse().unwrap()).unwrap();
+            }
+            Box::new(e)
         }
         other => panic!("unknown local embedder {other}"),
     };
@@ -88,7 +104,7 @@ fn run_one(name: &str, n: usize) -> String {
 
     // Fast embedders repeat the set until the clock has something to measure.
     let min_time = Duration::from_millis(500);
-    let (mut done, t1) = (0usize, Instant::now());
+    let (mut done, t1, cpu1) = (0usize, Instant::now(), cpu_seconds());
     loop {
         for batch in texts.chunks(CALL_BATCH) {
             let v = rt.block_on(embedder.embed_passages(batch)).expect("embed");
@@ -100,14 +116,35 @@ fn run_one(name: &str, n: usize) -> String {
         }
     }
     let secs = t1.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu1;
+    let quality = rt.block_on(paraphrase_top1(embedder.as_ref()));
     format!(
-        "| {name} | {} | {} | {:.1} | {:.0} | {:.0} |",
+        "| {name} | {} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {quality} |",
         embedder.model_id(),
         embedder.dimension(),
         done as f64 / secs,
+        done as f64 / cpu,
         load.as_secs_f64() * 1e3,
         peak_rss_mb()
     )
+}
+
+/// How many of the fixture questions (paraphrases, zh and en) find their paragraph first.
+async fn paraphrase_top1(e: &dyn Embedder) -> String {
+    let docs: Vec<String> = testdata::PARAGRAPHS
+        .iter()
+        .map(|(_, p)| p.to_string())
+        .collect();
+    let dv = e.embed_passages(&docs).await.expect("embed paragraphs");
+    let mut hits = 0;
+    for (q, want) in testdata::PARAPHRASES {
+        let qv = e.embed_query(q).await.expect("embed question");
+        let best = (0..dv.len())
+            .max_by(|&a, &b| cosine(&qv, &dv[a]).total_cmp(&cosine(&qv, &dv[b])))
+            .unwrap();
+        hits += usize::from(best == *want);
+    }
+    format!("{hits}/{}", testdata::PARAPHRASES.len())
 }
 
 fn corpus_dir() -> PathBuf {
@@ -159,6 +196,22 @@ fn load_chunks(n: usize) -> Vec<String> {
         chunks.len()
     );
     chunks
+}
+
+/// User + system CPU time of this process. On a shared machine wall-clock throughput depends on
+/// the neighbours; throughput per CPU-second much less.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the ")" that closes the command name; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // Linux reports these in USER_HZ, which is 100 on every mainstream build.
+    f.iter().sum::<f64>() / 100.0
 }
 
 fn peak_rss_mb() -> f64 {

@@ -19,10 +19,11 @@ pub const DIMENSION: usize = 384;
 pub const MODEL_FILE: &str = "e5-small-q4.bin";
 /// Where a Lambda layer puts it.
 pub const LAMBDA_MODEL_PATH: &str = "/opt/e5/e5-small-q4.bin";
-/// Texts per engine call. The engine streams every weight once per call, so bigger batches
-/// amortise that, but its activations grow with the batch's tokens (~20 MB for 8 chunks of
-/// 200 Chinese characters); 8 is where throughput stops improving on this machine.
-const TEXTS_PER_CALL: usize = 8;
+/// Texts per engine call (`DOCPIPE_E5_BATCH`). The engine's activations grow with the tokens of
+/// a call, while its throughput barely does: on 200-character chunks, 1, 4, 8 and 16 texts per
+/// call all ran ~7 chunks per CPU-second, with peak RSS 66, 76, 106 and 124 MB. A few texts
+/// per call still amortise the per-call weight unpacking for short texts (queries, headings).
+pub const DEFAULT_TEXTS_PER_CALL: usize = 4;
 const MAGIC: &[u8; 4] = b"E5S1";
 
 mod ffi {
@@ -68,6 +69,7 @@ impl Drop for Model {
 pub struct E5Embedder {
     model: Arc<Model>,
     threads: usize,
+    texts_per_call: usize,
     path: PathBuf,
 }
 
@@ -76,6 +78,7 @@ impl std::fmt::Debug for E5Embedder {
         f.debug_struct("E5Embedder")
             .field("path", &self.path)
             .field("threads", &self.threads)
+            .field("texts_per_call", &self.texts_per_call)
             .finish_non_exhaustive()
     }
 }
@@ -151,8 +154,18 @@ impl E5Embedder {
         Ok(E5Embedder {
             model: Arc::new(model),
             threads,
+            texts_per_call: DEFAULT_TEXTS_PER_CALL,
             path: path.to_owned(),
         })
+    }
+
+    /// Texts per engine call; see [`DEFAULT_TEXTS_PER_CALL`].
+    pub fn with_texts_per_call(mut self, n: usize) -> Result<Self, EmbedError> {
+        if n == 0 {
+            return Err(EmbedError::config("DOCPIPE_E5_BATCH", "must be positive"));
+        }
+        self.texts_per_call = n;
+        Ok(self)
     }
 
     pub fn path(&self) -> &Path {
@@ -178,7 +191,13 @@ impl E5Embedder {
         is_query: bool,
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let ctexts: Vec<CString> = texts.iter().map(|t| to_cstring(t)).collect();
-        embed_cstrings(&self.model, self.threads, &ctexts, is_query)
+        embed_cstrings(
+            &self.model,
+            self.threads,
+            self.texts_per_call,
+            &ctexts,
+            is_query,
+        )
     }
 
     async fn embed_async(
@@ -187,10 +206,12 @@ impl E5Embedder {
         is_query: bool,
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let model = Arc::clone(&self.model);
-        let threads = self.threads;
-        tokio::task::spawn_blocking(move || embed_cstrings(&model, threads, &texts, is_query))
-            .await
-            .map_err(EmbedError::Task)?
+        let (threads, per_call) = (self.threads, self.texts_per_call);
+        tokio::task::spawn_blocking(move || {
+            embed_cstrings(&model, threads, per_call, &texts, is_query)
+        })
+        .await
+        .map_err(EmbedError::Task)?
     }
 }
 
@@ -205,10 +226,11 @@ type WorkerResult = Result<Vec<(usize, Vec<f32>)>, EmbedError>;
 fn embed_cstrings(
     model: &Model,
     threads: usize,
+    texts_per_call: usize,
     texts: &[CString],
     is_query: bool,
 ) -> Result<Vec<Vec<f32>>, EmbedError> {
-    let batches: Vec<&[CString]> = texts.chunks(TEXTS_PER_CALL).collect();
+    let batches: Vec<&[CString]> = texts.chunks(texts_per_call).collect();
     let workers = threads.min(batches.len()).max(1);
     let run_batch = |batch: &[CString]| -> Result<Vec<f32>, EmbedError> {
         let ptrs: Vec<*const c_char> = batch.iter().map(|c| c.as_ptr()).collect();

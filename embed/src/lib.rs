@@ -55,7 +55,7 @@ pub fn from_env() -> Result<Arc<dyn Embedder>, EmbedError> {
 /// Same as [`from_env`], reading variables through `get` (tests, or a config map).
 ///
 /// Variables: `DOCPIPE_EMBEDDER`; `DOCPIPE_EMBED_DIM` (hash: default 384; e5: must be 384 if set;
-/// bedrock and openai: default 1024); `DOCPIPE_E5_MODEL`, `DOCPIPE_E5_THREADS`;
+/// bedrock and openai: default 1024); `DOCPIPE_E5_MODEL`, `DOCPIPE_E5_THREADS`, `DOCPIPE_E5_BATCH`;
 /// `DOCPIPE_BEDROCK_MODEL_ID`, `DOCPIPE_BEDROCK_CONCURRENCY`; `DOCPIPE_OPENAI_BASE_URL`,
 /// `DOCPIPE_OPENAI_MODEL`, `DOCPIPE_OPENAI_API_KEY`, `DOCPIPE_OPENAI_BATCH`.
 pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Arc<dyn Embedder>, EmbedError> {
@@ -131,7 +131,11 @@ fn e5_from_vars(
         None => e5::default_model_path()?,
     };
     let threads = parse_var::<usize>(get, "DOCPIPE_E5_THREADS")?;
-    Ok(Arc::new(E5Embedder::load(&path, threads)?))
+    let mut e = E5Embedder::load(&path, threads)?;
+    if let Some(n) = parse_var::<usize>(get, "DOCPIPE_E5_BATCH")? {
+        e = e.with_texts_per_call(n)?;
+    }
+    Ok(Arc::new(e))
 }
 
 #[cfg(not(feature = "e5"))]
