@@ -4,7 +4,7 @@
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
-use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_bedrockruntime::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_bedrockruntime::operation::invoke_model::InvokeModelError;
 use aws_sdk_bedrockruntime::primitives::Blob;
 use aws_sdk_bedrockruntime::Client;
@@ -180,7 +180,22 @@ where
         }
         // Network, timeouts and garbled answers: the next attempt may get through.
         SdkError::TimeoutError(_) => (true, "request timed out".into()),
-        SdkError::DispatchFailure(_) => (true, "request could not be sent".into()),
+        SdkError::DispatchFailure(df) => {
+            let detail = DisplayErrorContext(&err).to_string();
+            // No credentials (or a provider that cannot give any) is a setup error that no retry
+            // fixes; the SDK reports it as an "other" dispatch failure, with no typed kind to
+            // match, so its auth resolver's error names are what tells it apart.
+            let no_identity = format!("{df:?}");
+            let no_identity = no_identity.contains("NoMatchingAuthScheme")
+                || no_identity.contains("NoIdentityResolver");
+            let transient = df.is_io() || df.is_timeout() || !(df.is_user() || no_identity);
+            let what = if no_identity {
+                "no AWS credentials could be resolved"
+            } else {
+                "request could not be sent"
+            };
+            (transient, format!("{what}: {detail}"))
+        }
         SdkError::ResponseError(_) => (true, "unreadable response".into()),
         // The request could not even be built: credentials or region missing, a bad model id.
         SdkError::ConstructionFailure(_) => (false, "request could not be built".into()),
@@ -287,5 +302,23 @@ mod tests {
         assert!(v.to_string().contains("Malformed input request"), "{v}");
         // The chain goes down to the SDK error.
         assert!(std::error::Error::source(&v).is_some());
+    }
+}
+
+#[cfg(test)]
+mod no_credentials {
+    use super::*;
+
+    // No credentials provider: the SDK fails before sending anything, so this needs no network.
+    #[tokio::test]
+    async fn missing_credentials_fail_without_network() {
+        let conf = aws_sdk_bedrockruntime::Config::builder()
+            .region(aws_sdk_bedrockruntime::config::Region::new("us-east-1"))
+            .behavior_version(aws_sdk_bedrockruntime::config::BehaviorVersion::latest())
+            .build();
+        let e = BedrockEmbedder::new(Client::from_conf(conf), DEFAULT_MODEL_ID, 1024, 2).unwrap();
+        let err = e.embed_query("x").await.unwrap_err();
+        assert!(err.is_permanent(), "{err}");
+        assert!(err.to_string().contains("credentials"), "{err}");
     }
 }

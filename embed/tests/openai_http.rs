@@ -1,95 +1,19 @@
 //! The OpenAI-compatible embedder over real HTTP, against a tiny server on 127.0.0.1 that answers
 //! with canned responses and records what it was sent.
 
-use std::sync::{Arc, Mutex};
+mod support;
+
+use std::sync::Arc;
 
 use docpipe_embed::openai::{OpenAiConfig, OpenAiEmbedder};
 use docpipe_embed::{cosine, EmbedError, Embedder, Secret};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use support::{serve, Reply, Response};
 use tokio::net::TcpListener;
-
-#[derive(Debug, Clone)]
-struct Seen {
-    head: String,
-    body: serde_json::Value,
-}
-
-/// How the server answers one request body: (status, JSON body).
-type Reply = Arc<dyn Fn(&serde_json::Value) -> (u16, String) + Send + Sync>;
-
-struct Server {
-    url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn serve(reply: Reply) -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let seen2 = Arc::clone(&seen);
-    let task = tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                return;
-            };
-            let reply = Arc::clone(&reply);
-            let seen = Arc::clone(&seen2);
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut tmp = [0u8; 4096];
-                // Read the head, then as many body bytes as Content-Length says.
-                let (head, body_start) = loop {
-                    let n = sock.read(&mut tmp).await.unwrap();
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&tmp[..n]);
-                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break (String::from_utf8_lossy(&buf[..i]).to_string(), i + 4);
-                    }
-                };
-                let len: usize = head
-                    .lines()
-                    .find_map(|l| {
-                        let (k, v) = l.split_once(':')?;
-                        k.eq_ignore_ascii_case("content-length")
-                            .then(|| v.trim().parse().ok())?
-                    })
-                    .unwrap_or(0);
-                while buf.len() < body_start + len {
-                    let n = sock.read(&mut tmp).await.unwrap();
-                    if n == 0 {
-                        break;
-                    }
-                    buf.extend_from_slice(&tmp[..n]);
-                }
-                let body: serde_json::Value =
-                    serde_json::from_slice(&buf[body_start..body_start + len]).unwrap_or_default();
-                let (status, out) = reply(&body);
-                seen.lock().unwrap().push(Seen { head, body });
-                let resp = format!(
-                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}",
-                    out.len()
-                );
-                sock.write_all(resp.as_bytes()).await.unwrap();
-                sock.shutdown().await.ok();
-            });
-        }
-    });
-    Server { url, seen, task }
-}
 
 /// A well-behaved endpoint: one unnormalised `dim`-vector per input, derived from the text's
 /// length, returned in reverse order to check that `index` is honoured.
 fn good(dim: usize) -> Reply {
-    Arc::new(move |body| {
+    Arc::new(move |_head, body| {
         let inputs = body["input"].as_array().cloned().unwrap_or_default();
         let mut data: Vec<serde_json::Value> = inputs
             .iter()
@@ -101,7 +25,7 @@ fn good(dim: usize) -> Reply {
             })
             .collect();
         data.reverse();
-        (
+        Response::json(
             200,
             serde_json::json!({"object": "list", "data": data, "model": body["model"]}).to_string(),
         )
@@ -109,7 +33,7 @@ fn good(dim: usize) -> Reply {
 }
 
 fn fixed(status: u16, body: &'static str) -> Reply {
-    Arc::new(move |_| (status, body.to_string()))
+    Arc::new(move |_, _| Response::json(status, body))
 }
 
 fn embedder(url: &str, dim: usize, key: Option<&str>, batch: usize) -> OpenAiEmbedder {
