@@ -1,4 +1,5 @@
 use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use milvus::v2::prelude::{
@@ -136,6 +137,13 @@ pub struct MilvusIndex {
     client: ClientV2,
     collection: String,
     options: MilvusOptions,
+    /// The (dim, model) `ensure_collection` last verified, so a warm container pays its five
+    /// round trips once rather than per invocation. Cleared when the collection turns out
+    /// to be gone.
+    ensured: Arc<Mutex<Option<(usize, String)>>>,
+    /// The collection's vector dimension once seen: Milvus 2.3 answers a query vector of the
+    /// wrong length with an empty result rather than an error, so search checks it here.
+    known_dim: Arc<Mutex<Option<usize>>>,
 }
 
 impl std::fmt::Debug for MilvusIndex {
@@ -189,6 +197,8 @@ impl MilvusIndex {
             client,
             collection: collection.to_owned(),
             options,
+            ensured: Arc::new(Mutex::new(None)),
+            known_dim: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -202,11 +212,51 @@ impl MilvusIndex {
             .collection_name(&self.collection)
             .build()
             .map_err(|e| VectorError::from_milvus("drop_collection", e))?;
+        self.forget_ensured();
         match self.client.drop_collection(request).await {
             Ok(()) => Ok(()),
             Err(e) if is_collection_missing(&e) => Ok(()),
             Err(e) => Err(VectorError::from_milvus("drop_collection", e)),
         }
+    }
+
+    fn forget_ensured(&self) {
+        *self.ensured.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.known_dim.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// `None` when the collection does not exist.
+    async fn collection_dim(&self) -> Result<Option<usize>, VectorError> {
+        if let Some(dim) = *self.known_dim.lock().unwrap_or_else(|e| e.into_inner()) {
+            return Ok(Some(dim));
+        }
+        let request = DescribeCollectionRequest::builder()
+            .collection_name(&self.collection)
+            .build()
+            .map_err(|e| VectorError::from_milvus("describe_collection", e))?;
+        let response = match self.client.describe_collection(request).await {
+            Ok(response) => response,
+            Err(e) if is_collection_missing(&e) => return Ok(None),
+            Err(e) => return Err(VectorError::from_milvus("describe_collection", e)),
+        };
+        let dim = response
+            .description()
+            .get_schema()
+            .get_fields()
+            .iter()
+            .find(|f| f.get_name() == F_EMBEDDING)
+            .map(|f| f.get_dimension() as usize)
+            .ok_or_else(|| VectorError::Mismatch {
+                collection: self.collection.clone(),
+                detail: format!("it has no `{F_EMBEDDING}` field"),
+            })?;
+        *self.known_dim.lock().unwrap_or_else(|e| e.into_inner()) = Some(dim);
+        Ok(Some(dim))
+    }
+
+    fn is_ensured(&self, dim: usize, model_id: &str) -> bool {
+        let ensured = self.ensured.lock().unwrap_or_else(|e| e.into_inner());
+        matches!(&*ensured, Some((d, m)) if *d == dim && m == model_id)
     }
 
     async fn has_collection(&self) -> Result<bool, VectorError> {
@@ -334,6 +384,7 @@ impl MilvusIndex {
             .get(F_EMBEDDING)
             .map(|f| f.get_dimension())
             .unwrap_or_default();
+        *self.known_dim.lock().unwrap_or_else(|e| e.into_inner()) = Some(actual_dim as usize);
         if actual_dim as usize != dim {
             return Err(mismatch(format!(
                 "its vectors have dimension {actual_dim}, not {dim}"
@@ -438,11 +489,18 @@ impl MilvusIndex {
             .columns(columns(batch))
             .build()
             .map_err(|e| VectorError::from_milvus("insert", e))?;
-        self.client
-            .insert(request)
-            .await
-            .map(|_| ())
-            .map_err(|e| VectorError::from_milvus("insert", e))
+        match self.client.insert(request).await {
+            Ok(_) => Ok(()),
+            // Dropped under us: transient, so the retry's ensure_collection recreates it.
+            Err(e) if is_collection_missing(&e) => {
+                self.forget_ensured();
+                Err(VectorError::Unavailable {
+                    op: "insert",
+                    source: Box::new(e),
+                })
+            }
+            Err(e) => Err(VectorError::from_milvus("insert", e)),
+        }
     }
 }
 
@@ -465,6 +523,9 @@ impl VectorIndex for MilvusIndex {
                 "embedding model id is empty",
             ));
         }
+        if self.is_ensured(dim, model_id) {
+            return Ok(());
+        }
         if !self.has_collection().await? {
             let request = CreateCollectionRequest::builder()
                 .collection_name(&self.collection)
@@ -486,7 +547,9 @@ impl VectorIndex for MilvusIndex {
         }
         self.verify(dim, model_id).await?;
         self.create_indexes().await?;
-        self.load().await
+        self.load().await?;
+        *self.ensured.lock().unwrap_or_else(|e| e.into_inner()) = Some((dim, model_id.to_owned()));
+        Ok(())
     }
 
     async fn insert(&self, records: &[ChunkRecord]) -> Result<(), VectorError> {
@@ -574,6 +637,22 @@ impl VectorIndex for MilvusIndex {
         }
         if vector.is_empty() {
             return Err(VectorError::rejected("search", "query vector is empty"));
+        }
+        match self.collection_dim().await? {
+            Some(dim) if dim != vector.len() => {
+                return Err(VectorError::rejected(
+                    "search",
+                    format!(
+                        "query vector has {} dimensions, the collection {dim}",
+                        vector.len()
+                    ),
+                ))
+            }
+            Some(_) => {}
+            None => {
+                tracing::warn!(collection = %self.collection, "search on a missing collection");
+                return Ok(Vec::new());
+            }
         }
         let top_k = top_k.min(MAX_QUERY_WINDOW);
         let ef = self.options.search_ef.max(top_k);

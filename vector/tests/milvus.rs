@@ -170,6 +170,36 @@ async fn other_dimension_or_model_is_a_permanent_mismatch() {
         .expect_err("model mismatch");
     assert!(matches!(err, VectorError::Mismatch { .. }), "{err:?}");
     assert!(err.to_string().contains(MODEL), "{err}");
+
+    // Vectors of the wrong length are refused for good, on insert and on search.
+    let mut wrong = record("doc-w", 1, 0);
+    wrong.embedding = vec![0.5; DIM + 1];
+    let err = index.insert(&[wrong]).await.expect_err("wrong-dim insert");
+    assert!(matches!(err, VectorError::Rejected { .. }), "{err:?}");
+    let err = index
+        .search(&[0.5; DIM + 1], 3, &SearchFilters::default())
+        .await
+        .expect_err("wrong-dim search");
+    assert!(!err.is_transient(), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_collection_dropped_under_a_warm_index_is_recreated() {
+    let (index, _cleanup) = fresh("dropped").await;
+    // Another handle drops it; this one still remembers having ensured it.
+    connect(index.collection())
+        .await
+        .drop_collection()
+        .await
+        .unwrap();
+    let err = index
+        .insert(&[record("doc-d", 1, 0)])
+        .await
+        .expect_err("insert into a dropped collection");
+    assert!(err.is_transient(), "a retry can recover: {err:?}");
+    index.ensure_collection(DIM, MODEL).await.unwrap();
+    index.insert(&[record("doc-d", 1, 0)]).await.unwrap();
+    assert_eq!(index.count("doc-d", None).await.unwrap(), 1);
 }
 
 #[tokio::test]
