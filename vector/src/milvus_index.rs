@@ -758,7 +758,7 @@ fn varchar_column<'a>(
             op,
             format!(
                 "expected a VarChar column, got {:?}",
-                other.map(column_name)
+                other.map(column_preview)
             ),
         )),
     }
@@ -772,12 +772,15 @@ fn int64_column<'a>(
         Some(FieldData::Int64 { values, .. }) => Ok(values),
         other => Err(VectorError::rejected(
             op,
-            format!("expected an Int64 column, got {:?}", other.map(column_name)),
+            format!(
+                "expected an Int64 column, got {:?}",
+                other.map(column_preview)
+            ),
         )),
     }
 }
 
-fn column_name(field: &FieldData) -> String {
+fn column_preview(field: &FieldData) -> String {
     // Debug of a whole column would dump every value into the error message.
     let debug = format!("{field:?}");
     debug.chars().take(80).collect()
