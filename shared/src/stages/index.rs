@@ -247,6 +247,15 @@ async fn write_vectors(
             .await
             .map_err(|e| Failure::Transient(db_err(e)))?;
         if !still_ours {
+            // A delete cascades the run away, which also ends the lease: then nobody else will
+            // remove what this attempt wrote, so the stage does (abandon, below).
+            let gone = documents::get(&**client, doc_id)
+                .await
+                .map_err(|e| Failure::Transient(db_err(e)))?
+                .is_none_or(|d| d.deleting_at.is_some());
+            if gone {
+                return Ok(None);
+            }
             return Err(Failure::Transient(StageError::transient(
                 Stage::Index,
                 format!("lost the lease on run {run_id} (it ended or another worker took over)"),

@@ -1,0 +1,280 @@
+//! Per request: its id, who is calling, one JSON log line when it ends, and the guarantee that
+//! every error answer is a problem (axum's own 404/405/413 answers included).
+
+use crate::problem::{
+    problem_response, ErrorChain, Problem, ProblemType, PROBLEM_BASE, PROBLEM_JSON,
+};
+use crate::state::{ActorSource, ApiState};
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::header::{self, HeaderName, HeaderValue};
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::Response;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+/// Names the caller when the API is served by the dev runner (ignored in Lambda).
+pub const ACTOR_HEADER: HeaderName = HeaderName::from_static("x-docpipe-actor");
+
+/// Who is calling: recorded in the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    /// `user` (JWT subject), `iam` (IAM principal ARN), `authorizer` (a Lambda authorizer's
+    /// principal), `local` (dev runner), `anonymous` (no authorizer context).
+    pub actor_type: String,
+    pub actor_id: String,
+}
+
+/// The request's id and caller, available to handlers as an extractor.
+#[derive(Debug, Clone)]
+pub struct RequestMeta {
+    pub request_id: String,
+    pub actor: Actor,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for RequestMeta {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(parts
+            .extensions
+            .get::<RequestMeta>()
+            .cloned()
+            .unwrap_or_else(|| RequestMeta {
+                request_id: new_request_id(),
+                actor: anonymous(),
+            }))
+    }
+}
+
+fn anonymous() -> Actor {
+    Actor {
+        actor_type: "anonymous".into(),
+        actor_id: String::new(),
+    }
+}
+
+fn new_request_id() -> String {
+    hex::encode(rand::random::<[u8; 12]>())
+}
+
+/// A caller-supplied value, fit for a log and an audit column: no control characters, bounded.
+fn sanitize(value: &str, max_chars: usize) -> String {
+    value
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(max_chars)
+        .collect::<String>()
+        .trim()
+        .to_string()
+}
+
+fn lambda_context(
+    req: &Request,
+) -> Option<&lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpRequestContext> {
+    match req
+        .extensions()
+        .get::<lambda_http::request::RequestContext>()?
+    {
+        lambda_http::request::RequestContext::ApiGatewayV2(ctx) => Some(ctx),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    }
+}
+
+/// The caller, from API Gateway's authorizer: a JWT's `sub`, an IAM principal's ARN, or a Lambda
+/// authorizer's `principalId`/`sub`.
+pub fn lambda_actor(req: &Request) -> Actor {
+    let Some(authorizer) = lambda_context(req).and_then(|c| c.authorizer.as_ref()) else {
+        return anonymous();
+    };
+    if let Some(sub) = authorizer
+        .jwt
+        .as_ref()
+        .and_then(|jwt| jwt.claims.get("sub"))
+        .filter(|s| !s.is_empty())
+    {
+        return Actor {
+            actor_type: "user".into(),
+            actor_id: sanitize(sub, 256),
+        };
+    }
+    if let Some(iam) = &authorizer.iam {
+        if let Some(arn) = iam
+            .user_arn
+            .as_deref()
+            .or(iam.caller_id.as_deref())
+            .filter(|s| !s.is_empty())
+        {
+            return Actor {
+                actor_type: "iam".into(),
+                actor_id: sanitize(arn, 256),
+            };
+        }
+    }
+    for key in ["principalId", "sub"] {
+        if let Some(id) = authorizer.fields.get(key).and_then(|v| v.as_str()) {
+            return Actor {
+                actor_type: "authorizer".into(),
+                actor_id: sanitize(id, 256),
+            };
+        }
+    }
+    anonymous()
+}
+
+fn local_actor(req: &Request) -> Actor {
+    let named = req
+        .headers()
+        .get(ACTOR_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| sanitize(v, 256))
+        .filter(|v| !v.is_empty());
+    Actor {
+        actor_type: "local".into(),
+        actor_id: named.unwrap_or_else(|| "local".into()),
+    }
+}
+
+fn request_id(req: &Request, source: ActorSource) -> String {
+    if source == ActorSource::Lambda {
+        if let Some(id) = lambda_context(req).and_then(|c| c.request_id.as_deref()) {
+            let id = sanitize(id, 128);
+            if !id.is_empty() {
+                return id;
+            }
+        }
+    }
+    req.headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            !v.is_empty()
+                && v.len() <= 128
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+        })
+        .map(String::from)
+        .unwrap_or_else(new_request_id)
+}
+
+/// The middleware around every route and fallback.
+pub async fn middleware(
+    State(state): State<Arc<ApiState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let started = Instant::now();
+    let request_id = request_id(&req, state.actor_source);
+    let actor = match state.actor_source {
+        ActorSource::Lambda => lambda_actor(&req),
+        ActorSource::Local => local_actor(&req),
+    };
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    req.extensions_mut().insert(RequestMeta {
+        request_id: request_id.clone(),
+        actor: actor.clone(),
+    });
+
+    let response = next.run(req).await;
+    let mut response = problemize(response, &method, &path);
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
+    let status = response.status().as_u16();
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let problem = response.extensions().get::<ProblemType>().map(|p| p.0);
+    let chain = response
+        .extensions()
+        .get::<ErrorChain>()
+        .map(|c| c.0.clone());
+    if let Some(error) = chain {
+        tracing::error!(
+            request_id,
+            method = %method,
+            path,
+            status,
+            latency_ms,
+            actor_type = actor.actor_type,
+            actor_id = actor.actor_id,
+            problem,
+            error,
+            "request failed"
+        );
+    } else {
+        tracing::info!(
+            request_id,
+            method = %method,
+            path,
+            status,
+            latency_ms,
+            actor_type = actor.actor_type,
+            actor_id = actor.actor_id,
+            problem,
+            "request"
+        );
+    }
+    response
+}
+
+/// Makes any error answer that is not already a problem into one, keeping its headers (a 405's
+/// `Allow`, for one). axum answers some requests before a handler runs (unknown method on a known
+/// path, an oversized body read outside our extractors); none of those may leak a bare answer.
+fn problemize(response: Response, method: &axum::http::Method, path: &str) -> Response {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    // A problem already, or a JSON answer a handler chose on purpose (`/healthz`'s 503).
+    let deliberate = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| {
+            v.as_bytes().starts_with(PROBLEM_JSON.as_bytes())
+                || v.as_bytes().starts_with(b"application/json")
+        });
+    if deliberate {
+        return response;
+    }
+    let (kind, detail) = match status.as_u16() {
+        404 => ("not-found", format!("no route for {method} {path}")),
+        405 => (
+            "method-not-allowed",
+            format!("{method} is not allowed on {path}"),
+        ),
+        413 => (
+            "payload-too-large",
+            "the body is larger than the limit".into(),
+        ),
+        415 => ("unsupported-media-type", "unsupported Content-Type".into()),
+        422 => (
+            "invalid-body",
+            "the body does not have the expected shape".into(),
+        ),
+        400..=499 => ("invalid-parameter", "the request is malformed".into()),
+        503 => ("service-unavailable", "a dependency is unavailable".into()),
+        _ => ("internal", "internal error".into()),
+    };
+    let (parts, _) = response.into_parts();
+    let mut fresh = problem_response(
+        status,
+        &Problem {
+            type_uri: format!("{PROBLEM_BASE}{kind}"),
+            title: status.canonical_reason().unwrap_or("Error").to_string(),
+            status: status.as_u16(),
+            detail,
+            extra: Default::default(),
+        },
+    );
+    for (name, value) in parts.headers.iter() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            fresh.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    *fresh.extensions_mut() = parts.extensions;
+    fresh.extensions_mut().insert(ProblemType(kind));
+    fresh
+}

@@ -1,0 +1,182 @@
+//! docpipe's HTTP API as an axum [`Router`]. In Lambda, `lambda_http` runs it (the `api` binary);
+//! locally the dev runner serves the very same router on 127.0.0.1 ([`serve`]).
+//!
+//! ```text
+//! POST   /documents                         register; 201 with an upload URL (presigned PUT)
+//! GET    /documents                         list: status, regulation_type, version, updated_since; cursor
+//! GET    /documents/{doc_id}                state and current run (stage timings, counts, failure)
+//! GET    /documents/{doc_id}/runs           every run, newest first
+//! GET    /documents/{doc_id}/history        every status change, oldest first
+//! GET    /documents/{doc_id}/artifacts      parse artifacts, each with a presigned GET
+//! GET    /documents/{doc_id}/structure      the heading tree, nested
+//! GET    /documents/{doc_id}/blocks         semantic blocks: section_title, block_type; cursor
+//! GET    /documents/{doc_id}/download       a presigned GET of the original
+//! POST   /documents/{doc_id}/retry          a new run (202); Idempotency-Key honoured
+//! DELETE /documents/{doc_id}                seed 000 §6.7 (204; 204 again once deleted)
+//! POST   /search                            validated hits
+//! POST   /notifications/s3                  S3-compatible webhook (bearer token)
+//! GET    /healthz                           database, S3, Milvus
+//! ```
+//! Every error is RFC 9457 `application/problem+json` ([`problem`]).
+
+pub mod audit;
+pub mod context;
+pub mod documents;
+pub mod health;
+pub mod lazy_index;
+pub mod notifications;
+pub mod problem;
+pub mod search;
+pub mod state;
+pub mod views;
+
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::Method;
+use axum::routing::{delete, get, post, MethodRouter};
+use axum::Router;
+use problem::ApiError;
+use std::sync::Arc;
+
+pub use state::{ActorSource, ApiConfig, ApiState};
+
+type Routes = Vec<(Method, &'static str, MethodRouter<Arc<ApiState>>)>;
+
+/// The one table the router is built from, so [`routes`] cannot drift from what is served.
+fn table() -> Routes {
+    vec![
+        (
+            Method::POST,
+            "/documents",
+            post(documents::register_document),
+        ),
+        (Method::GET, "/documents", get(documents::list_documents)),
+        (
+            Method::GET,
+            "/documents/{doc_id}",
+            get(documents::get_document),
+        ),
+        (
+            Method::DELETE,
+            "/documents/{doc_id}",
+            delete(documents::delete_document),
+        ),
+        (
+            Method::GET,
+            "/documents/{doc_id}/runs",
+            get(documents::list_runs),
+        ),
+        (
+            Method::GET,
+            "/documents/{doc_id}/history",
+            get(documents::history),
+        ),
+        (
+            Method::GET,
+            "/documents/{doc_id}/artifacts",
+            get(documents::artifacts),
+        ),
+        (
+            Method::GET,
+            "/documents/{doc_id}/structure",
+            get(documents::structure),
+        ),
+        (
+            Method::GET,
+            "/documents/{doc_id}/blocks",
+            get(documents::blocks),
+        ),
+        (
+            Method::GET,
+            "/documents/{doc_id}/download",
+            get(documents::download),
+        ),
+        (
+            Method::POST,
+            "/documents/{doc_id}/retry",
+            post(documents::retry_document),
+        ),
+        (Method::POST, "/search", post(search::search_chunks)),
+        (
+            Method::POST,
+            "/notifications/s3",
+            post(notifications::s3_notification),
+        ),
+        (Method::GET, "/healthz", get(health::healthz)),
+    ]
+}
+
+/// Every (method, path template) the router serves, in OpenAPI's `{param}` syntax.
+pub fn routes() -> Vec<(Method, &'static str)> {
+    table().into_iter().map(|(m, p, _)| (m, p)).collect()
+}
+
+async fn no_route(request: Request) -> ApiError {
+    ApiError::RouteNotFound {
+        method: request.method().to_string(),
+        path: request.uri().path().to_string(),
+    }
+}
+
+/// The API. Build the state once per container and share it.
+pub fn router(state: Arc<ApiState>) -> Router {
+    let mut router = Router::new();
+    for (_, path, method_router) in table() {
+        router = router.route(path, method_router);
+    }
+    router
+        .fallback(no_route)
+        .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            context::middleware,
+        ))
+        .with_state(state)
+}
+
+/// Serves the router on a bound listener until `shutdown` completes (the dev runner, tests).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<ApiState>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// The `host:port` to listen on, from a URL such as `DOCPIPE_API_URL` (`http://127.0.0.1:8080`).
+pub fn listen_addr(url: &str) -> Result<std::net::SocketAddr, String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{url:?} must be an http:// URL"))?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let authority = if authority.contains(':') {
+        authority.to_string()
+    } else {
+        format!("{authority}:80")
+    };
+    let authority = authority.replacen("localhost:", "127.0.0.1:", 1);
+    authority.parse().map_err(|_| {
+        format!("{url:?} must name an IP address and port, like http://127.0.0.1:8080")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(
+            super::listen_addr("http://127.0.0.1:8080")
+                .unwrap()
+                .to_string(),
+            "127.0.0.1:8080"
+        );
+        assert_eq!(
+            super::listen_addr("http://localhost:9000/")
+                .unwrap()
+                .to_string(),
+            "127.0.0.1:9000"
+        );
+        assert!(super::listen_addr("https://example.com").is_err());
+    }
+}

@@ -1,0 +1,102 @@
+//! `POST /search`: the query embedded, Milvus asked, and every hit vouched for by PostgreSQL
+//! before it is returned (`docpipe::search`).
+
+use crate::problem::{ApiError, ApiJson};
+use crate::state::ApiState;
+use axum::extract::State;
+use axum::Json;
+use docpipe::search::{search, Filters, SearchResult, MAX_TOP_K};
+use serde::Deserialize;
+use std::sync::Arc;
+
+pub const DEFAULT_TOP_K: i64 = 10;
+pub const MAX_QUERY_CHARS: usize = 2000;
+pub const MAX_FILTER_DOC_IDS: usize = 100;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    pub query: String,
+    #[serde(default)]
+    pub top_k: Option<i64>,
+    #[serde(default)]
+    pub filters: Option<Filters>,
+}
+
+fn check_value(field: &str, value: &str, max_chars: usize) -> Result<(), ApiError> {
+    if value.chars().count() > max_chars || value.chars().any(char::is_control) {
+        return Err(ApiError::validation(
+            field,
+            format!("must be at most {max_chars} characters, without control characters"),
+        ));
+    }
+    Ok(())
+}
+
+fn check(request: &SearchRequest) -> Result<usize, ApiError> {
+    if request.query.trim().is_empty() {
+        return Err(ApiError::validation("query", "must contain text"));
+    }
+    if request.query.chars().count() > MAX_QUERY_CHARS {
+        return Err(ApiError::validation(
+            "query",
+            format!("must be at most {MAX_QUERY_CHARS} characters"),
+        ));
+    }
+    let top_k = request.top_k.unwrap_or(DEFAULT_TOP_K);
+    if !(1..=MAX_TOP_K as i64).contains(&top_k) {
+        return Err(ApiError::validation(
+            "top_k",
+            format!("must be 1 to {MAX_TOP_K}, got {top_k}"),
+        ));
+    }
+    if let Some(filters) = &request.filters {
+        if filters.doc_ids.len() > MAX_FILTER_DOC_IDS {
+            return Err(ApiError::validation(
+                "filters.doc_ids",
+                format!("at most {MAX_FILTER_DOC_IDS} ids"),
+            ));
+        }
+        if let Some(bad) = filters
+            .doc_ids
+            .iter()
+            .find(|id| !docpipe::ids::is_valid_doc_id(id))
+        {
+            return Err(ApiError::validation(
+                "filters.doc_ids",
+                format!("{bad:?} is not a doc_id"),
+            ));
+        }
+        if let Some(v) = &filters.regulation_type {
+            check_value("filters.regulation_type", v, 128)?;
+        }
+        if let Some(v) = &filters.version {
+            check_value("filters.version", v, 64)?;
+        }
+        if filters.tags.len() > 32 {
+            return Err(ApiError::validation("filters.tags", "at most 32 tags"));
+        }
+        for tag in &filters.tags {
+            check_value("filters.tags", tag, 64)?;
+        }
+    }
+    Ok(top_k as usize)
+}
+
+pub async fn search_chunks(
+    State(state): State<Arc<ApiState>>,
+    ApiJson(request): ApiJson<SearchRequest>,
+) -> Result<Json<SearchResult>, ApiError> {
+    let top_k = check(&request)?;
+    let filters = request.filters.unwrap_or_default();
+    let result = search(
+        &state.db,
+        state.embedder.as_ref(),
+        state.vectors.as_ref(),
+        &request.query,
+        top_k,
+        &filters,
+    )
+    .await?;
+    Ok(Json(result))
+}

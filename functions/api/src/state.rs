@@ -1,0 +1,200 @@
+//! What the API builds once per container (Lambda) or per process (dev runner) and shares with
+//! every request: the pool, the AWS clients, the embedder and the vector index, the store service
+//! for the webhook, and the configuration read from the environment and validated at start.
+
+use crate::lazy_index::LazyMilvus;
+use docpipe::adapters::{aws, secrets, JobQueue, ObjectStore, S3ObjectStore, SqsJobQueue};
+use docpipe::config::{
+    AwsConfig, ConfigError, DbConfig, EnvReader, MilvusConfig, Secret, StoreConfig,
+};
+use docpipe::db::Db;
+use docpipe::services::{connect_db, AwsClients, InitError, StoreService};
+use docpipe_embed::Embedder;
+use docpipe_vector::VectorIndex;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where the caller's identity comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActorSource {
+    /// API Gateway's authorizer context (JWT `sub`, or the IAM principal's ARN). Headers are never
+    /// trusted: anyone can send them.
+    Lambda,
+    /// The dev runner on 127.0.0.1: the `X-Docpipe-Actor` header, or `local`.
+    Local,
+}
+
+/// The API's own settings.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Where originals are uploaded and artifacts live (`DOCPIPE_BUCKET`).
+    pub bucket: String,
+    /// Where a retry sends its parse job (`DOCPIPE_PARSE_QUEUE_URL`).
+    pub parse_queue_url: String,
+    /// How long an upload URL works (`DOCPIPE_UPLOAD_URL_TTL_SECS`, default 900).
+    pub upload_url_ttl: Duration,
+    /// How long a download or artifact URL works (`DOCPIPE_DOWNLOAD_URL_TTL_SECS`, default 300).
+    pub download_url_ttl: Duration,
+    /// The bearer token S3-compatible stores send to `POST /notifications/s3`
+    /// (`DOCPIPE_WEBHOOK_TOKEN`, or the Secrets Manager secret `DOCPIPE_WEBHOOK_TOKEN_SECRET_ARN`);
+    /// unset disables the webhook.
+    pub webhook_token: Option<Secret>,
+    /// A run's deadline per stage (`DOCPIPE_STAGE_DEADLINE_SECS`, default 900).
+    pub stage_deadline_secs: i64,
+    /// The largest request body accepted (`DOCPIPE_API_MAX_BODY_BYTES`, default 64 KiB).
+    pub max_body_bytes: usize,
+}
+
+/// The longest a presigned URL may live (S3's SigV4 limit).
+pub const MAX_PRESIGN_SECS: u64 = 7 * 24 * 3600;
+pub const MIN_WEBHOOK_TOKEN_LEN: usize = 16;
+
+impl ApiConfig {
+    pub fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Result<Self, String> {
+        let upload: u64 = env.parsed_or("DOCPIPE_UPLOAD_URL_TTL_SECS", 900);
+        let download: u64 = env.parsed_or("DOCPIPE_DOWNLOAD_URL_TTL_SECS", 300);
+        let config = ApiConfig {
+            bucket: env.required("DOCPIPE_BUCKET"),
+            parse_queue_url: env.url("DOCPIPE_PARSE_QUEUE_URL"),
+            upload_url_ttl: Duration::from_secs(upload),
+            download_url_ttl: Duration::from_secs(download),
+            webhook_token: env.optional("DOCPIPE_WEBHOOK_TOKEN").map(Secret::new),
+            stage_deadline_secs: env.parsed_or("DOCPIPE_STAGE_DEADLINE_SECS", 900i64),
+            max_body_bytes: env.parsed_or("DOCPIPE_API_MAX_BODY_BYTES", 64 * 1024usize),
+        };
+        config.check()?;
+        Ok(config)
+    }
+
+    /// The checks `EnvReader` cannot make alone.
+    pub fn check(&self) -> Result<(), String> {
+        let mut problems = Vec::new();
+        for (name, ttl) in [
+            ("DOCPIPE_UPLOAD_URL_TTL_SECS", self.upload_url_ttl),
+            ("DOCPIPE_DOWNLOAD_URL_TTL_SECS", self.download_url_ttl),
+        ] {
+            if ttl.as_secs() == 0 || ttl.as_secs() > MAX_PRESIGN_SECS {
+                problems.push(format!("{name} must be 1 to {MAX_PRESIGN_SECS} seconds"));
+            }
+        }
+        if let Some(token) = &self.webhook_token {
+            if token.expose().len() < MIN_WEBHOOK_TOKEN_LEN {
+                problems.push(format!(
+                    "DOCPIPE_WEBHOOK_TOKEN must be at least {MIN_WEBHOOK_TOKEN_LEN} characters"
+                ));
+            }
+        }
+        if self.stage_deadline_secs < 10 {
+            problems.push("DOCPIPE_STAGE_DEADLINE_SECS must be at least 10".into());
+        }
+        if !(1024..=16 * 1024 * 1024).contains(&self.max_body_bytes) {
+            problems.push("DOCPIPE_API_MAX_BODY_BYTES must be 1 KiB to 16 MiB".into());
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    /// A registered document waits for its upload at least as long as its upload URL works.
+    pub fn registration_deadline_secs(&self) -> i64 {
+        self.stage_deadline_secs
+            .max(self.upload_url_ttl.as_secs() as i64 + 60)
+    }
+}
+
+/// Everything a request handler needs.
+pub struct ApiState {
+    pub db: Db,
+    /// The S3 client itself, for the health check (`HeadBucket`).
+    pub s3: aws_sdk_s3::Client,
+    pub objects: Arc<dyn ObjectStore>,
+    pub queue: Arc<dyn JobQueue>,
+    pub embedder: Arc<dyn Embedder>,
+    pub vectors: Arc<dyn VectorIndex>,
+    /// The store stage, for the S3-compatible webhook.
+    pub store: StoreService,
+    pub config: ApiConfig,
+    pub actor_source: ActorSource,
+}
+
+impl ApiState {
+    /// Reads and validates the environment (every problem reported at once), then builds the
+    /// clients. Milvus is connected on first use, so a Milvus outage at cold start degrades search
+    /// and `/healthz` instead of taking the whole API down.
+    pub async fn from_env(actor_source: ActorSource) -> Result<Self, InitError> {
+        let mut env = EnvReader::from_process();
+        let db_config = DbConfig::read(&mut env);
+        let aws_config = AwsConfig::read(&mut env);
+        let milvus = MilvusConfig::read(&mut env);
+        let store_config = StoreConfig::read(&mut env);
+        let api = ApiConfig::read(&mut env);
+        let mut problems = match env.finish() {
+            Ok(()) => Vec::new(),
+            Err(e) => e.problems,
+        };
+        if let Err(p) = &api {
+            problems.push(p.clone());
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError { problems }.into());
+        }
+        let mut config = api.expect("checked above");
+        let db = connect_db(&db_config, &aws_config).await?;
+        let clients = AwsClients::new(&aws_config).await;
+        // Secrets come from Secrets Manager once per container when their ARN is configured.
+        let webhook_secret_arn =
+            EnvReader::from_process().optional("DOCPIPE_WEBHOOK_TOKEN_SECRET_ARN");
+        let milvus_token = match (&milvus.token, &milvus.token_secret_arn) {
+            (Some(token), _) => Some(token.expose().to_string()),
+            (None, Some(arn)) => {
+                let sdk = aws::sdk_config(&aws_config).await;
+                Some(secrets::fetch_string(&sdk, arn).await?)
+            }
+            (None, None) => None,
+        };
+        if let (None, Some(arn)) = (&config.webhook_token, &webhook_secret_arn) {
+            let sdk = aws::sdk_config(&aws_config).await;
+            config.webhook_token = Some(Secret::new(secrets::fetch_string(&sdk, arn).await?));
+            config
+                .check()
+                .map_err(|p| ConfigError { problems: vec![p] })?;
+        }
+        let embedder = docpipe_embed::from_env()?;
+        let vectors: Arc<dyn VectorIndex> =
+            Arc::new(LazyMilvus::new(milvus.url, milvus_token, milvus.collection));
+        Ok(Self::new(
+            db,
+            &clients,
+            embedder,
+            vectors,
+            store_config,
+            config,
+            actor_source,
+        ))
+    }
+
+    /// Builds the state from clients the caller made (tests, the dev runner).
+    pub fn new(
+        db: Db,
+        clients: &AwsClients,
+        embedder: Arc<dyn Embedder>,
+        vectors: Arc<dyn VectorIndex>,
+        store_config: StoreConfig,
+        config: ApiConfig,
+        actor_source: ActorSource,
+    ) -> Self {
+        ApiState {
+            store: StoreService::new(db.clone(), clients, store_config),
+            db,
+            s3: clients.s3.clone(),
+            objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
+            queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
+            embedder,
+            vectors,
+            config,
+            actor_source,
+        }
+    }
+}

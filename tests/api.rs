@@ -1,0 +1,1496 @@
+//! The HTTP API against the real stack, two ways: over HTTP against the router served on
+//! 127.0.0.1 (as the dev runner serves it), and as API Gateway HTTP API (payload 2.0) events fed
+//! to the same router (as lambda_http feeds it in Lambda). Each test has its own database, bucket,
+//! queues and Milvus collection.
+
+use axum::http::StatusCode;
+use docpipe::config::Secret;
+use docpipe::db::Type;
+use docpipe::model::{DocStatus, JobMessage};
+use docpipe_api_fn::lazy_index::LazyMilvus;
+use docpipe_api_fn::{ActorSource, ApiConfig, ApiState};
+use docpipe_tests::{corpus_dir, sha256_hex, sqs_batch, workspace_root, Pipeline};
+use docpipe_vector::VectorIndex;
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tower::ServiceExt;
+
+const TOKEN: &str = "test-webhook-token-0123456789";
+const PROBLEMS: &str = "https://docpipe.dev/problems/";
+/// The doc id the sample events in `events/api-*.json` name.
+const EVENT_DOC_ID: &str = "doc_0123456789abcdef0123456789abcdef";
+
+struct Api {
+    p: Pipeline,
+    base: String,
+    http: reqwest::Client,
+    lambda: axum::Router,
+    config: ApiConfig,
+}
+
+fn config_for(p: &Pipeline) -> ApiConfig {
+    ApiConfig {
+        bucket: p.aws.bucket.clone(),
+        parse_queue_url: p.aws.parse_queue.clone(),
+        upload_url_ttl: Duration::from_secs(600),
+        download_url_ttl: Duration::from_secs(300),
+        webhook_token: Some(Secret::new(TOKEN)),
+        stage_deadline_secs: 900,
+        max_body_bytes: 64 * 1024,
+    }
+}
+
+fn state_for(
+    p: &Pipeline,
+    config: ApiConfig,
+    source: ActorSource,
+    vectors: Arc<dyn VectorIndex>,
+) -> Arc<ApiState> {
+    Arc::new(ApiState::new(
+        p.db.db.clone(),
+        &p.aws.clients,
+        p.index.embedder.clone(),
+        vectors,
+        p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+        config,
+        source,
+    ))
+}
+
+/// Serves a router on 127.0.0.1:0 for the rest of the test; returns its base URL.
+async fn serve(state: Arc<ApiState>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(docpipe_api_fn::serve(
+        listener,
+        state,
+        std::future::pending(),
+    ));
+    base
+}
+
+impl Api {
+    async fn new() -> Api {
+        let p = Pipeline::new(Pipeline::hash()).await;
+        let config = config_for(&p);
+        let base = serve(state_for(
+            &p,
+            config.clone(),
+            ActorSource::Local,
+            p.milvus.clone(),
+        ))
+        .await;
+        let lambda = docpipe_api_fn::router(state_for(
+            &p,
+            config.clone(),
+            ActorSource::Lambda,
+            p.milvus.clone(),
+        ));
+        Api {
+            p,
+            base,
+            http: reqwest::Client::new(),
+            lambda,
+            config,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let r = self.http.get(self.url(path)).send().await.unwrap();
+        read(r).await.into()
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        read(r).await.into()
+    }
+
+    async fn retry(&self, doc_id: &str, key: Option<&str>) -> Answer {
+        let mut req = self
+            .http
+            .post(self.url(&format!("/documents/{doc_id}/retry")));
+        if let Some(key) = key {
+            req = req.header("Idempotency-Key", key);
+        }
+        read(req.send().await.unwrap()).await
+    }
+
+    async fn delete(&self, doc_id: &str) -> Answer {
+        let r = self
+            .http
+            .delete(self.url(&format!("/documents/{doc_id}")))
+            .send()
+            .await
+            .unwrap();
+        read(r).await
+    }
+
+    /// Registers through the API and returns the answer's body.
+    async fn register(&self, body: Value) -> Value {
+        let (status, answer) = self.post("/documents", &body).await;
+        assert_eq!(status, StatusCode::CREATED, "{answer}");
+        answer
+    }
+
+    /// Feeds an API Gateway event (JSON text) to the Lambda-sourced router.
+    async fn lambda(&self, event: &str) -> Answer {
+        let request = lambda_http::request::from_str(event).expect("an HTTP API event");
+        let response = self.lambda.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        Answer {
+            status,
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string()))
+                .collect(),
+            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        }
+    }
+
+    async fn query_i64(&self, sql: &str, doc_id: &str) -> i64 {
+        self.p
+            .db
+            .client()
+            .await
+            .query_typed_one(sql, &[(&doc_id, Type::VARCHAR)])
+            .await
+            .unwrap()
+            .get(0)
+    }
+}
+
+/// A status, its headers and its JSON body (Null when there is none).
+#[derive(Debug)]
+struct Answer {
+    status: StatusCode,
+    headers: std::collections::HashMap<String, String>,
+    body: Value,
+}
+
+impl From<Answer> for (StatusCode, Value) {
+    fn from(a: Answer) -> Self {
+        (a.status, a.body)
+    }
+}
+
+async fn read(r: reqwest::Response) -> Answer {
+    let status = StatusCode::from_u16(r.status().as_u16()).unwrap();
+    let headers = r
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string()))
+        .collect();
+    let bytes = r.bytes().await.unwrap();
+    Answer {
+        status,
+        headers,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    }
+}
+
+/// An RFC 9457 problem of the given kind and status.
+fn assert_problem(a: &Answer, status: u16, kind: &str, what: &str) {
+    assert_eq!(a.status.as_u16(), status, "{what}: {:?}", a.body);
+    assert_eq!(
+        a.headers.get("content-type").map(String::as_str),
+        Some("application/problem+json"),
+        "{what}"
+    );
+    assert_eq!(
+        a.body["type"],
+        format!("{PROBLEMS}{kind}"),
+        "{what}: {}",
+        a.body
+    );
+    assert_eq!(a.body["status"], status, "{what}");
+    assert!(
+        a.body["title"].as_str().is_some_and(|t| !t.is_empty()),
+        "{what}"
+    );
+    assert!(
+        a.body["detail"].as_str().is_some_and(|t| !t.is_empty()),
+        "{what}"
+    );
+    assert!(a.headers.contains_key("x-request-id"), "{what}");
+}
+
+fn laws(n: usize) -> Vec<(String, String)> {
+    let mut paths: Vec<_> = std::fs::read_dir(corpus_dir().join("laws"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .take(n)
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().to_string(),
+                std::fs::read_to_string(&p).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn probe_sentence(law: &str) -> String {
+    let articles: Vec<&str> = law
+        .lines()
+        .map(|l| l.trim())
+        .filter(|l| l.starts_with('第') && l.contains('条'))
+        .collect();
+    let article = articles[articles.len() / 2];
+    let body = article
+        .split_once(char::is_whitespace)
+        .map(|(_, b)| b)
+        .unwrap_or(article);
+    body.split(['。', '；'])
+        .max_by_key(|s| s.chars().count())
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+async fn fetch(url: &str) -> Vec<u8> {
+    let r = reqwest::get(url).await.unwrap();
+    assert!(r.status().is_success(), "GET {url}: {}", r.status());
+    r.bytes().await.unwrap().to_vec()
+}
+
+fn event(name: &str, doc_id: &str) -> String {
+    std::fs::read_to_string(workspace_root().join("events").join(name))
+        .unwrap()
+        .replace(EVENT_DOC_ID, doc_id)
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_registered_upload_flows_through_the_pipeline_and_every_read_endpoint_shows_it() {
+    let api = Api::new().await;
+    let (_, text) = laws(1).remove(0);
+    let r = api
+        .http
+        .post(api.url("/documents"))
+        .header("X-Docpipe-Actor", "alice")
+        .json(&json!({
+            "doc_name": "民法典 (test)",
+            "file_name": "law one.md",
+            "content_type": "text/markdown",
+            "regulation_type": "law",
+            "version": "2020",
+            "tags": ["civil", "prc"],
+            "metadata": {"source": "test"}
+        }))
+        .send()
+        .await
+        .unwrap();
+    let reg = read(r).await;
+    assert_eq!(reg.status, StatusCode::CREATED, "{}", reg.body);
+    let doc_id = reg.body["doc_id"].as_str().unwrap().to_string();
+    assert!(docpipe::ids::is_valid_doc_id(&doc_id));
+    assert_eq!(reg.headers["location"], format!("/documents/{doc_id}"));
+    assert_eq!(reg.body["status"], "pending");
+    assert_eq!(
+        reg.body["object_name"],
+        format!("uploads/{doc_id}/law one.md")
+    );
+    assert_eq!(reg.body["upload_headers"]["Content-Type"], "text/markdown");
+    let run_id = reg.body["run_id"].as_i64().unwrap();
+
+    // The client uploads with the presigned PUT; the bucket notification goes to the store queue.
+    let put = reqwest::Client::new()
+        .put(reg.body["upload_url"].as_str().unwrap())
+        .header("Content-Type", "text/markdown")
+        .body(text.clone().into_bytes())
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success(), "presigned PUT: {}", put.status());
+    let notifications = api.p.aws.drain(&api.p.aws.store_queue, 1).await;
+    assert!(
+        notifications.iter().any(|n| n.contains("ObjectCreated")),
+        "moto delivered the upload's notification: {notifications:?}"
+    );
+    let report =
+        docpipe::handlers::store::handle_sqs(&api.p.store, sqs_batch(&notifications)).await;
+    assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
+    let doc = api.p.doc(&doc_id).await.unwrap();
+    assert_eq!(
+        doc.status,
+        DocStatus::Stored,
+        "the store stage knew the registered document"
+    );
+    assert_eq!(
+        doc.current_run_id,
+        Some(run_id),
+        "and adopted its waiting run"
+    );
+    api.p.drive(&doc_id).await;
+
+    let (status, body) = api.get(&format!("/documents/{doc_id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["status"], "indexed", "{body}");
+    assert_eq!(body["tags"], json!(["civil", "prc"]));
+    assert_eq!(body["metadata"], json!({"source": "test"}));
+    assert_eq!(body["size_bytes"], text.len());
+    assert_eq!(body["deleting"], false);
+    let run = &body["current_run"];
+    assert_eq!(run["run_id"], run_id);
+    assert_eq!(run["trigger_type"], "upload");
+    assert_eq!(run["run_status"], "succeeded");
+    for stage in ["stored", "parsed", "indexed", "finished"] {
+        assert!(run["stages"][stage]["at"].is_string(), "{stage}: {run}");
+        assert!(
+            run["stages"][stage]["duration_ms"].as_i64().unwrap() >= 0,
+            "{stage}"
+        );
+    }
+    let blocks_total = run["counts"]["semantic_blocks"].as_i64().unwrap();
+    assert!(blocks_total > 3, "{run}");
+    assert!(run["counts"]["chunks"].as_i64().unwrap() > 0);
+    assert_eq!(run["failure_stage"], "");
+
+    let (_, runs) = api.get(&format!("/documents/{doc_id}/runs")).await;
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1);
+
+    let (_, history) = api.get(&format!("/documents/{doc_id}/history")).await;
+    let steps: Vec<&str> = history["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["to_status"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps, ["pending", "stored", "parsed", "indexed"]);
+
+    let (_, artifacts) = api.get(&format!("/documents/{doc_id}/artifacts")).await;
+    let artifacts = artifacts["artifacts"].as_array().unwrap();
+    let types: BTreeSet<&str> = artifacts
+        .iter()
+        .map(|a| a["artifact_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        BTreeSet::from([
+            "layouts",
+            "semantic_blocks",
+            "structure_nodes",
+            "vector_chunks"
+        ])
+    );
+    for a in artifacts {
+        let bytes = fetch(a["download_url"].as_str().unwrap()).await;
+        assert_eq!(sha256_hex(&bytes), a["checksum"], "{}", a["object_name"]);
+    }
+    let (status, other_run) = api
+        .get(&format!(
+            "/documents/{doc_id}/artifacts?run_id={}",
+            run_id + 1000
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(other_run["artifacts"].as_array().unwrap().is_empty());
+
+    let (_, structure) = api.get(&format!("/documents/{doc_id}/structure")).await;
+    fn walk(nodes: &Value, parent_level: i64, count: &mut usize, nested: &mut bool) {
+        for n in nodes.as_array().unwrap() {
+            *count += 1;
+            let level = n["level"].as_i64().unwrap();
+            assert!(
+                level > parent_level,
+                "a child is deeper than its parent: {n}"
+            );
+            if !n["children"].as_array().unwrap().is_empty() {
+                *nested = true;
+            }
+            walk(&n["children"], level, count, nested);
+        }
+    }
+    let (mut count, mut nested) = (0, false);
+    walk(&structure["nodes"], i64::MIN, &mut count, &mut nested);
+    assert!(count > 0 && nested, "a law's headings nest: {structure}");
+    assert_eq!(structure["node_count"], count);
+
+    // Blocks, three at a time, cover every block once, in order.
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/documents/{doc_id}/blocks?limit=3&cursor={c}"),
+            None => format!("/documents/{doc_id}/blocks?limit=3"),
+        };
+        let (status, page) = api.get(&path).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        let blocks = page["blocks"].as_array().unwrap();
+        assert!(blocks.len() <= 3);
+        seen.extend(blocks.iter().cloned());
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len() as i64, blocks_total);
+    let ids: HashSet<&str> = seen
+        .iter()
+        .map(|b| b["semantic_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), seen.len(), "no block twice");
+    let block_type = seen[0]["block_type"].as_str().unwrap().to_string();
+    let (_, by_type) = api
+        .get(&format!(
+            "/documents/{doc_id}/blocks?limit=200&block_type={block_type}"
+        ))
+        .await;
+    let by_type = by_type["blocks"].as_array().unwrap();
+    let expected = seen
+        .iter()
+        .filter(|b| b["block_type"] == block_type.as_str())
+        .count();
+    assert_eq!(by_type.len(), expected.min(200));
+    let title = seen
+        .iter()
+        .map(|b| b["section_title"].as_str().unwrap())
+        .find(|t| !t.is_empty())
+        .unwrap()
+        .to_string();
+    let r = api
+        .http
+        .get(api.url(&format!("/documents/{doc_id}/blocks")))
+        .query(&[("section_title", title.as_str()), ("limit", "200")])
+        .send()
+        .await
+        .unwrap();
+    let by_title = read(r).await.body;
+    let by_title = by_title["blocks"].as_array().unwrap();
+    assert!(!by_title.is_empty());
+    assert!(by_title
+        .iter()
+        .all(|b| b["section_title"] == title.as_str()));
+
+    let (_, download) = api.get(&format!("/documents/{doc_id}/download")).await;
+    assert_eq!(
+        fetch(download["url"].as_str().unwrap()).await,
+        text.as_bytes()
+    );
+    assert_eq!(download["content_sha256"], sha256_hex(text.as_bytes()));
+
+    // The registration is in the audit log, with who asked and the request's id.
+    let audit = docpipe::db::audit::for_target(&**api.p.db.client().await, "document", &doc_id)
+        .await
+        .unwrap();
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].action, "register");
+    assert_eq!(audit[0].result, "succeeded");
+    assert_eq!(
+        (audit[0].actor_type.as_str(), audit[0].actor_id.as_str()),
+        ("local", "alice")
+    );
+    assert_eq!(audit[0].request_id, reg.headers["x-request-id"]);
+    assert_eq!(audit[0].detail["run_id"], run_id);
+    api.p.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_listing_pages_by_update_time_and_filters() {
+    let api = Api::new().await;
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        let body = api
+            .register(json!({
+                "file_name": format!("f{i}.md"),
+                "regulation_type": if i % 2 == 0 { "law" } else { "policy" },
+                "version": if i < 4 { "v1" } else { "v2" },
+            }))
+            .await;
+        ids.push(body["doc_id"].as_str().unwrap().to_string());
+    }
+    // Three documents share one updated_at: the doc_id breaks the tie, and no page loses one.
+    api.p
+        .db
+        .client()
+        .await
+        .execute_typed(
+            "UPDATE documents SET updated_at = '2026-01-01T00:00:00Z' WHERE doc_id = ANY($1)",
+            &[(&&ids[1..4], Type::VARCHAR_ARRAY)],
+        )
+        .await
+        .unwrap();
+    let expected: Vec<String> = api
+        .p
+        .db
+        .client()
+        .await
+        .query_typed(
+            "SELECT doc_id FROM documents ORDER BY updated_at DESC, doc_id DESC",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut listed = Vec::new();
+    let mut path = "/documents?limit=2".to_string();
+    let mut pages = 0;
+    loop {
+        let (status, page) = api.get(&path).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        pages += 1;
+        for d in page["documents"].as_array().unwrap() {
+            listed.push(d["doc_id"].as_str().unwrap().to_string());
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) => path = format!("/documents?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(listed, expected, "every document once, newest update first");
+    assert_eq!(pages, 4);
+
+    let (_, policy) = api.get("/documents?regulation_type=policy").await;
+    let policy: Vec<&str> = policy["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["doc_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(policy.len(), 3);
+    assert!(policy
+        .iter()
+        .all(|id| [&ids[1], &ids[3], &ids[5]].iter().any(|x| x == id)));
+    let (_, filtered) = api
+        .get("/documents?status=pending&version=v2&regulation_type=law")
+        .await;
+    let filtered: BTreeSet<&str> = filtered["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["doc_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(filtered, BTreeSet::from([ids[4].as_str(), ids[6].as_str()]));
+    let (_, none) = api.get("/documents?status=indexed").await;
+    assert!(none["documents"].as_array().unwrap().is_empty());
+    // An hour ago, written with an offset: the three documents moved to 2026-01-01 are older.
+    let hour_ago = (chrono::Utc::now() - chrono::Duration::hours(1))
+        .with_timezone(&chrono::FixedOffset::east_opt(8 * 3600).unwrap())
+        .to_rfc3339();
+    let r = api
+        .http
+        .get(api.url("/documents"))
+        .query(&[("updated_since", hour_ago.as_str())])
+        .send()
+        .await
+        .unwrap();
+    let since = read(r).await.body;
+    assert_eq!(since["documents"].as_array().unwrap().len(), 4, "{since}");
+    assert!(since["next_cursor"].is_null());
+
+    for (path, what) in [
+        ("/documents?limit=0", "limit 0"),
+        ("/documents?limit=201", "limit over 200"),
+        ("/documents?limit=ten", "limit not a number"),
+        ("/documents?status=processing", "unknown status"),
+        ("/documents?cursor=not-a-cursor!", "malformed cursor"),
+        ("/documents?cursor=YjE6MTI", "a blocks cursor"),
+        ("/documents?updated_since=yesterday", "not a timestamp"),
+        ("/documents?regulation_type=a%00b", "NUL in a filter"),
+        ("/documents?colour=red", "unknown parameter"),
+    ] {
+        let a = read(api.http.get(api.url(path)).send().await.unwrap()).await;
+        assert_problem(&a, 400, "invalid-parameter", what);
+    }
+    api.p.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_retry_opens_one_run_and_an_idempotency_key_replays_it() {
+    let api = Api::new().await;
+    let (name, text) = laws(1).remove(0);
+    let doc_id = api
+        .p
+        .ingest(&format!("uploads/{name}"), text.as_bytes())
+        .await;
+    let first_run = api.p.doc(&doc_id).await.unwrap().current_run_id.unwrap();
+
+    // Six concurrent retries with one key: one run, every success names it.
+    let answers =
+        futures::future::join_all((0..6).map(|_| api.retry(&doc_id, Some("key-one")))).await;
+    let mut run_ids = BTreeSet::new();
+    for a in &answers {
+        match a.status {
+            StatusCode::ACCEPTED => {
+                run_ids.insert(a.body["run_id"].as_i64().unwrap());
+            }
+            StatusCode::CONFLICT => assert!(
+                a.body["type"] == format!("{PROBLEMS}idempotency-key-in-use")
+                    || a.body["type"] == format!("{PROBLEMS}run-in-flight"),
+                "{}",
+                a.body
+            ),
+            other => panic!("unexpected {other}: {}", a.body),
+        }
+    }
+    assert_eq!(run_ids.len(), 1, "{answers:?}");
+    let retry_run = *run_ids.iter().next().unwrap();
+    assert_ne!(retry_run, first_run);
+    let runs = "SELECT count(*) FROM document_processing_runs WHERE doc_id = $1";
+    assert_eq!(
+        api.query_i64(runs, &doc_id).await,
+        2,
+        "one upload run, one retry run"
+    );
+    let sent = api.p.aws.drain(&api.p.aws.parse_queue, 10).await;
+    assert_eq!(sent, vec![JobMessage::new(&doc_id, retry_run).encode()]);
+
+    let again = api.retry(&doc_id, Some("key-one")).await;
+    assert_eq!(again.status, StatusCode::ACCEPTED);
+    assert_eq!(again.body["run_id"], retry_run);
+    assert_eq!(
+        again.headers.get("idempotent-replayed").map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(api.query_i64(runs, &doc_id).await, 2);
+
+    // Without a key, or with a new one, while the run is in flight: 409, and the new key is free.
+    let busy = api.retry(&doc_id, None).await;
+    assert_problem(&busy, 409, "run-in-flight", "retry while in flight");
+    assert_eq!(busy.body["run_id"], retry_run);
+    let busy = api.retry(&doc_id, Some("key-two")).await;
+    assert_problem(
+        &busy,
+        409,
+        "run-in-flight",
+        "retry with a new key while in flight",
+    );
+    let keys = "SELECT count(*) FROM idempotency_keys WHERE scope = 'retry:' || $1";
+    assert_eq!(
+        api.query_i64(keys, &doc_id).await,
+        1,
+        "only key-one is recorded"
+    );
+
+    // A run past its deadline is abandoned by the next retry.
+    api.p
+        .db
+        .client()
+        .await
+        .execute_typed(
+            "UPDATE document_processing_runs SET deadline_at = NOW() - interval '1 minute'
+             WHERE run_id = $1",
+            &[(&retry_run, Type::INT8)],
+        )
+        .await
+        .unwrap();
+    let took_over = api.retry(&doc_id, Some("key-two")).await;
+    assert_eq!(took_over.status, StatusCode::ACCEPTED, "{}", took_over.body);
+    assert_eq!(took_over.body["abandoned_run"], retry_run);
+    let third_run = took_over.body["run_id"].as_i64().unwrap();
+    let (_, runs_view) = api.get(&format!("/documents/{doc_id}/runs")).await;
+    let listed = runs_view["runs"].as_array().unwrap();
+    assert_eq!(listed.len(), 3);
+    assert_eq!(listed[0]["run_id"], third_run, "newest first");
+    assert_eq!(listed[1]["run_status"], "failed");
+    assert_eq!(listed[1]["failure_stage"], "retry");
+    api.p.drive(&doc_id).await;
+    assert_eq!(api.p.doc(&doc_id).await.unwrap().status, DocStatus::Indexed);
+
+    // A registered document whose bytes never came cannot be retried; a missing one is a 404.
+    let pending = api.register(json!({"file_name": "never.md"})).await;
+    let a = api.retry(pending["doc_id"].as_str().unwrap(), None).await;
+    assert_problem(&a, 409, "not-retryable", "retry before the upload");
+    let a = api.retry(&docpipe::ids::random_doc_id(), None).await;
+    assert_problem(&a, 404, "not-found", "retry of nothing");
+
+    let audit = docpipe::db::audit::for_target(&**api.p.db.client().await, "document", &doc_id)
+        .await
+        .unwrap();
+    let results: Vec<&str> = audit.iter().map(|r| r.result.as_str()).collect();
+    assert!(audit.iter().all(|r| r.action == "retry"));
+    assert_eq!(results.len(), 10, "{results:?}");
+    assert_eq!(
+        results.iter().filter(|r| **r == "succeeded").count(),
+        2,
+        "{results:?}"
+    );
+    assert!(
+        results.contains(&"replayed") && results.contains(&"rejected"),
+        "{results:?}"
+    );
+    assert!(
+        !results.contains(&"started"),
+        "every record is closed: {results:?}"
+    );
+    api.p.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_delete_removes_objects_vectors_and_rows_and_answers_the_same_when_repeated() {
+    let api = Api::new().await;
+    let (name, text) = laws(1).remove(0);
+    let key = format!("uploads/{name}");
+    let doc_id = api.p.ingest(&key, text.as_bytes()).await;
+    let artifacts = format!("artifacts/{doc_id}/");
+    assert!(!api.p.aws.keys(&artifacts).await.is_empty());
+    assert!(api.p.milvus.count(&doc_id, None).await.unwrap() > 0);
+
+    let a = api.delete(&doc_id).await;
+    assert_eq!(a.status, StatusCode::NO_CONTENT);
+    assert!(api.p.aws.keys(&artifacts).await.is_empty());
+    assert!(api.p.aws.keys(&key).await.is_empty());
+    assert_eq!(api.p.milvus.count(&doc_id, None).await.unwrap(), 0);
+    assert!(api.p.doc(&doc_id).await.is_none());
+    for table in [
+        "document_processing_runs",
+        "document_status_history",
+        "semantic_blocks",
+    ] {
+        let sql = format!("SELECT count(*) FROM {table} WHERE doc_id = $1");
+        assert_eq!(api.query_i64(&sql, &doc_id).await, 0, "{table}");
+    }
+    let (status, _) = api.get(&format!("/documents/{doc_id}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let again = api.delete(&doc_id).await;
+    assert_eq!(
+        again.status,
+        StatusCode::NO_CONTENT,
+        "a repeated delete answers the same"
+    );
+    let never = api.delete(&docpipe::ids::random_doc_id()).await;
+    assert_problem(
+        &never,
+        404,
+        "not-found",
+        "delete of a document that never existed",
+    );
+
+    let audit = docpipe::db::audit::for_target(&**api.p.db.client().await, "document", &doc_id)
+        .await
+        .unwrap();
+    let results: Vec<(&str, &str)> = audit
+        .iter()
+        .map(|r| (r.action.as_str(), r.result.as_str()))
+        .collect();
+    assert_eq!(
+        results,
+        [("delete", "succeeded"), ("delete", "already_deleted")]
+    );
+    assert!(
+        audit[0].detail["objects_removed"].as_u64().unwrap() >= 5,
+        "{:?}",
+        audit[0]
+    );
+    api.p.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_delete_racing_parse_and_index_leaves_no_orphan_object_vector_or_row() {
+    let api = Api::new().await;
+    let (_, text) = laws(1).remove(0);
+    for (i, delay_ms) in [0u64, 40, 120, 300, 500, 700, 1000, 1500, 2000]
+        .into_iter()
+        .enumerate()
+    {
+        let key = format!("uploads/race-{i}.md");
+        api.p.aws.put(&key, text.as_bytes()).await;
+        docpipe::handlers::store::handle_notification(
+            &api.p.store,
+            &docpipe_tests::s3_put_event(&api.p.aws.bucket, &key),
+        )
+        .await
+        .unwrap();
+        let doc_id = docpipe::ids::derived_doc_id(&api.p.aws.bucket, &key);
+        let job = JobMessage::new(
+            &doc_id,
+            api.p.doc(&doc_id).await.unwrap().current_run_id.unwrap(),
+        );
+        let stages = async {
+            let parsed = docpipe::stages::parse::parse_job(&api.p.parse.deps(), &job).await;
+            let indexed = docpipe::stages::index::index_job(&api.p.index.deps(), &job).await;
+            (parsed.is_ok(), indexed.is_ok())
+        };
+        let deleter = async {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            api.delete(&doc_id).await
+        };
+        let (_, deleted) = tokio::join!(stages, deleter);
+        assert_eq!(
+            deleted.status,
+            StatusCode::NO_CONTENT,
+            "{i}: {}",
+            deleted.body
+        );
+        api.p.aws.drain(&api.p.aws.index_queue, 10).await;
+
+        let leftovers = api.p.aws.keys(&format!("artifacts/{doc_id}/")).await;
+        assert!(
+            leftovers.is_empty(),
+            "{i} ({delay_ms} ms): orphan artifacts {leftovers:?}"
+        );
+        assert!(
+            api.p.aws.keys(&key).await.is_empty(),
+            "{i}: orphan original"
+        );
+        assert_eq!(
+            api.p.milvus.count(&doc_id, None).await.unwrap(),
+            0,
+            "{i} ({delay_ms} ms): orphan vectors"
+        );
+        for table in [
+            "documents",
+            "document_processing_runs",
+            "structure_nodes",
+            "semantic_blocks",
+            "document_artifacts",
+        ] {
+            let sql = format!("SELECT count(*) FROM {table} WHERE doc_id = $1");
+            assert_eq!(
+                api.query_i64(&sql, &doc_id).await,
+                0,
+                "{i}: rows left in {table}"
+            );
+        }
+    }
+    api.p.cleanup().await;
+}
+
+#[tokio::test]
+async fn search_answers_validated_hits_and_refuses_bad_requests() {
+    let api = Api::new().await;
+    let mut docs = Vec::new();
+    for (name, text) in laws(2) {
+        docs.push((
+            api.p
+                .ingest(&format!("uploads/{name}"), text.as_bytes())
+                .await,
+            text,
+        ));
+    }
+    let (first, text) = &docs[0];
+    let sentence = probe_sentence(text);
+    let (status, result) = api
+        .post("/search", &json!({"query": sentence, "top_k": 5}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{result}");
+    let hits = result["hits"].as_array().unwrap();
+    assert!(!hits.is_empty() && hits.len() <= 5);
+    assert!(
+        hits.iter().any(|h| h["doc_id"] == first.as_str()),
+        "{result}"
+    );
+    let scores: Vec<f64> = hits.iter().map(|h| h["score"].as_f64().unwrap()).collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "best first");
+    assert_eq!(result["stale_dropped"], 0);
+
+    let second = &docs[1].0;
+    let (_, only) = api
+        .post(
+            "/search",
+            &json!({"query": sentence, "filters": {"doc_ids": [second]}}),
+        )
+        .await;
+    let only = only["hits"].as_array().unwrap();
+    assert!(!only.is_empty());
+    assert!(only.iter().all(|h| h["doc_id"] == second.as_str()));
+
+    // Once deleted, a document is never a hit.
+    assert_eq!(api.delete(first).await.status, StatusCode::NO_CONTENT);
+    let (_, after) = api
+        .post("/search", &json!({"query": sentence, "top_k": 50}))
+        .await;
+    assert!(after["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|h| h["doc_id"] != first.as_str()));
+
+    for (body, kind, what) in [
+        (
+            json!({"query": sentence, "top_k": 0}),
+            "validation-failed",
+            "top_k 0",
+        ),
+        (
+            json!({"query": sentence, "top_k": 51}),
+            "validation-failed",
+            "top_k 51",
+        ),
+        (
+            json!({"query": sentence, "top_k": "5"}),
+            "invalid-body",
+            "top_k a string",
+        ),
+        (json!({"query": "   "}), "validation-failed", "blank query"),
+        (
+            json!({"query": "x".repeat(2001)}),
+            "validation-failed",
+            "query too long",
+        ),
+        (json!({"top_k": 5}), "invalid-body", "no query"),
+        (
+            json!({"query": "q", "limit": 5}),
+            "invalid-body",
+            "unknown field",
+        ),
+        (
+            json!({"query": "q", "filters": {"colour": "red"}}),
+            "invalid-body",
+            "unknown filter",
+        ),
+        (
+            json!({"query": "q", "filters": {"doc_ids": ["../etc"]}}),
+            "validation-failed",
+            "bad doc id",
+        ),
+        (
+            json!({"query": "q", "filters": {"tags": ["a\u{0}b"]}}),
+            "validation-failed",
+            "NUL tag",
+        ),
+    ] {
+        let r = api
+            .http
+            .post(api.url("/search"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_problem(&read(r).await, 422, kind, what);
+    }
+    api.p.cleanup().await;
+}
+
+#[tokio::test]
+async fn bad_input_is_always_a_problem_and_never_a_server_error() {
+    let api = Api::new().await;
+    let id = docpipe::ids::random_doc_id();
+    let get = |path: String| {
+        let api = &api;
+        async move { read(api.http.get(api.url(&path)).send().await.unwrap()).await }
+    };
+    for (path, what) in [
+        ("/documents/doc_123".to_string(), "short id"),
+        (format!("/documents/{}", id.to_uppercase()), "upper-case id"),
+        ("/documents/..%2F..%2Fetc%2Fpasswd".to_string(), "traversal"),
+        (format!("/documents/{}", "a".repeat(300)), "long id"),
+        (
+            "/documents/doc_0123456789abcdef0123456789abcde%00/runs".to_string(),
+            "NUL in id",
+        ),
+        (format!("/documents/{id}/blocks?limit=0"), "blocks limit 0"),
+        (
+            format!("/documents/{id}/blocks?section_title=%01"),
+            "control char filter",
+        ),
+        (
+            format!("/documents/{id}/blocks?cursor=%%%"),
+            "bad blocks cursor",
+        ),
+        (format!("/documents/{id}/artifacts?run_id=0"), "run_id 0"),
+        (
+            format!("/documents/{id}/artifacts?run_id=x"),
+            "run_id not a number",
+        ),
+    ] {
+        assert_problem(&get(path).await, 400, "invalid-parameter", what);
+    }
+    for sub in [
+        "",
+        "/runs",
+        "/history",
+        "/artifacts",
+        "/structure",
+        "/blocks",
+        "/download",
+    ] {
+        assert_problem(
+            &get(format!("/documents/{id}{sub}")).await,
+            404,
+            "not-found",
+            sub,
+        );
+    }
+    assert_problem(
+        &get("/nowhere".into()).await,
+        404,
+        "not-found",
+        "unknown route",
+    );
+
+    let post_raw = |body: Vec<u8>, content_type: Option<&'static str>| {
+        let api = &api;
+        async move {
+            let mut req = api.http.post(api.url("/documents")).body(body);
+            if let Some(ct) = content_type {
+                req = req.header("content-type", ct);
+            }
+            read(req.send().await.unwrap()).await
+        }
+    };
+    let json_ct = Some("application/json");
+    assert_problem(
+        &post_raw(b"{\"file_name\":".to_vec(), json_ct).await,
+        400,
+        "malformed-json",
+        "truncated JSON",
+    );
+    assert_problem(
+        &post_raw(b"".to_vec(), json_ct).await,
+        400,
+        "malformed-json",
+        "empty body",
+    );
+    assert_problem(
+        &post_raw(b"{\"file_name\":\"a.md\"}".to_vec(), None).await,
+        415,
+        "unsupported-media-type",
+        "no content type",
+    );
+    let big = serde_json::to_vec(&json!({"file_name": "a.md", "doc_name": "x".repeat(70 * 1024)}))
+        .unwrap();
+    assert_problem(
+        &post_raw(big, json_ct).await,
+        413,
+        "payload-too-large",
+        "70 KiB body",
+    );
+    for (body, kind, what) in [
+        (
+            json!({"file_name": "a.md", "owner": "me"}),
+            "invalid-body",
+            "unknown field",
+        ),
+        (
+            json!({"doc_name": "no file"}),
+            "invalid-body",
+            "missing file_name",
+        ),
+        (
+            json!({"file_name": "a.md", "tags": "civil"}),
+            "invalid-body",
+            "tags not a list",
+        ),
+        (json!([1, 2]), "invalid-body", "not an object"),
+        (
+            json!({"file_name": "../a.md"}),
+            "validation-failed",
+            "traversal in file_name",
+        ),
+        (
+            json!({"file_name": ".."}),
+            "validation-failed",
+            "dot-dot file_name",
+        ),
+        (
+            json!({"file_name": "a\u{0}.md"}),
+            "validation-failed",
+            "NUL in file_name",
+        ),
+        (
+            json!({"file_name": "a.md", "metadata": {"k": "v\u{0}"}}),
+            "validation-failed",
+            "NUL in metadata",
+        ),
+        (
+            json!({"file_name": "a.md", "metadata": {"tags": []}}),
+            "validation-failed",
+            "reserved metadata key",
+        ),
+        (
+            json!({"file_name": "a.md", "content_type": "text\u{1}/plain"}),
+            "validation-failed",
+            "control char in content type",
+        ),
+        (
+            json!({"file_name": "a.md", "tags": [""]}),
+            "validation-failed",
+            "empty tag",
+        ),
+        (
+            json!({"file_name": "a.md", "version": "v".repeat(65)}),
+            "validation-failed",
+            "long version",
+        ),
+    ] {
+        let a = post_raw(serde_json::to_vec(&body).unwrap(), json_ct).await;
+        assert_problem(&a, 422, kind, what);
+    }
+
+    let a = read(api.http.put(api.url("/documents")).send().await.unwrap()).await;
+    assert_problem(&a, 405, "method-not-allowed", "PUT /documents");
+    let allow = a.headers.get("allow").cloned().unwrap_or_default();
+    assert!(
+        allow.contains("GET") && allow.contains("POST"),
+        "Allow: {allow}"
+    );
+    let a = read(
+        api.http
+            .patch(api.url(&format!("/documents/{id}")))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_problem(&a, 405, "method-not-allowed", "PATCH a document");
+
+    let r = api
+        .http
+        .post(api.url(&format!("/documents/{id}/retry")))
+        .header("Idempotency-Key", "has space")
+        .send()
+        .await
+        .unwrap();
+    assert_problem(
+        &read(r).await,
+        400,
+        "invalid-parameter",
+        "bad Idempotency-Key",
+    );
+    // None of this reached the audit log: bad ids are refused before any query.
+    let audited = api
+        .p
+        .db
+        .client()
+        .await
+        .query_typed_one(
+            "SELECT count(*) FROM audit_log WHERE action <> 'register'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0);
+    assert_eq!(audited, 0);
+    api.p.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_s3_webhook_wants_its_token_and_stores_what_it_is_told() {
+    let api = Api::new().await;
+    let (_, text) = laws(1).remove(0);
+    let key = "uploads/report 2026.md";
+    api.p.aws.put(key, text.as_bytes()).await;
+    api.p.aws.drain(&api.p.aws.store_queue, 1).await;
+    let sample =
+        std::fs::read_to_string(workspace_root().join("events/store-minio-notification.json"))
+            .unwrap()
+            .replace("docpipe-local", &api.p.aws.bucket)
+            .replace("uploads%2Freport+2026.pdf", "uploads%2Freport+2026.md")
+            .replace("report 2026.pdf", "report 2026.md");
+    let send = |auth: Option<String>, body: String| {
+        let api = &api;
+        async move {
+            let mut req = api
+                .http
+                .post(api.url("/notifications/s3"))
+                .header("content-type", "application/json")
+                .body(body);
+            if let Some(auth) = auth {
+                req = req.header("authorization", auth);
+            }
+            read(req.send().await.unwrap()).await
+        }
+    };
+    let a = send(None, sample.clone()).await;
+    assert_problem(&a, 401, "unauthorized", "no token");
+    assert_eq!(
+        a.headers.get("www-authenticate").map(String::as_str),
+        Some("Bearer")
+    );
+    let a = send(Some(format!("Bearer {TOKEN}x")), sample.clone()).await;
+    assert_problem(&a, 401, "unauthorized", "wrong token");
+    let a = send(Some("Basic dXNlcjpwYXNz".into()), sample.clone()).await;
+    assert_problem(&a, 401, "unauthorized", "not a bearer token");
+    let doc_id = docpipe::ids::derived_doc_id(&api.p.aws.bucket, key);
+    assert!(
+        api.p.doc(&doc_id).await.is_none(),
+        "nothing happened without the token"
+    );
+
+    let a = send(Some(format!("Bearer {TOKEN}")), sample.clone()).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    assert!(
+        a.body["result"].as_str().unwrap().contains("stored"),
+        "{}",
+        a.body
+    );
+    let doc = api.p.doc(&doc_id).await.unwrap();
+    assert_eq!(doc.status, DocStatus::Stored);
+    assert_eq!(doc.content_sha256, sha256_hex(text.as_bytes()));
+    // The store's at-least-once delivery: the same notification again opens no run.
+    let a = send(Some(format!("Bearer {TOKEN}")), sample).await;
+    assert!(
+        a.body["result"].as_str().unwrap().contains("duplicate"),
+        "{}",
+        a.body
+    );
+
+    let auth = Some(format!("Bearer {TOKEN}"));
+    assert_problem(
+        &send(auth.clone(), "{not json".into()).await,
+        400,
+        "malformed-json",
+        "bad JSON",
+    );
+    assert_problem(
+        &send(auth, "{\"foo\":1}".into()).await,
+        422,
+        "invalid-body",
+        "not a notification",
+    );
+
+    // Without a configured token the webhook does not exist.
+    let mut config = api.config.clone();
+    config.webhook_token = None;
+    let base = serve(state_for(
+        &api.p,
+        config,
+        ActorSource::Local,
+        api.p.milvus.clone(),
+    ))
+    .await;
+    let r = api
+        .http
+        .post(format!("{base}/notifications/s3"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_problem(&read(r).await, 404, "not-found", "webhook disabled");
+    api.p.cleanup().await;
+}
+
+#[tokio::test]
+async fn healthz_reports_each_dependency_and_fails_when_one_is_down() {
+    let api = Api::new().await;
+    let (status, health) = api.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK, "{health}");
+    assert_eq!(health["status"], "ok");
+    for dep in ["database", "s3", "milvus"] {
+        assert_eq!(health["checks"][dep]["status"], "up", "{dep}: {health}");
+        assert!(health["checks"][dep]["latency_ms"].as_f64().unwrap() >= 0.0);
+    }
+
+    // A missing bucket and an unreachable Milvus (connected lazily: the API still starts).
+    let mut config = api.config.clone();
+    config.bucket = format!("{}-missing", api.p.aws.bucket);
+    let nowhere = Arc::new(LazyMilvus::new("http://127.0.0.1:9", None, "nowhere"));
+    let base = serve(state_for(&api.p, config, ActorSource::Local, nowhere)).await;
+    let r = read(
+        api.http
+            .get(format!("{base}/healthz"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+    assert_eq!(r.body["status"], "degraded");
+    assert_eq!(r.body["checks"]["database"]["status"], "up");
+    assert_eq!(r.body["checks"]["s3"]["status"], "down");
+    assert_eq!(r.body["checks"]["milvus"]["status"], "down");
+    // What needs no vectors still works.
+    let r = read(
+        api.http
+            .get(format!("{base}/documents"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK);
+    // What needs them is a 503, not a 500.
+    let r = api
+        .http
+        .post(format!("{base}/search"))
+        .json(&json!({"query": "合同"}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(
+        &read(r).await,
+        503,
+        "service-unavailable",
+        "search without Milvus",
+    );
+    api.p.cleanup().await;
+}
+
+#[tokio::test]
+async fn api_gateway_events_reach_the_same_router_and_the_authorizer_names_the_actor() {
+    let api = Api::new().await;
+    let (name, text) = laws(1).remove(0);
+    let doc_id = api
+        .p
+        .ingest(&format!("uploads/{name}"), text.as_bytes())
+        .await;
+
+    let a = api.lambda(&event("api-get-document.json", &doc_id)).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    assert_eq!(a.body["doc_id"], doc_id.as_str());
+    assert_eq!(a.body["status"], "indexed");
+    assert_eq!(
+        a.headers["x-request-id"], "Jf3kLhGxoAMEJdD=",
+        "API Gateway's request id"
+    );
+    for (file, status) in [
+        ("api-list-documents.json", 200),
+        ("api-get-structure.json", 200),
+        ("api-get-blocks.json", 200),
+        ("api-post-search.json", 200),
+        ("api-get-healthz.json", 200),
+    ] {
+        let a = api.lambda(&event(file, &doc_id)).await;
+        assert_eq!(a.status.as_u16(), status, "{file}: {}", a.body);
+    }
+    let a = api.lambda(&event("api-list-documents.json", &doc_id)).await;
+    assert_eq!(
+        a.body["documents"][0]["doc_id"],
+        doc_id.as_str(),
+        "status=indexed lists it"
+    );
+
+    let retry = event("api-post-retry.json", &doc_id);
+    let first = api.lambda(&retry).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.body);
+    let replay = api.lambda(&retry).await;
+    assert_eq!(replay.status, StatusCode::ACCEPTED);
+    assert_eq!(
+        replay.body["run_id"], first.body["run_id"],
+        "the event's Idempotency-Key"
+    );
+
+    // A header cannot claim to be someone else in Lambda: the authorizer's subject is recorded.
+    let register = event("api-post-document.json", &doc_id).replace(
+        "\"accept\": \"application/json\",",
+        "\"accept\": \"application/json\", \"x-docpipe-actor\": \"mallory\",",
+    );
+    let a = api.lambda(&register).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
+    let registered = a.body["doc_id"].as_str().unwrap().to_string();
+    let client = api.p.db.client().await;
+    let audit = docpipe::db::audit::for_target(&**client, "document", &registered)
+        .await
+        .unwrap();
+    assert_eq!(audit[0].actor_type, "user");
+    assert_eq!(audit[0].actor_id, "8d6f5f4e-2b1c-4c8a-9a53-5f0e2f4b7c10");
+    assert_eq!(audit[0].request_id, "Jf3kLhGxoAMEJdB=");
+
+    // The delete event comes through an IAM authorizer.
+    api.p.drive(&doc_id).await;
+    let a = api
+        .lambda(&event("api-delete-document.json", &doc_id))
+        .await;
+    assert_eq!(a.status, StatusCode::NO_CONTENT, "{}", a.body);
+    let audit = docpipe::db::audit::for_target(&**client, "document", &doc_id)
+        .await
+        .unwrap();
+    let who: Vec<(&str, &str, &str)> = audit
+        .iter()
+        .map(|r| (r.action.as_str(), r.result.as_str(), r.actor_type.as_str()))
+        .collect();
+    assert_eq!(
+        who,
+        [
+            ("retry", "succeeded", "user"),
+            ("retry", "replayed", "user"),
+            ("delete", "succeeded", "iam")
+        ]
+    );
+    assert_eq!(
+        audit[2].actor_id,
+        "arn:aws:sts::123456789012:assumed-role/docpipe-operator/ops-session"
+    );
+
+    // The generic sample event (an unknown path) is answered with a problem by the fallback.
+    let sample = std::fs::read_to_string(
+        docpipe_tests::shared_dir().join("events/apigateway-http-api-proxy.json"),
+    )
+    .unwrap();
+    let a = api.lambda(&sample).await;
+    assert_problem(&a, 404, "not-found", "the sample event's path");
+    api.p.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_openapi_spec_and_the_router_name_the_same_routes() {
+    let spec: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(workspace_root().join("openapi.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert!(spec["openapi"].as_str().unwrap().starts_with("3.1."));
+    let mut in_spec = BTreeSet::new();
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for method in [
+            "get", "put", "post", "delete", "patch", "head", "options", "trace",
+        ] {
+            if item.get(method).is_some() {
+                in_spec.insert((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    let in_router: BTreeSet<(String, String)> = docpipe_api_fn::routes()
+        .into_iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    let missing_from_spec: Vec<_> = in_router.difference(&in_spec).collect();
+    let missing_from_router: Vec<_> = in_spec.difference(&in_router).collect();
+    assert!(
+        missing_from_spec.is_empty(),
+        "served but not in openapi.yaml: {missing_from_spec:?}"
+    );
+    assert!(
+        missing_from_router.is_empty(),
+        "in openapi.yaml but not served: {missing_from_router:?}"
+    );
+
+    // And the table is what the router really serves: every spec route is answered by a handler,
+    // never by the no-route fallback or a 405.
+    let api = Api::new().await;
+    let id = docpipe::ids::random_doc_id();
+    for (method, path) in &in_spec {
+        let url = api.url(&path.replace("{doc_id}", &id));
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let a = read(
+            api.http
+                .request(method.clone(), url)
+                .header("content-type", "application/json")
+                .body("{}")
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_ne!(a.status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        assert!(
+            !a.body["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("no route"),
+            "{method} {path}: {}",
+            a.body
+        );
+        assert!(
+            a.status.as_u16() < 500 || path == "/healthz",
+            "{method} {path}: {}",
+            a.body
+        );
+    }
+    api.p.cleanup().await;
+}
