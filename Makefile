@@ -9,14 +9,17 @@ DOCPIPE := $(CARGO_TARGET_DIR)/debug/docpipe
 
 .PHONY: up down env status test demo bench build lint layers lint-template
 
+# The e5 engine is compiled into the CLI (dev runner) and the tests: `make up` fetches its source.
+FEATURES := --features docpipe-cli/e5,docpipe-tests/e5
+
 build:
-	cargo build -p docpipe-cli -p docpipe-store-fn -p docpipe-parse-fn
+	cargo build --workspace --features docpipe-cli/e5
 
 ## up: install what is missing, start the stack and the dev runner, apply the migrations
 up:
 	bash scripts/stack.sh up
 	$(MAKE) -s layers
-	cargo build -p docpipe-cli
+	cargo build -p docpipe-cli --features e5
 	eval "$$(bash scripts/stack.sh env)"
 	$(DOCPIPE) migrate
 	bash scripts/dev-runner.sh start
@@ -36,7 +39,7 @@ status:
 
 lint: lint-template
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 ## lint-template: sam validate --lint and cfn-lint on template.yaml (offline)
 lint-template:
@@ -49,7 +52,8 @@ layers:
 
 ## test: bring up what the tests need, then run every test against the real stack
 test: up lint
-	bash scripts/test.sh
+	bash scripts/test.sh $(FEATURES)
+	bash scripts/lambda-invoke.sh
 
 ## demo: the stack, the dev runner, and sample documents carried through the pipeline
 demo: up

@@ -601,6 +601,7 @@ cmd_up() {
   phase_begin venv;      phase_venv;            phase_end
   phase_begin milvus-start; phase_milvus_start; phase_end   # starts in the background; awaited below
   phase_begin pdfium;    phase_pdfium;          phase_end
+  phase_begin e5;        bash "$ROOT/scripts/fetch-e5.sh"; phase_end
   phase_begin postgres;  phase_postgres;        phase_end
   phase_begin pgbouncer; phase_pgbouncer;       phase_end
   phase_begin moto;      phase_moto;            phase_end
@@ -652,6 +653,10 @@ cmd_env() {
   _e MILVUS_URL "http://$HOST:$MILVUS_PORT"
   _e DOCPIPE_API_URL "http://$HOST:8080"
   _e DOCPIPE_PDFIUM_LIB "$LOCAL/lib/libpdfium.so"
+  # The offline multilingual embedder is the local default (scripts/fetch-e5.sh puts it there).
+  _e DOCPIPE_EMBEDDER e5-small
+  _e DOCPIPE_E5_MODEL "$LOCAL/e5/e5-small-q4.bin"
+  _e DOCPIPE_MILVUS_COLLECTION docpipe_chunks
 }
 
 # status: one line per service; exit 1 if any is down.

@@ -27,7 +27,11 @@ async fn legacy_records_load_once_without_runs_and_bad_ones_are_refused_with_rea
     let rejected: Vec<usize> = report.rejected.iter().map(|r| r.0).collect();
     assert_eq!(rejected, [2, 3, 4, 5, 6, 7, 8], "{:#?}", report.rejected);
     assert!(report.rejected[1].2.contains("processing"));
-    assert!(report.rejected[2].2.contains("colour"), "{}", report.rejected[2].2);
+    assert!(
+        report.rejected[2].2.contains("colour"),
+        "{}",
+        report.rejected[2].2
+    );
     assert!(report.rejected[5].2.contains("earlier in the file"));
 
     let client = t.client().await;
@@ -46,8 +50,16 @@ async fn legacy_records_load_once_without_runs_and_bad_ones_are_refused_with_rea
     assert_eq!(row.get::<_, i32>(1), 12);
     assert_eq!(row.get::<_, String>(2), "t1");
     assert!(row.get::<_, String>(3).starts_with("2024-05-01"));
-    assert_eq!((row.get::<_, i64>(4), row.get::<_, i64>(5)), (0, 0), "no runs, no history");
-    assert_eq!(row.get::<_, String>(6), "x'; DROP TABLE documents; --", "stored as data");
+    assert_eq!(
+        (row.get::<_, i64>(4), row.get::<_, i64>(5)),
+        (0, 0),
+        "no runs, no history"
+    );
+    assert_eq!(
+        row.get::<_, String>(6),
+        "x'; DROP TABLE documents; --",
+        "stored as data"
+    );
 
     // Again: nothing new, nothing changed.
     let again = import(&t.db, &file).await.unwrap();

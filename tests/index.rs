@@ -441,7 +441,7 @@ async fn reconcile_reports_orphans_in_a_dry_run_and_removes_them_when_applied() 
     )
     .await
     .unwrap();
-    assert_eq!(dry.orphan_vector_docs, [orphaned.clone()]);
+    assert_eq!(dry.orphan_vector_docs, std::slice::from_ref(&orphaned));
     let mut want: Vec<String> = p.aws.keys(&format!("artifacts/{orphaned}/")).await;
     want.push(format!("artifacts/{kept}/999999/layouts.json"));
     let mut got = dry.orphan_artifacts.clone();
@@ -485,5 +485,67 @@ async fn reconcile_reports_orphans_in_a_dry_run_and_removes_them_when_applied() 
     .await
     .unwrap();
     assert!(again.is_clean(), "{again:?}");
+    p.cleanup().await;
+}
+
+/// The offline default embedder end to end: Chinese and cross-lingual English queries find the law.
+#[cfg(feature = "e5")]
+#[tokio::test]
+async fn e5_small_finds_laws_by_chinese_and_english_questions() {
+    let model =
+        docpipe_embed::e5::default_model_path().expect("run scripts/fetch-e5.sh (make up does)");
+    let e5 = docpipe_embed::E5Embedder::load(&model, None).expect("the e5 model loads");
+    let p = Pipeline::new(Arc::new(e5)).await;
+    let dir = corpus_dir().join("laws-formats/md");
+    let mut ids = std::collections::HashMap::new();
+    for (file, short) in [
+        ("law-15978a0e.md", "wetland"),
+        ("law-23989715.md", "coal"),
+        ("law-2c32f47f.md", "heating"),
+    ] {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        let doc_id = p.ingest(&format!("uploads/{file}"), text.as_bytes()).await;
+        let doc = p.doc(&doc_id).await.unwrap();
+        assert_eq!(
+            doc.status,
+            DocStatus::Indexed,
+            "{file}: {}",
+            doc.error_message
+        );
+        ids.insert(short, doc_id);
+    }
+    let run = docpipe::db::runs::list_for_doc(&**p.db.client().await, &ids["wetland"])
+        .await
+        .unwrap();
+    assert_eq!(run[0].embedding_model, p.index.embedder.model_id());
+    for (query, want) in [
+        ("湿地保护应当遵循什么原则？", "wetland"),
+        ("散煤的销售和燃用有哪些限制", "coal"),
+        (
+            "Who pays for residential heating and when does the heating season start?",
+            "heating",
+        ),
+        ("protection and restoration of wetlands", "wetland"),
+    ] {
+        let result = search(
+            &p.db.db,
+            p.index.embedder.as_ref(),
+            p.milvus.as_ref(),
+            query,
+            5,
+            &Filters::default(),
+        )
+        .await
+        .unwrap();
+        assert!(
+            result.hits.iter().any(|h| h.doc_id == ids[want]),
+            "{query:?} did not find the {want} law: {:?}",
+            result
+                .hits
+                .iter()
+                .map(|h| (&h.doc_name, h.score))
+                .collect::<Vec<_>>()
+        );
+    }
     p.cleanup().await;
 }
