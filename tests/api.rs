@@ -1108,6 +1108,11 @@ async fn bad_input_is_always_a_problem_and_never_a_server_error() {
             "NUL in metadata",
         ),
         (
+            json!({"file_name": "a.md", "metadata": {"k": [1.7976931348623157e308]}}),
+            "validation-failed",
+            "a number JSONB cannot give back",
+        ),
+        (
             json!({"file_name": "a.md", "metadata": {"tags": []}}),
             "validation-failed",
             "reserved metadata key",
@@ -1252,6 +1257,16 @@ async fn the_s3_webhook_wants_its_token_and_stores_what_it_is_told() {
         422,
         "invalid-body",
         "not a notification",
+    );
+
+    let elsewhere =
+        std::fs::read_to_string(workspace_root().join("events/store-minio-notification.json"))
+            .unwrap();
+    assert_problem(
+        &send(Some(format!("Bearer {TOKEN}")), elsewhere).await,
+        422,
+        "validation-failed",
+        "another bucket",
     );
 
     // Without a configured token the webhook does not exist.

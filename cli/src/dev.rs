@@ -1,5 +1,6 @@
 //! The dev runner's command: for each queue, a few polling workers that invoke the same handler the
-//! Lambda function runs, printing which document is at which step as they go.
+//! Lambda function runs, printing which document is at which step as they go; and the HTTP API, the
+//! same router the API Lambda runs, served on `DOCPIPE_API_URL` (default http://127.0.0.1:8080).
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use clap::Args;
@@ -22,11 +23,59 @@ pub struct DevArgs {
     /// How often the sweeper runs, in seconds.
     #[arg(long, default_value_t = 30)]
     sweep_every_secs: u64,
+    /// Serve only the HTTP API: no queue workers, no sweeper.
+    #[arg(long, conflicts_with = "no_api")]
+    api_only: bool,
+    /// Do not serve the HTTP API.
+    #[arg(long)]
+    no_api: bool,
+}
+
+/// Serves the API Lambda's router on `DOCPIPE_API_URL`. When the API is all this process does, a
+/// port that cannot be bound is an error; beside the queue workers it is a warning.
+async fn start_api(
+    required: bool,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<std::io::Result<()>>>> {
+    let url = std::env::var("DOCPIPE_API_URL")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "http://127.0.0.1:8080".to_string());
+    let addr = docpipe_api_fn::listen_addr(&url).map_err(anyhow::Error::msg)?;
+    let state = docpipe_api_fn::ApiState::from_env(docpipe_api_fn::ActorSource::Local).await?;
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => listener,
+        Err(e) if !required => {
+            eprintln!(
+                "dev runner: cannot serve the API on {addr} ({e}); the queues run without it"
+            );
+            return Ok(None);
+        }
+        Err(e) => return Err(anyhow::anyhow!("cannot serve the API on {addr}: {e}")),
+    };
+    println!("dev runner: API on http://{addr}");
+    Ok(Some(tokio::spawn(docpipe_api_fn::serve(
+        listener,
+        Arc::new(state),
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        },
+    ))))
 }
 
 type Handler = Arc<dyn Fn(SqsEvent) -> BoxFuture<'static, BatchReport> + Send + Sync>;
 
 pub async fn run(args: DevArgs) -> anyhow::Result<()> {
+    let api = if args.no_api {
+        None
+    } else {
+        start_api(args.api_only).await?
+    };
+    if args.api_only {
+        let server = api.expect("a required API is served or start_api failed");
+        server.await??;
+        println!("dev runner: stopping");
+        return Ok(());
+    }
     let mut env = EnvReader::from_process();
     let aws = AwsConfig::read(&mut env);
     let store_queue = env.url("DOCPIPE_STORE_QUEUE_URL");

@@ -2,15 +2,17 @@
 //! every error answer is a problem (axum's own 404/405/413 answers included).
 
 use crate::problem::{
-    problem_response, ErrorChain, Problem, ProblemType, PROBLEM_BASE, PROBLEM_JSON,
+    problem_response, ApiError, ErrorChain, Problem, ProblemType, PROBLEM_BASE, PROBLEM_JSON,
 };
 use crate::state::{ActorSource, ApiState};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header::{self, HeaderName, HeaderValue};
 use axum::http::request::Parts;
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+use futures::FutureExt;
 use std::convert::Infallible;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -179,7 +181,18 @@ pub async fn middleware(
         actor: actor.clone(),
     });
 
-    let response = next.run(req).await;
+    // A panic is a bug: it answers 500 (and is logged) instead of dropping the connection.
+    let response = match AssertUnwindSafe(next.run(req)).catch_unwind().await {
+        Ok(response) => response,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic".into());
+            ApiError::Internal(format!("handler panicked: {what}").into()).into_response()
+        }
+    };
     let mut response = problemize(response, &method, &path);
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);

@@ -118,6 +118,20 @@ fn has_nul(value: &Value) -> bool {
     }
 }
 
+/// The largest magnitude a metadata number may have. JSONB keeps numbers as exact decimals and
+/// gives a float near `f64::MAX` back as a 309-digit integer that a JSON parser may refuse to
+/// read as a float; nobody's metadata needs numbers that large.
+pub const MAX_METADATA_NUMBER: f64 = 1e300;
+
+fn has_huge_number(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => n.as_f64().is_some_and(|f| f.abs() > MAX_METADATA_NUMBER),
+        Value::Array(items) => items.iter().any(has_huge_number),
+        Value::Object(map) => map.values().any(has_huge_number),
+        _ => false,
+    }
+}
+
 fn check_registration(r: &RegisterRequest) -> Result<(), ApiError> {
     if !r.content_type.is_empty() {
         let ok = r.content_type.len() <= 128
@@ -143,6 +157,12 @@ fn check_registration(r: &RegisterRequest) -> Result<(), ApiError> {
         return Err(ApiError::validation(
             "metadata",
             "must not contain NUL characters",
+        ));
+    }
+    if r.metadata.values().any(has_huge_number) {
+        return Err(ApiError::validation(
+            "metadata",
+            format!("numbers must be at most {MAX_METADATA_NUMBER:e} in magnitude"),
         ));
     }
     let registration = to_registration(r);

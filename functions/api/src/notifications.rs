@@ -7,6 +7,7 @@ use crate::state::ApiState;
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::Json;
+use docpipe::events::Notification;
 use docpipe::StageError;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -55,6 +56,19 @@ pub async fn s3_notification(
         return Err(ApiError::InvalidBody(
             "a notification is a JSON object".into(),
         ));
+    }
+    // Only the bucket this deployment serves: a token holder cannot point the store stage at
+    // any other bucket the function's role can read.
+    if let Ok(Notification::Created(objects)) = docpipe::events::decode_notification(&value) {
+        if let Some(other) = objects.iter().find(|o| o.bucket != state.config.bucket) {
+            return Err(ApiError::validation(
+                "Records",
+                format!(
+                    "the notification names bucket {:?}; this API serves {:?}",
+                    other.bucket, state.config.bucket
+                ),
+            ));
+        }
     }
     match docpipe::handlers::store::handle_notification(&state.store, &value).await {
         Ok(result) => Ok(Json(json!({ "result": result }))),
