@@ -244,7 +244,8 @@ port = $PG_PORT
 unix_socket_directories = '$esc_sock'
 max_connections = 200
 password_encryption = scram-sha-256
-synchronous_commit = off
+# Durable commits, as RDS gives: the fault tests crash PostgreSQL and expect committed rows back.
+synchronous_commit = on
 shared_buffers = 128MB
 log_timezone = 'UTC'
 timezone = 'UTC'
@@ -329,6 +330,8 @@ default_pool_size = 20
 ; PostgreSQL allows 200: keep pooled server connections of all test databases below that
 max_user_connections = 150
 server_idle_timeout = 60
+# After PostgreSQL restarts, retry server logins within a second instead of the default 15 s.
+server_login_retry = 1
 ignore_startup_parameters = extra_float_digits,options
 logfile = $logf
 pidfile = $pidfile
@@ -361,7 +364,9 @@ EOF
   # new database through it (the wildcard entry), as the tests do.
   local url="postgres://$DB_USER:$DB_PASS@$HOST:$PGB_PORT"
   local probe="stack_probe_$$"
-  PGCONNECT_TIMEOUT=5 "$PGBIN/psql" -X -qAt -v ON_ERROR_STOP=1 "$url/$DB_NAME" -c 'select 1' >/dev/null ||
+  pgb_select1() { PGCONNECT_TIMEOUT=5 "$PGBIN/psql" -X -qAt -v ON_ERROR_STOP=1 "$url/$DB_NAME" -c 'select 1' >/dev/null 2>&1; }
+  # Right after PostgreSQL restarts, PgBouncer may still be waiting out a failed server login.
+  wait_until 30 pgb_select1 ||
     { tail_log "$logf"; die "select 1 through pgbouncer failed"; }
   "$PGBIN/psql" -X -qAt -v ON_ERROR_STOP=1 "$url/$DB_NAME" -c "CREATE DATABASE $probe" >/dev/null ||
     die "CREATE DATABASE through pgbouncer failed"
@@ -689,8 +694,41 @@ cmd_status() {
 
 usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; }
 
+# Fault injection (the fault tests use these): stop a service gracefully, kill it abruptly, or
+# freeze and thaw it (SIGSTOP/SIGCONT: requests hang, state survives). `up` brings back what is down.
+service_pid() {
+  case "$1" in
+    postgres)  read_pid "$PGDATA/postmaster.pid" ;;
+    pgbouncer) local p; p="$(read_pid "$PGB_DIR/pgbouncer.pid")"; [[ -n "$p" ]] && echo "$p" || read_pid "$LOCAL/pgbouncer.pid" ;;
+    moto)      read_pid "$LOCAL/moto.pid" ;;
+    milvus)    read_pid "$LOCAL/milvus-core.pid" ;;
+    *) die "unknown service '$1' (postgres, pgbouncer, moto, milvus)" ;;
+  esac
+}
+cmd_fault() {
+  local action="$1" svc="${2:-}" pid bin
+  [[ -n "$svc" ]] || die "usage: stack.sh $action postgres|pgbouncer|moto|milvus"
+  pid="$(service_pid "$svc")"
+  case "$action" in
+    stop) take_lock; "stop_$svc" ;;
+    kill)
+      if [[ "$svc" == postgres ]]; then
+        bin="$(find_pgbin)"
+        as_postgres "$bin/pg_ctl" -D "$PGDATA" -m immediate -w -t 30 stop < /dev/null > /dev/null 2>&1 || true
+      elif [[ "$svc" == milvus ]]; then
+        take_lock; stop_milvus   # Milvus must shut down its ports cleanly to come back
+      else
+        [[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null || true
+      fi ;;
+    pause)  [[ -n "$pid" ]] && kill -STOP "$pid" ;;
+    resume) [[ -n "$pid" ]] && kill -CONT "$pid" ;;
+  esac
+  log "$action $svc${pid:+ (pid $pid)}"
+}
+
 case "${1:-}" in
   up)     cmd_up ;;
+  stop|kill|pause|resume) cmd_fault "$1" "${2:-}" ;;
   down)   cmd_down ;;
   env)    cmd_env ;;
   status) cmd_status ;;

@@ -15,4 +15,9 @@ if ! command -v cargo-nextest >/dev/null; then
   echo "[test] installing cargo-nextest"
   cargo install cargo-nextest --locked
 fi
-cargo nextest run --workspace --no-fail-fast "$@"
+# Everything but the fault tests runs in parallel; the fault tests stop and kill shared services, so
+# they run afterwards, alone and one at a time.
+status=0
+cargo nextest run --workspace --no-fail-fast -E 'not binary(faults)' "$@" || status=$?
+cargo nextest run --workspace --no-fail-fast -E 'binary(faults)' -j 1 "$@" || status=$?
+exit "$status"

@@ -136,6 +136,8 @@ impl DbConfig {
 pub struct AwsConfig {
     pub endpoint_url: Option<String>,
     pub region: String,
+    /// How long one attempt of an S3 or SQS call may take.
+    pub attempt_timeout_secs: u64,
 }
 
 impl AwsConfig {
@@ -146,6 +148,7 @@ impl AwsConfig {
                 .optional("AWS_REGION")
                 .or_else(|| env.optional("AWS_DEFAULT_REGION"))
                 .unwrap_or_else(|| "us-east-1".to_string()),
+            attempt_timeout_secs: env.parsed_or("DOCPIPE_AWS_ATTEMPT_TIMEOUT_SECS", 20u64),
         }
     }
 }

@@ -30,6 +30,7 @@ pub fn aws_config() -> AwsConfig {
     AwsConfig {
         endpoint_url: Some(env_or("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")),
         region: env_or("AWS_REGION", "us-east-1"),
+        attempt_timeout_secs: 5,
     }
 }
 
@@ -509,4 +510,22 @@ impl Pipeline {
     pub async fn cleanup(&self) {
         let _ = self.milvus.drop_collection().await;
     }
+}
+
+/// Drives the local stack's fault controls: `stop`, `kill`, `pause`, `resume` a service, or `up`
+/// to bring back whatever is down. Only the fault tests use this (they run alone, one at a time).
+pub fn stack(action: &str, service: &str) {
+    let script = workspace_root().join("scripts/stack.sh");
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(&script).arg(action);
+    if !service.is_empty() {
+        cmd.arg(service);
+    }
+    let out = cmd.output().expect("run scripts/stack.sh");
+    assert!(
+        out.status.success(),
+        "stack.sh {action} {service} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -4,8 +4,15 @@
 use crate::config::AwsConfig;
 
 pub async fn sdk_config(config: &AwsConfig) -> aws_config::SdkConfig {
+    // Without an operation timeout a frozen endpoint would hold an invocation until Lambda kills it;
+    // with one, the message goes back to its queue as a transient failure.
+    let timeouts = aws_config::timeout::TimeoutConfig::builder()
+        .connect_timeout(std::time::Duration::from_secs(3))
+        .operation_attempt_timeout(std::time::Duration::from_secs(config.attempt_timeout_secs))
+        .build();
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new(config.region.clone()));
+        .region(aws_config::Region::new(config.region.clone()))
+        .timeout_config(timeouts);
     if let Some(endpoint) = &config.endpoint_url {
         loader = loader.endpoint_url(endpoint);
     }

@@ -6,5 +6,5 @@ pub mod object_store;
 pub mod queue;
 pub mod secrets;
 
-pub use object_store::{ObjectHead, ObjectStore, S3ObjectStore, StorageError};
+pub use object_store::{ContentDigest, ObjectHead, ObjectStore, S3ObjectStore, StorageError};
 pub use queue::{JobQueue, QueueError, SqsJobQueue};

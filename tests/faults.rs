@@ -1,0 +1,482 @@
+//! Fault injection: PostgreSQL, PgBouncer, Milvus and moto are killed, stopped or frozen at chosen
+//! points of a stage, then brought back. After each, every document ends `indexed` (after the
+//! redelivery SQS would make) or `failed` with a reason; no run is duplicated; no object or vector
+//! is orphaned. These tests stop shared services, so `make test` runs them alone, one at a time.
+
+use async_trait::async_trait;
+use docpipe::adapters::{
+    ContentDigest, JobQueue, ObjectHead, ObjectStore, QueueError, StorageError,
+};
+use docpipe::model::{DocStatus, JobMessage, RunStatus};
+use docpipe::stages::index::{index_job, IndexOutcome};
+use docpipe::stages::parse::{parse_job, ParseOutcome};
+use docpipe_tests::{corpus_dir, s3_put_event, sqs_batch, stack, Pipeline};
+use docpipe_vector::{ChunkRecord, SearchFilters, VectorError, VectorHit, VectorIndex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn law(i: usize) -> (String, String) {
+    let mut paths: Vec<_> = std::fs::read_dir(corpus_dir().join("laws"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    paths.sort();
+    let p = &paths[i];
+    (
+        p.file_name().unwrap().to_string_lossy().to_string(),
+        std::fs::read_to_string(p).unwrap(),
+    )
+}
+
+/// Uploads and stores a law; returns its current job.
+async fn stored(p: &Pipeline, i: usize) -> JobMessage {
+    let (name, text) = law(i);
+    let key = format!("uploads/{name}");
+    p.aws.put(&key, text.as_bytes()).await;
+    docpipe::handlers::store::handle_notification(&p.store, &s3_put_event(&p.aws.bucket, &key))
+        .await
+        .expect("store");
+    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
+    let run = p.doc(&doc_id).await.unwrap().current_run_id.unwrap();
+    JobMessage::new(doc_id, run)
+}
+
+/// What every scenario must leave: a terminal document with one run, a failure with a reason, the
+/// vectors of exactly its indexed run, and artifacts that all have rows.
+async fn assert_consistent(p: &Pipeline, doc_id: &str) {
+    let doc = p.doc(doc_id).await.expect("the document exists");
+    assert!(
+        doc.status.is_terminal(),
+        "{doc_id} is stuck in {}",
+        doc.status
+    );
+    let runs = docpipe::db::runs::list_for_doc(&**p.db.client().await, doc_id)
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1, "one run, not duplicated: {runs:?}");
+    assert!(runs.iter().all(|r| r.run_status != RunStatus::Running));
+    let vectors = p.milvus.count(doc_id, None).await.unwrap();
+    match doc.status {
+        DocStatus::Indexed => {
+            assert_eq!(
+                vectors, doc.chunk_count as usize,
+                "exactly one set of vectors"
+            );
+            assert_eq!(
+                p.milvus.count(doc_id, doc.current_run_id).await.unwrap(),
+                vectors
+            );
+        }
+        _ => {
+            assert!(!doc.error_message.is_empty(), "a failure says why");
+            assert!(!runs[0].failure_stage.is_empty());
+        }
+    }
+    let keys = p.aws.keys(&format!("artifacts/{doc_id}/")).await;
+    let rows: Vec<String> =
+        p.db.client()
+            .await
+            .query_typed(
+                "SELECT object_name FROM document_artifacts WHERE doc_id = $1 ORDER BY object_name",
+                &[(&doc_id, docpipe::db::Type::VARCHAR)],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+    let mut keys = keys;
+    keys.sort();
+    assert_eq!(keys, rows, "every artifact object has its row and no more");
+}
+
+/// An object store that runs `fault` once, right after the put of an object whose key ends with
+/// `suffix` succeeded: a crash after the artifact write and before the commit.
+struct FaultAfterPut {
+    inner: Arc<dyn ObjectStore>,
+    suffix: &'static str,
+    fault: Box<dyn Fn() + Send + Sync>,
+    fired: AtomicUsize,
+}
+
+#[async_trait]
+impl ObjectStore for FaultAfterPut {
+    async fn head(&self, b: &str, k: &str) -> Result<Option<ObjectHead>, StorageError> {
+        self.inner.head(b, k).await
+    }
+    async fn sha256(&self, b: &str, k: &str, l: u64) -> Result<ContentDigest, StorageError> {
+        self.inner.sha256(b, k, l).await
+    }
+    async fn get(&self, b: &str, k: &str, l: u64) -> Result<Vec<u8>, StorageError> {
+        self.inner.get(b, k, l).await
+    }
+    async fn put(&self, b: &str, k: &str, body: Vec<u8>, ct: &str) -> Result<(), StorageError> {
+        self.inner.put(b, k, body, ct).await?;
+        if k.ends_with(self.suffix) && self.fired.fetch_add(1, Ordering::SeqCst) == 0 {
+            (self.fault)();
+        }
+        Ok(())
+    }
+    async fn delete(&self, b: &str, k: &str) -> Result<(), StorageError> {
+        self.inner.delete(b, k).await
+    }
+    async fn delete_prefix(&self, b: &str, p: &str) -> Result<usize, StorageError> {
+        self.inner.delete_prefix(b, p).await
+    }
+    async fn list(&self, b: &str, p: &str) -> Result<Vec<String>, StorageError> {
+        self.inner.list(b, p).await
+    }
+    async fn presign_put(
+        &self,
+        b: &str,
+        k: &str,
+        ct: &str,
+        e: Duration,
+    ) -> Result<String, StorageError> {
+        self.inner.presign_put(b, k, ct, e).await
+    }
+    async fn presign_get(&self, b: &str, k: &str, e: Duration) -> Result<String, StorageError> {
+        self.inner.presign_get(b, k, e).await
+    }
+}
+
+/// A vector index that runs `fault` once, right after its `n`-th insert succeeded.
+struct FaultAfterInsert {
+    inner: Arc<dyn VectorIndex>,
+    n: usize,
+    fault: Box<dyn Fn() + Send + Sync>,
+    inserts: AtomicUsize,
+}
+
+#[async_trait]
+impl VectorIndex for FaultAfterInsert {
+    fn collection(&self) -> &str {
+        self.inner.collection()
+    }
+    async fn ensure_collection(&self, dim: usize, model: &str) -> Result<(), VectorError> {
+        self.inner.ensure_collection(dim, model).await
+    }
+    async fn insert(&self, records: &[ChunkRecord]) -> Result<(), VectorError> {
+        self.inner.insert(records).await?;
+        if self.inserts.fetch_add(1, Ordering::SeqCst) + 1 == self.n {
+            (self.fault)();
+        }
+        Ok(())
+    }
+    async fn delete_doc(&self, d: &str) -> Result<(), VectorError> {
+        self.inner.delete_doc(d).await
+    }
+    async fn delete_other_runs(&self, d: &str, k: i64) -> Result<(), VectorError> {
+        self.inner.delete_other_runs(d, k).await
+    }
+    async fn delete_run(&self, d: &str, r: i64) -> Result<(), VectorError> {
+        self.inner.delete_run(d, r).await
+    }
+    async fn count(&self, d: &str, r: Option<i64>) -> Result<usize, VectorError> {
+        self.inner.count(d, r).await
+    }
+    async fn doc_ids(&self) -> Result<Vec<String>, VectorError> {
+        self.inner.doc_ids().await
+    }
+    async fn search(
+        &self,
+        v: &[f32],
+        k: usize,
+        f: &SearchFilters,
+    ) -> Result<Vec<VectorHit>, VectorError> {
+        self.inner.search(v, k, f).await
+    }
+}
+
+async fn index_until_done(p: &Pipeline, job: &JobMessage) {
+    // The redelivery: SQS brings the message back until it is acknowledged.
+    for _ in 0..20 {
+        match index_job(&p.index.deps(), job).await {
+            Ok(IndexOutcome::Indexed { .. }) | Ok(IndexOutcome::Stale { .. }) => return,
+            Ok(other) => panic!("unexpected {other:?}"),
+            Err(e) if e.is_retryable() => tokio::time::sleep(Duration::from_secs(1)).await,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("index never completed");
+}
+
+#[tokio::test]
+async fn postgres_killed_after_the_artifact_write_and_before_the_commit() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let job = stored(&p, 0).await;
+    let faulty = FaultAfterPut {
+        inner: p.parse.objects.clone(),
+        suffix: "vector_chunks.json",
+        fault: Box::new(|| stack("kill", "postgres")),
+        fired: AtomicUsize::new(0),
+    };
+    let mut deps = p.parse.deps();
+    deps.objects = &faulty;
+    let err = parse_job(&deps, &job)
+        .await
+        .expect_err("the commit cannot happen");
+    assert!(err.is_retryable(), "{err}");
+    stack("up", "");
+
+    let outcome = parse_job(&p.parse.deps(), &job)
+        .await
+        .expect("the redelivery parses");
+    assert!(
+        matches!(outcome, ParseOutcome::Parsed { .. }),
+        "{outcome:?}"
+    );
+    index_until_done(&p, &job).await;
+    assert_eq!(p.doc(&job.doc_id).await.unwrap().status, DocStatus::Indexed);
+    assert_consistent(&p, &job.doc_id).await;
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn pgbouncer_killed_after_the_milvus_insert_and_before_the_status_update() {
+    let mut p = Pipeline::new(Pipeline::hash()).await;
+    p.index.config.lease_secs = 5;
+    let job = stored(&p, 1).await;
+    parse_job(&p.parse.deps(), &job).await.unwrap();
+    let faulty = FaultAfterInsert {
+        inner: p.milvus.clone(),
+        n: 1,
+        fault: Box::new(|| stack("kill", "pgbouncer")),
+        inserts: AtomicUsize::new(0),
+    };
+    let mut deps = p.index.deps();
+    deps.vectors = &faulty;
+    let err = index_job(&deps, &job)
+        .await
+        .expect_err("the status update cannot happen");
+    assert!(err.is_retryable(), "{err}");
+    stack("up", "");
+    // The dead worker's lease runs out; the redelivery takes over, replaces the partial vectors.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    index_until_done(&p, &job).await;
+    assert_eq!(p.doc(&job.doc_id).await.unwrap().status, DocStatus::Indexed);
+    assert_consistent(&p, &job.doc_id).await;
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn milvus_stopped_in_the_middle_of_a_batch_of_inserts() {
+    let mut p = Pipeline::new(Pipeline::hash()).await;
+    p.index.config.embed_batch = 4;
+    let job = stored(&p, 2).await;
+    parse_job(&p.parse.deps(), &job).await.unwrap();
+    let chunks = docpipe::db::runs::get(&**p.db.client().await, job.run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .vector_chunk_count;
+    assert!(chunks > 8, "the law has several batches ({chunks} chunks)");
+    let faulty = FaultAfterInsert {
+        inner: p.milvus.clone(),
+        n: 2,
+        fault: Box::new(|| stack("stop", "milvus")),
+        inserts: AtomicUsize::new(0),
+    };
+    let mut deps = p.index.deps();
+    deps.vectors = &faulty;
+    let err = index_job(&deps, &job)
+        .await
+        .expect_err("the third batch cannot be inserted");
+    assert!(err.is_retryable(), "{err}");
+    stack("up", "");
+    index_until_done(&p, &job).await;
+    assert_eq!(p.doc(&job.doc_id).await.unwrap().status, DocStatus::Indexed);
+    assert_consistent(&p, &job.doc_id).await;
+    p.cleanup().await;
+}
+
+/// A queue that freezes moto (S3 and SQS hang) on its second send, and thaws it later: longer than
+/// the SDK's attempts (3 × 5 s in the tests) can wait, so the call fails as an outage would.
+struct FreezeOnSecondSend {
+    inner: Arc<dyn JobQueue>,
+    sends: AtomicUsize,
+}
+
+#[async_trait]
+impl JobQueue for FreezeOnSecondSend {
+    async fn send(&self, url: &str, body: String) -> Result<(), QueueError> {
+        if self.sends.fetch_add(1, Ordering::SeqCst) == 1 {
+            stack("pause", "moto");
+            std::thread::spawn(|| {
+                std::thread::sleep(Duration::from_secs(25));
+                stack("resume", "moto");
+            });
+        }
+        self.inner.send(url, body).await
+    }
+}
+
+#[tokio::test]
+async fn moto_frozen_in_the_middle_of_a_store_batch() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let mut keys = Vec::new();
+    for i in 3..6 {
+        let (name, text) = law(i);
+        let key = format!("uploads/{name}");
+        p.aws.put(&key, text.as_bytes()).await;
+        keys.push(key);
+    }
+    let queue = Arc::new(FreezeOnSecondSend {
+        inner: p.store.queue.clone(),
+        sends: AtomicUsize::new(0),
+    });
+    let service = docpipe::services::StoreService {
+        db: p.db.db.clone(),
+        objects: p.store.objects.clone(),
+        queue,
+        config: p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+    };
+    let bodies: Vec<String> = keys
+        .iter()
+        .map(|k| s3_put_event(&p.aws.bucket, k).to_string())
+        .collect();
+    let report = docpipe::handlers::store::handle_sqs(&service, sqs_batch(&bodies)).await;
+    assert!(
+        !report.failed_ids().is_empty(),
+        "the frozen call fails its message: {:?}",
+        report.lines
+    );
+    assert!(
+        !report.failed_ids().contains(&"msg-0"),
+        "the first message was done"
+    );
+    stack("resume", "moto");
+    // The redelivery of what failed; the rest were acknowledged.
+    let again: Vec<String> = report
+        .failed_ids()
+        .iter()
+        .map(|id| bodies[id.trim_start_matches("msg-").parse::<usize>().unwrap()].clone())
+        .collect();
+    let report = docpipe::handlers::store::handle_sqs(&p.store, sqs_batch(&again)).await;
+    assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
+    for key in &keys {
+        let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, key);
+        p.drive(&doc_id).await;
+        assert_eq!(
+            p.doc(&doc_id).await.unwrap().status,
+            DocStatus::Indexed,
+            "{key}"
+        );
+        assert_consistent(&p, &doc_id).await;
+    }
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_lost_message_is_failed_by_the_sweeper_and_a_dead_letter_by_the_dlq_handler() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    // Lost: the parse job vanished; the run would wait forever without the sweeper.
+    let lost = stored(&p, 6).await;
+    p.db.client()
+        .await
+        .execute_typed(
+            "UPDATE document_processing_runs SET deadline_at = NOW() - interval '1 second' WHERE run_id = $1",
+            &[(&lost.run_id, docpipe::db::Type::INT8)],
+        )
+        .await
+        .unwrap();
+    let swept = docpipe::stages::sweep::sweep(&p.db.db, 100).await.unwrap();
+    assert_eq!(swept.len(), 1);
+    let doc = p.doc(&lost.doc_id).await.unwrap();
+    assert_eq!(doc.status, DocStatus::Failed);
+    assert!(
+        doc.error_message.contains("timed out in the parse stage"),
+        "{}",
+        doc.error_message
+    );
+    assert_consistent(&p, &lost.doc_id).await;
+
+    // Dead-lettered: Milvus refused every attempt; the DLQ handler records the give-up.
+    let dead = stored(&p, 7).await;
+    parse_job(&p.parse.deps(), &dead).await.unwrap();
+    let down = docpipe::services::IndexService {
+        db: p.db.db.clone(),
+        objects: p.index.objects.clone(),
+        embedder: p.index.embedder.clone(),
+        vectors: Arc::new(FaultAfterInsert {
+            inner: Arc::new(AlwaysDown),
+            n: usize::MAX,
+            fault: Box::new(|| {}),
+            inserts: AtomicUsize::new(0),
+        }),
+        config: p.index.config.clone(),
+    };
+    for _ in 0..3 {
+        let report = docpipe::handlers::index::handle_sqs(&down, sqs_batch(&[dead.encode()])).await;
+        assert_eq!(report.failed_ids(), ["msg-0"]);
+    }
+    let mut batch = sqs_batch(&[dead.encode()]);
+    batch.records[0]
+        .attributes
+        .insert("ApproximateReceiveCount".into(), "3".into());
+    let report = docpipe::handlers::dlq::handle_sqs(&p.db.db, batch.clone()).await;
+    assert!(report.failed_ids().is_empty());
+    let doc = p.doc(&dead.doc_id).await.unwrap();
+    assert_eq!(doc.status, DocStatus::Failed);
+    assert!(
+        doc.error_message.starts_with("gave up after 3 attempts: ")
+            && doc.error_message.contains("unavailable"),
+        "{}",
+        doc.error_message
+    );
+    // Idempotent: the same dead letter again changes nothing.
+    docpipe::handlers::dlq::handle_sqs(&p.db.db, batch).await;
+    assert_eq!(
+        p.doc(&dead.doc_id).await.unwrap().error_message,
+        doc.error_message
+    );
+    assert_consistent(&p, &dead.doc_id).await;
+    p.cleanup().await;
+}
+
+struct AlwaysDown;
+
+#[async_trait]
+impl VectorIndex for AlwaysDown {
+    fn collection(&self) -> &str {
+        "down"
+    }
+    async fn ensure_collection(&self, _: usize, _: &str) -> Result<(), VectorError> {
+        Err(down("ensure_collection"))
+    }
+    async fn insert(&self, _: &[ChunkRecord]) -> Result<(), VectorError> {
+        Err(down("insert"))
+    }
+    async fn delete_doc(&self, _: &str) -> Result<(), VectorError> {
+        Err(down("delete"))
+    }
+    async fn delete_other_runs(&self, _: &str, _: i64) -> Result<(), VectorError> {
+        Err(down("delete"))
+    }
+    async fn delete_run(&self, _: &str, _: i64) -> Result<(), VectorError> {
+        Err(down("delete"))
+    }
+    async fn count(&self, _: &str, _: Option<i64>) -> Result<usize, VectorError> {
+        Err(down("count"))
+    }
+    async fn doc_ids(&self) -> Result<Vec<String>, VectorError> {
+        Err(down("query"))
+    }
+    async fn search(
+        &self,
+        _: &[f32],
+        _: usize,
+        _: &SearchFilters,
+    ) -> Result<Vec<VectorHit>, VectorError> {
+        Err(down("search"))
+    }
+}
+
+fn down(op: &'static str) -> VectorError {
+    VectorError::Unavailable {
+        op,
+        source: "injected: connection refused".into(),
+    }
+}
