@@ -110,7 +110,9 @@ pub async fn store_object(
         ));
     }
     if doc.content_sha256 == digest.sha256 && doc.current_run_id.is_some() {
+        // Give the connection back before taking another: a pool of two must never wait on itself.
         drop(tx);
+        drop(client);
         return duplicate(deps, &doc_id).await;
     }
     let run_id = run_for_new_content(&*tx, &doc, deps.config, &digest.sha256).await?;
@@ -305,6 +307,7 @@ async fn reject(
         .map_err(db_err)?;
     if !head.etag.is_empty() && doc.source_etag == head.etag && doc.current_run_id.is_some() {
         drop(tx);
+        drop(client);
         return duplicate(deps, doc_id).await;
     }
     let run_id = run_for_new_content(&*tx, &doc, deps.config, "unread").await?;

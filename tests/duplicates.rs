@@ -1,0 +1,374 @@
+//! Duplicate storms: S3 and SQS deliver at least once. Every S3 event delivered five times at
+//! once, and every SQS message redelivered after partial processing, leave the same rows, objects
+//! and vectors as one delivery.
+
+use async_trait::async_trait;
+use docpipe::adapters::{ContentDigest, ObjectHead, ObjectStore, StorageError};
+use docpipe::model::{JobMessage, Stage};
+use docpipe::stages::index::{index_job, IndexOutcome};
+use docpipe::stages::parse::parse_job;
+use docpipe::StageError;
+use docpipe_tests::{corpus_dir, s3_put_event, FlakyQueue, Pipeline};
+use docpipe_vector::{ChunkRecord, SearchFilters, VectorError, VectorHit, VectorIndex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn laws(n: usize) -> Vec<(String, String)> {
+    let mut paths: Vec<_> = std::fs::read_dir(corpus_dir().join("laws"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .skip(20)
+        .take(n)
+        .map(|p| {
+            (
+                format!("uploads/{}", p.file_name().unwrap().to_string_lossy()),
+                std::fs::read_to_string(p).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Everything a delivery leaves behind, without the ids that differ between two databases.
+#[derive(Debug, PartialEq)]
+struct Footprint {
+    status: String,
+    runs: i64,
+    history: Vec<String>,
+    nodes: Vec<(String, i32, i32)>,
+    blocks: Vec<(String, String)>,
+    artifacts: Vec<(String, i64)>,
+    artifact_objects: usize,
+    vectors: usize,
+    chunk_count: i32,
+}
+
+async fn footprint(p: &Pipeline, key: &str) -> Footprint {
+    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, key);
+    let c = p.db.client().await;
+    let doc_ref: &(dyn tokio_postgres::types::ToSql + Sync) = &doc_id;
+    let id = || (doc_ref, docpipe::db::Type::VARCHAR);
+    let doc = c
+        .query_typed_one(
+            "SELECT status, chunk_count FROM documents WHERE doc_id = $1",
+            &[id()],
+        )
+        .await
+        .unwrap();
+    let runs: i64 = c
+        .query_typed_one(
+            "SELECT count(*) FROM document_processing_runs WHERE doc_id = $1",
+            &[id()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let history = c
+        .query_typed("SELECT from_status || '>' || to_status FROM document_status_history WHERE doc_id = $1 ORDER BY event_id", &[id()])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let nodes = c
+        .query_typed(
+            "SELECT title, level, idx FROM structure_nodes WHERE doc_id = $1 ORDER BY idx",
+            &[id()],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let blocks = c
+        .query_typed(
+            "SELECT semantic_id, text FROM semantic_blocks WHERE doc_id = $1 ORDER BY semantic_id",
+            &[id()],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    // Sizes, not checksums: the envelope names the run, whose id depends on the database.
+    let artifacts = c
+        .query_typed("SELECT artifact_type, byte_size - length(run_id::text) FROM document_artifacts WHERE doc_id = $1 ORDER BY artifact_type", &[id()])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    Footprint {
+        status: doc.get(0),
+        chunk_count: doc.get(1),
+        runs,
+        history,
+        nodes,
+        blocks,
+        artifacts,
+        artifact_objects: p.aws.keys(&format!("artifacts/{doc_id}/")).await.len(),
+        vectors: p.milvus.count(&doc_id, None).await.unwrap(),
+    }
+}
+
+/// The single, clean delivery every storm is compared with.
+async fn once(docs: &[(String, String)]) -> Vec<Footprint> {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let mut out = Vec::new();
+    for (key, text) in docs {
+        p.ingest(key, text.as_bytes()).await;
+        out.push(footprint(&p, key).await);
+    }
+    p.cleanup().await;
+    out
+}
+
+/// Runs a stage job until it stops asking to be retried (another delivery holds the lease).
+async fn until_settled<F, Fut, T>(mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StageError>>,
+{
+    for _ in 0..50 {
+        match f().await {
+            Ok(v) => return v,
+            Err(e) if e.is_retryable() => tokio::time::sleep(Duration::from_millis(200)).await,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("never settled")
+}
+
+#[tokio::test]
+async fn every_message_delivered_five_times_at_once_leaves_what_one_delivery_leaves() {
+    let docs = laws(4);
+    let baseline = once(&docs).await;
+
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let others: Vec<docpipe::services::StoreService> = (0..5)
+        .map(|_| {
+            docpipe::services::StoreService::new(
+                p.db.another_pool(2),
+                &p.aws.clients,
+                p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+            )
+        })
+        .collect();
+    for (key, text) in &docs {
+        p.aws.put(key, text.as_bytes()).await;
+    }
+    // Five deliveries of every S3 event, all at once, through five "containers".
+    let event_storm = docs.iter().flat_map(|(key, _)| {
+        let event = s3_put_event(&p.aws.bucket, key);
+        others.iter().map(move |s| {
+            let event = event.clone();
+            async move { docpipe::handlers::store::handle_notification(s, &event).await }
+        })
+    });
+    for r in futures::future::join_all(event_storm).await {
+        r.expect("no delivery fails");
+    }
+    // Each stored document's parse job, then index job, delivered five times at once.
+    for (key, _) in &docs {
+        let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, key);
+        let job = JobMessage::new(
+            &doc_id,
+            p.doc(&doc_id).await.unwrap().current_run_id.unwrap(),
+        );
+        let deps = p.parse.deps();
+        let parses = (0..5).map(|_| until_settled(|| parse_job(&deps, &job)));
+        futures::future::join_all(parses).await;
+        let deps = p.index.deps();
+        let indexes = (0..5).map(|_| until_settled(|| index_job(&deps, &job)));
+        let outcomes = futures::future::join_all(indexes).await;
+        let indexed = outcomes
+            .iter()
+            .filter(|o| matches!(o, IndexOutcome::Indexed { .. }))
+            .count();
+        assert_eq!(indexed, 1, "{outcomes:?}");
+    }
+    for ((key, _), want) in docs.iter().zip(&baseline) {
+        assert_eq!(&footprint(&p, key).await, want, "{key}");
+    }
+    p.cleanup().await;
+}
+
+/// Fails with a transient error right after the put of a key ending in `suffix`, once: an
+/// invocation that died after writing part of its artifacts.
+struct DiesAfterPut {
+    inner: Arc<dyn ObjectStore>,
+    suffix: &'static str,
+    died: AtomicBool,
+}
+
+#[async_trait]
+impl ObjectStore for DiesAfterPut {
+    async fn head(&self, b: &str, k: &str) -> Result<Option<ObjectHead>, StorageError> {
+        self.inner.head(b, k).await
+    }
+    async fn sha256(&self, b: &str, k: &str, l: u64) -> Result<ContentDigest, StorageError> {
+        self.inner.sha256(b, k, l).await
+    }
+    async fn get(&self, b: &str, k: &str, l: u64) -> Result<Vec<u8>, StorageError> {
+        self.inner.get(b, k, l).await
+    }
+    async fn put(&self, b: &str, k: &str, body: Vec<u8>, ct: &str) -> Result<(), StorageError> {
+        self.inner.put(b, k, body, ct).await?;
+        if k.ends_with(self.suffix) && !self.died.swap(true, Ordering::SeqCst) {
+            return Err(StorageError::Unavailable {
+                operation: "PutObject",
+                source: "injected: the invocation died here".into(),
+            });
+        }
+        Ok(())
+    }
+    async fn delete(&self, b: &str, k: &str) -> Result<(), StorageError> {
+        self.inner.delete(b, k).await
+    }
+    async fn delete_prefix(&self, b: &str, p: &str) -> Result<usize, StorageError> {
+        self.inner.delete_prefix(b, p).await
+    }
+    async fn list(&self, b: &str, p: &str) -> Result<Vec<String>, StorageError> {
+        self.inner.list(b, p).await
+    }
+    async fn presign_put(
+        &self,
+        b: &str,
+        k: &str,
+        ct: &str,
+        e: Duration,
+    ) -> Result<String, StorageError> {
+        self.inner.presign_put(b, k, ct, e).await
+    }
+    async fn presign_get(&self, b: &str, k: &str, e: Duration) -> Result<String, StorageError> {
+        self.inner.presign_get(b, k, e).await
+    }
+}
+
+/// Fails with a transient error right after its first insert: vectors written, nothing recorded.
+struct DiesAfterFirstInsert {
+    inner: Arc<dyn VectorIndex>,
+    died: AtomicBool,
+}
+
+#[async_trait]
+impl VectorIndex for DiesAfterFirstInsert {
+    fn collection(&self) -> &str {
+        self.inner.collection()
+    }
+    async fn ensure_collection(&self, dim: usize, model: &str) -> Result<(), VectorError> {
+        self.inner.ensure_collection(dim, model).await
+    }
+    async fn insert(&self, records: &[ChunkRecord]) -> Result<(), VectorError> {
+        self.inner.insert(records).await?;
+        if !self.died.swap(true, Ordering::SeqCst) {
+            return Err(VectorError::Unavailable {
+                op: "insert",
+                source: "injected: the invocation died here".into(),
+            });
+        }
+        Ok(())
+    }
+    async fn delete_doc(&self, d: &str) -> Result<(), VectorError> {
+        self.inner.delete_doc(d).await
+    }
+    async fn delete_other_runs(&self, d: &str, k: i64) -> Result<(), VectorError> {
+        self.inner.delete_other_runs(d, k).await
+    }
+    async fn delete_run(&self, d: &str, r: i64) -> Result<(), VectorError> {
+        self.inner.delete_run(d, r).await
+    }
+    async fn count(&self, d: &str, r: Option<i64>) -> Result<usize, VectorError> {
+        self.inner.count(d, r).await
+    }
+    async fn doc_ids(&self) -> Result<Vec<String>, VectorError> {
+        self.inner.doc_ids().await
+    }
+    async fn search(
+        &self,
+        v: &[f32],
+        k: usize,
+        f: &SearchFilters,
+    ) -> Result<Vec<VectorHit>, VectorError> {
+        self.inner.search(v, k, f).await
+    }
+}
+
+#[tokio::test]
+async fn every_message_redelivered_after_partial_processing_leaves_what_one_delivery_leaves() {
+    let docs = laws(3);
+    let baseline = once(&docs).await;
+    let p = Pipeline::new(Pipeline::hash()).await;
+    for (key, text) in &docs {
+        p.aws.put(key, text.as_bytes()).await;
+        let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, key);
+        let event = s3_put_event(&p.aws.bucket, key);
+
+        // Store: committed, then the parse job could not be sent.
+        let flaky = Arc::new(FlakyQueue {
+            inner: p.store.queue.clone(),
+            failing: true.into(),
+        });
+        let store = docpipe::services::StoreService {
+            db: p.db.db.clone(),
+            objects: p.store.objects.clone(),
+            queue: flaky,
+            config: p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+        };
+        let err = docpipe::handlers::store::handle_notification(&store, &event)
+            .await
+            .unwrap_err();
+        assert!(err.is_retryable());
+        docpipe::handlers::store::handle_notification(&p.store, &event)
+            .await
+            .unwrap();
+        let job = JobMessage::new(
+            &doc_id,
+            p.doc(&doc_id).await.unwrap().current_run_id.unwrap(),
+        );
+
+        // Parse: two of four artifacts written, then the invocation died.
+        let dying = DiesAfterPut {
+            inner: p.parse.objects.clone(),
+            suffix: "structure_nodes.json",
+            died: AtomicBool::new(false),
+        };
+        let mut deps = p.parse.deps();
+        deps.objects = &dying;
+        let err = parse_job(&deps, &job).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StageError::Transient {
+                    stage: Stage::ArtifactPersist,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        parse_job(&p.parse.deps(), &job).await.unwrap();
+
+        // Index: one batch of vectors inserted, then the invocation died (its lease released).
+        let dying = DiesAfterFirstInsert {
+            inner: p.milvus.clone(),
+            died: AtomicBool::new(false),
+        };
+        let mut deps = p.index.deps();
+        deps.vectors = &dying;
+        assert!(index_job(&deps, &job).await.unwrap_err().is_retryable());
+        let outcome = index_job(&p.index.deps(), &job).await.unwrap();
+        assert!(
+            matches!(outcome, IndexOutcome::Indexed { .. }),
+            "{outcome:?}"
+        );
+    }
+    for ((key, _), want) in docs.iter().zip(&baseline) {
+        assert_eq!(&footprint(&p, key).await, want, "{key}");
+    }
+    p.cleanup().await;
+}
