@@ -7,7 +7,7 @@ SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/docpipe/target
 DOCPIPE := $(CARGO_TARGET_DIR)/debug/docpipe
 
-.PHONY: up down env status test demo bench build lint layers lint-template
+.PHONY: up down env status test demo bench load build lint layers lint-template
 
 # The e5 engine is compiled into the CLI (dev runner) and the tests: `make up` fetches its source.
 FEATURES := --features docpipe-cli/e5,docpipe-tests/e5
@@ -54,11 +54,16 @@ layers:
 test: up lint
 	bash scripts/test.sh $(FEATURES)
 	bash scripts/lambda-invoke.sh
+	bash scripts/schemathesis.sh
 
 ## demo: the stack, the dev runner, and sample documents carried through the pipeline
 demo: up
 	bash scripts/demo.sh
 
-## bench: the benchmark table
+## bench: the benchmark table, as Markdown (BENCHMARKS.md carries the latest figures)
 bench:
-	bash scripts/bench-parse.sh
+	bash scripts/bench.sh
+
+## load: N documents (default 1000) through an isolated dev runner: `make load N=200`
+load:
+	bash scripts/load.sh $(or $(N),1000)

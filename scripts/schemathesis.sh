@@ -27,7 +27,7 @@ fi
 
 eval "$(bash scripts/stack.sh env)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}"
-cargo build --quiet -p docpipe-cli
+cargo build --quiet -p docpipe-cli --features e5
 DOCPIPE="$CARGO_TARGET_DIR/debug/docpipe"
 
 scratch="docpipe_st_$(date +%s)_$$"
