@@ -32,6 +32,13 @@ pub fn is_valid_doc_id(candidate: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
+/// Whether `candidate` may name a document in a request or a message: a docpipe id, or an id kept
+/// from the old system by the legacy import (letters, digits, `-`, `_`, `.`, at most 128, no `..`).
+/// Either is safe in a URL and an object key; anything else is refused before it reaches a query.
+pub fn is_addressable_doc_id(candidate: &str) -> bool {
+    is_valid_doc_id(candidate) || crate::legacy::is_safe_legacy_id(candidate)
+}
+
 /// The doc id an upload key names, when the key has the API's shape `uploads/{doc_id}/{file_name}`.
 /// Whether that document really exists is for the caller to check.
 pub fn doc_id_in_upload_key(key: &str) -> Option<&str> {
@@ -79,6 +86,19 @@ mod tests {
         ] {
             assert!(!is_valid_doc_id(bad), "{bad:?} accepted");
         }
+        for bad in [
+            "",
+            "../etc/passwd",
+            "a/b",
+            "x..y",
+            ".hidden",
+            "a b",
+            "1; DROP",
+            "é",
+        ] {
+            assert!(!is_addressable_doc_id(bad), "{bad:?} accepted");
+        }
+        assert!(is_addressable_doc_id("legacy-001.v2"));
     }
 
     #[test]

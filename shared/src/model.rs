@@ -156,7 +156,7 @@ impl JobMessage {
         if msg.v != JOB_MESSAGE_VERSION {
             return Err(format!("unsupported job message version {}", msg.v));
         }
-        if !crate::ids::is_valid_doc_id(&msg.doc_id) {
+        if !crate::ids::is_addressable_doc_id(&msg.doc_id) {
             return Err(format!("malformed doc_id {:?}", msg.doc_id));
         }
         Ok(msg)

@@ -365,7 +365,7 @@ impl<S: Send + Sync> FromRequestParts<S> for DocId {
             axum::extract::Path::<String>::from_request_parts(parts, state)
                 .await
                 .map_err(|e: PathRejection| ApiError::invalid(e.body_text()))?;
-        if !docpipe::ids::is_valid_doc_id(&id) {
+        if !docpipe::ids::is_addressable_doc_id(&id) {
             return Err(ApiError::invalid(
                 "doc_id must be \"doc_\" followed by 32 lowercase hexadecimal digits",
             ));

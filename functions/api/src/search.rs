@@ -60,7 +60,7 @@ fn check(request: &SearchRequest) -> Result<usize, ApiError> {
         if let Some(bad) = filters
             .doc_ids
             .iter()
-            .find(|id| !docpipe::ids::is_valid_doc_id(id))
+            .find(|id| !docpipe::ids::is_addressable_doc_id(id))
         {
             return Err(ApiError::validation(
                 "filters.doc_ids",

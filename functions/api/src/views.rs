@@ -198,7 +198,7 @@ pub fn decode_doc_cursor(cursor: &str) -> Result<DocumentCursor, ApiError> {
     let (micros, doc_id) = text.split_once(':').ok_or_else(bad_cursor)?;
     let micros: i64 = micros.parse().map_err(|_| bad_cursor())?;
     let updated_at = DateTime::from_timestamp_micros(micros).ok_or_else(bad_cursor)?;
-    if !docpipe::ids::is_valid_doc_id(doc_id) {
+    if !docpipe::ids::is_addressable_doc_id(doc_id) {
         return Err(bad_cursor());
     }
     Ok(DocumentCursor {
