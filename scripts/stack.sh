@@ -715,10 +715,12 @@ cmd_fault() {
       if [[ "$svc" == postgres ]]; then
         bin="$(find_pgbin)"
         as_postgres "$bin/pg_ctl" -D "$PGDATA" -m immediate -w -t 30 stop < /dev/null > /dev/null 2>&1 || true
+        wait_until 30 ports_free "$PG_PORT" || true
       elif [[ "$svc" == milvus ]]; then
         take_lock; stop_milvus   # Milvus must shut down its ports cleanly to come back
       else
         [[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null || true
+        [[ "$svc" == pgbouncer ]] && { wait_until 30 ports_free "$PGB_PORT" || true; }
       fi ;;
     pause)  [[ -n "$pid" ]] && kill -STOP "$pid" ;;
     resume) [[ -n "$pid" ]] && kill -CONT "$pid" ;;

@@ -2,14 +2,16 @@
 //! once, and every SQS message redelivered after partial processing, leave the same rows, objects
 //! and vectors as one delivery.
 
-use async_trait::async_trait;
-use docpipe::adapters::{ContentDigest, ObjectHead, ObjectStore, StorageError};
+use docpipe::adapters::StorageError;
 use docpipe::model::{JobMessage, Stage};
 use docpipe::stages::index::{index_job, IndexOutcome};
 use docpipe::stages::parse::parse_job;
 use docpipe::StageError;
-use docpipe_tests::{corpus_dir, s3_put_event, FlakyQueue, Pipeline};
-use docpipe_vector::{ChunkRecord, SearchFilters, VectorError, VectorHit, VectorIndex};
+use docpipe_tests::{
+    corpus_dir, s3_put_event, vector_outage, FlakyQueue, HookedObjectStore, HookedVectorIndex,
+    Pipeline,
+};
+use docpipe_vector::VectorIndex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -198,107 +200,6 @@ async fn every_message_delivered_five_times_at_once_leaves_what_one_delivery_lea
     p.cleanup().await;
 }
 
-/// Fails with a transient error right after the put of a key ending in `suffix`, once: an
-/// invocation that died after writing part of its artifacts.
-struct DiesAfterPut {
-    inner: Arc<dyn ObjectStore>,
-    suffix: &'static str,
-    died: AtomicBool,
-}
-
-#[async_trait]
-impl ObjectStore for DiesAfterPut {
-    async fn head(&self, b: &str, k: &str) -> Result<Option<ObjectHead>, StorageError> {
-        self.inner.head(b, k).await
-    }
-    async fn sha256(&self, b: &str, k: &str, l: u64) -> Result<ContentDigest, StorageError> {
-        self.inner.sha256(b, k, l).await
-    }
-    async fn get(&self, b: &str, k: &str, l: u64) -> Result<Vec<u8>, StorageError> {
-        self.inner.get(b, k, l).await
-    }
-    async fn put(&self, b: &str, k: &str, body: Vec<u8>, ct: &str) -> Result<(), StorageError> {
-        self.inner.put(b, k, body, ct).await?;
-        if k.ends_with(self.suffix) && !self.died.swap(true, Ordering::SeqCst) {
-            return Err(StorageError::Unavailable {
-                operation: "PutObject",
-                source: "injected: the invocation died here".into(),
-            });
-        }
-        Ok(())
-    }
-    async fn delete(&self, b: &str, k: &str) -> Result<(), StorageError> {
-        self.inner.delete(b, k).await
-    }
-    async fn delete_prefix(&self, b: &str, p: &str) -> Result<usize, StorageError> {
-        self.inner.delete_prefix(b, p).await
-    }
-    async fn list(&self, b: &str, p: &str) -> Result<Vec<String>, StorageError> {
-        self.inner.list(b, p).await
-    }
-    async fn presign_put(
-        &self,
-        b: &str,
-        k: &str,
-        ct: &str,
-        e: Duration,
-    ) -> Result<String, StorageError> {
-        self.inner.presign_put(b, k, ct, e).await
-    }
-    async fn presign_get(&self, b: &str, k: &str, e: Duration) -> Result<String, StorageError> {
-        self.inner.presign_get(b, k, e).await
-    }
-}
-
-/// Fails with a transient error right after its first insert: vectors written, nothing recorded.
-struct DiesAfterFirstInsert {
-    inner: Arc<dyn VectorIndex>,
-    died: AtomicBool,
-}
-
-#[async_trait]
-impl VectorIndex for DiesAfterFirstInsert {
-    fn collection(&self) -> &str {
-        self.inner.collection()
-    }
-    async fn ensure_collection(&self, dim: usize, model: &str) -> Result<(), VectorError> {
-        self.inner.ensure_collection(dim, model).await
-    }
-    async fn insert(&self, records: &[ChunkRecord]) -> Result<(), VectorError> {
-        self.inner.insert(records).await?;
-        if !self.died.swap(true, Ordering::SeqCst) {
-            return Err(VectorError::Unavailable {
-                op: "insert",
-                source: "injected: the invocation died here".into(),
-            });
-        }
-        Ok(())
-    }
-    async fn delete_doc(&self, d: &str) -> Result<(), VectorError> {
-        self.inner.delete_doc(d).await
-    }
-    async fn delete_other_runs(&self, d: &str, k: i64) -> Result<(), VectorError> {
-        self.inner.delete_other_runs(d, k).await
-    }
-    async fn delete_run(&self, d: &str, r: i64) -> Result<(), VectorError> {
-        self.inner.delete_run(d, r).await
-    }
-    async fn count(&self, d: &str, r: Option<i64>) -> Result<usize, VectorError> {
-        self.inner.count(d, r).await
-    }
-    async fn doc_ids(&self) -> Result<Vec<String>, VectorError> {
-        self.inner.doc_ids().await
-    }
-    async fn search(
-        &self,
-        v: &[f32],
-        k: usize,
-        f: &SearchFilters,
-    ) -> Result<Vec<VectorHit>, VectorError> {
-        self.inner.search(v, k, f).await
-    }
-}
-
 #[tokio::test]
 async fn every_message_redelivered_after_partial_processing_leaves_what_one_delivery_leaves() {
     let docs = laws(3);
@@ -333,10 +234,18 @@ async fn every_message_redelivered_after_partial_processing_leaves_what_one_deli
         );
 
         // Parse: two of four artifacts written, then the invocation died.
-        let dying = DiesAfterPut {
+        let died = AtomicBool::new(false);
+        let dying = HookedObjectStore {
             inner: p.parse.objects.clone(),
-            suffix: "structure_nodes.json",
-            died: AtomicBool::new(false),
+            after_put: Box::new(move |key| {
+                if key.ends_with("structure_nodes.json") && !died.swap(true, Ordering::SeqCst) {
+                    return Err(StorageError::Unavailable {
+                        operation: "PutObject",
+                        source: "injected: the invocation died here".into(),
+                    });
+                }
+                Ok(())
+            }),
         };
         let mut deps = p.parse.deps();
         deps.objects = &dying;
@@ -354,10 +263,11 @@ async fn every_message_redelivered_after_partial_processing_leaves_what_one_deli
         parse_job(&p.parse.deps(), &job).await.unwrap();
 
         // Index: one batch of vectors inserted, then the invocation died (its lease released).
-        let dying = DiesAfterFirstInsert {
-            inner: p.milvus.clone(),
-            died: AtomicBool::new(false),
-        };
+        let mut dying = HookedVectorIndex::new(p.milvus.clone());
+        dying.after_insert = Box::new(|n| match n {
+            1 => Err(vector_outage("insert")),
+            _ => Ok(()),
+        });
         let mut deps = p.index.deps();
         deps.vectors = &dying;
         assert!(index_job(&deps, &job).await.unwrap_err().is_retryable());

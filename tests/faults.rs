@@ -4,15 +4,16 @@
 //! is orphaned. These tests stop shared services, so `make test` runs them alone, one at a time.
 
 use async_trait::async_trait;
-use docpipe::adapters::{
-    ContentDigest, JobQueue, ObjectHead, ObjectStore, QueueError, StorageError,
-};
+use docpipe::adapters::{JobQueue, QueueError};
 use docpipe::model::{DocStatus, JobMessage, RunStatus};
 use docpipe::stages::index::{index_job, IndexOutcome};
 use docpipe::stages::parse::{parse_job, ParseOutcome};
-use docpipe_tests::{corpus_dir, s3_put_event, sqs_batch, stack, Pipeline};
-use docpipe_vector::{ChunkRecord, SearchFilters, VectorError, VectorHit, VectorIndex};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use docpipe_tests::{
+    corpus_dir, s3_put_event, sqs_batch, stack, vector_outage, HookedObjectStore,
+    HookedVectorIndex, Pipeline,
+};
+use docpipe_vector::VectorIndex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -92,102 +93,38 @@ async fn assert_consistent(p: &Pipeline, doc_id: &str) {
     assert_eq!(keys, rows, "every artifact object has its row and no more");
 }
 
-/// An object store that runs `fault` once, right after the put of an object whose key ends with
-/// `suffix` succeeded: a crash after the artifact write and before the commit.
-struct FaultAfterPut {
-    inner: Arc<dyn ObjectStore>,
+/// Runs `fault` once, the first time a key ending with `suffix` has been written.
+fn fault_after_put(
+    inner: Arc<dyn docpipe::adapters::ObjectStore>,
     suffix: &'static str,
-    fault: Box<dyn Fn() + Send + Sync>,
-    fired: AtomicUsize,
-}
-
-#[async_trait]
-impl ObjectStore for FaultAfterPut {
-    async fn head(&self, b: &str, k: &str) -> Result<Option<ObjectHead>, StorageError> {
-        self.inner.head(b, k).await
-    }
-    async fn sha256(&self, b: &str, k: &str, l: u64) -> Result<ContentDigest, StorageError> {
-        self.inner.sha256(b, k, l).await
-    }
-    async fn get(&self, b: &str, k: &str, l: u64) -> Result<Vec<u8>, StorageError> {
-        self.inner.get(b, k, l).await
-    }
-    async fn put(&self, b: &str, k: &str, body: Vec<u8>, ct: &str) -> Result<(), StorageError> {
-        self.inner.put(b, k, body, ct).await?;
-        if k.ends_with(self.suffix) && self.fired.fetch_add(1, Ordering::SeqCst) == 0 {
-            (self.fault)();
-        }
-        Ok(())
-    }
-    async fn delete(&self, b: &str, k: &str) -> Result<(), StorageError> {
-        self.inner.delete(b, k).await
-    }
-    async fn delete_prefix(&self, b: &str, p: &str) -> Result<usize, StorageError> {
-        self.inner.delete_prefix(b, p).await
-    }
-    async fn list(&self, b: &str, p: &str) -> Result<Vec<String>, StorageError> {
-        self.inner.list(b, p).await
-    }
-    async fn presign_put(
-        &self,
-        b: &str,
-        k: &str,
-        ct: &str,
-        e: Duration,
-    ) -> Result<String, StorageError> {
-        self.inner.presign_put(b, k, ct, e).await
-    }
-    async fn presign_get(&self, b: &str, k: &str, e: Duration) -> Result<String, StorageError> {
-        self.inner.presign_get(b, k, e).await
+    fault: impl Fn() + Send + Sync + 'static,
+) -> HookedObjectStore {
+    let fired = AtomicBool::new(false);
+    HookedObjectStore {
+        inner,
+        after_put: Box::new(move |key| {
+            if key.ends_with(suffix) && !fired.swap(true, Ordering::SeqCst) {
+                fault();
+            }
+            Ok(())
+        }),
     }
 }
 
-/// A vector index that runs `fault` once, right after its `n`-th insert succeeded.
-struct FaultAfterInsert {
+/// Runs `fault` right after the `n`-th insert.
+fn fault_after_insert(
     inner: Arc<dyn VectorIndex>,
     n: usize,
-    fault: Box<dyn Fn() + Send + Sync>,
-    inserts: AtomicUsize,
-}
-
-#[async_trait]
-impl VectorIndex for FaultAfterInsert {
-    fn collection(&self) -> &str {
-        self.inner.collection()
-    }
-    async fn ensure_collection(&self, dim: usize, model: &str) -> Result<(), VectorError> {
-        self.inner.ensure_collection(dim, model).await
-    }
-    async fn insert(&self, records: &[ChunkRecord]) -> Result<(), VectorError> {
-        self.inner.insert(records).await?;
-        if self.inserts.fetch_add(1, Ordering::SeqCst) + 1 == self.n {
-            (self.fault)();
+    fault: impl Fn() + Send + Sync + 'static,
+) -> HookedVectorIndex {
+    let mut hooked = HookedVectorIndex::new(inner);
+    hooked.after_insert = Box::new(move |i| {
+        if i == n {
+            fault();
         }
         Ok(())
-    }
-    async fn delete_doc(&self, d: &str) -> Result<(), VectorError> {
-        self.inner.delete_doc(d).await
-    }
-    async fn delete_other_runs(&self, d: &str, k: i64) -> Result<(), VectorError> {
-        self.inner.delete_other_runs(d, k).await
-    }
-    async fn delete_run(&self, d: &str, r: i64) -> Result<(), VectorError> {
-        self.inner.delete_run(d, r).await
-    }
-    async fn count(&self, d: &str, r: Option<i64>) -> Result<usize, VectorError> {
-        self.inner.count(d, r).await
-    }
-    async fn doc_ids(&self) -> Result<Vec<String>, VectorError> {
-        self.inner.doc_ids().await
-    }
-    async fn search(
-        &self,
-        v: &[f32],
-        k: usize,
-        f: &SearchFilters,
-    ) -> Result<Vec<VectorHit>, VectorError> {
-        self.inner.search(v, k, f).await
-    }
+    });
+    hooked
 }
 
 async fn index_until_done(p: &Pipeline, job: &JobMessage) {
@@ -207,12 +144,9 @@ async fn index_until_done(p: &Pipeline, job: &JobMessage) {
 async fn postgres_killed_after_the_artifact_write_and_before_the_commit() {
     let p = Pipeline::new(Pipeline::hash()).await;
     let job = stored(&p, 0).await;
-    let faulty = FaultAfterPut {
-        inner: p.parse.objects.clone(),
-        suffix: "vector_chunks.json",
-        fault: Box::new(|| stack("kill", "postgres")),
-        fired: AtomicUsize::new(0),
-    };
+    let faulty = fault_after_put(p.parse.objects.clone(), "vector_chunks.json", || {
+        stack("kill", "postgres")
+    });
     let mut deps = p.parse.deps();
     deps.objects = &faulty;
     let err = parse_job(&deps, &job)
@@ -240,12 +174,7 @@ async fn pgbouncer_killed_after_the_milvus_insert_and_before_the_status_update()
     p.index.config.lease_secs = 5;
     let job = stored(&p, 1).await;
     parse_job(&p.parse.deps(), &job).await.unwrap();
-    let faulty = FaultAfterInsert {
-        inner: p.milvus.clone(),
-        n: 1,
-        fault: Box::new(|| stack("kill", "pgbouncer")),
-        inserts: AtomicUsize::new(0),
-    };
+    let faulty = fault_after_insert(p.milvus.clone(), 1, || stack("kill", "pgbouncer"));
     let mut deps = p.index.deps();
     deps.vectors = &faulty;
     let err = index_job(&deps, &job)
@@ -273,12 +202,7 @@ async fn milvus_stopped_in_the_middle_of_a_batch_of_inserts() {
         .unwrap()
         .vector_chunk_count;
     assert!(chunks > 8, "the law has several batches ({chunks} chunks)");
-    let faulty = FaultAfterInsert {
-        inner: p.milvus.clone(),
-        n: 2,
-        fault: Box::new(|| stack("stop", "milvus")),
-        inserts: AtomicUsize::new(0),
-    };
+    let faulty = fault_after_insert(p.milvus.clone(), 2, || stack("stop", "milvus"));
     let mut deps = p.index.deps();
     deps.vectors = &faulty;
     let err = index_job(&deps, &job)
@@ -400,11 +324,10 @@ async fn a_lost_message_is_failed_by_the_sweeper_and_a_dead_letter_by_the_dlq_ha
         db: p.db.db.clone(),
         objects: p.index.objects.clone(),
         embedder: p.index.embedder.clone(),
-        vectors: Arc::new(FaultAfterInsert {
-            inner: Arc::new(AlwaysDown),
-            n: usize::MAX,
-            fault: Box::new(|| {}),
-            inserts: AtomicUsize::new(0),
+        vectors: Arc::new({
+            let mut down = HookedVectorIndex::new(p.milvus.clone());
+            down.before_insert = Box::new(|_| Err(vector_outage("insert")));
+            down
         }),
         config: p.index.config.clone(),
     };
@@ -434,49 +357,4 @@ async fn a_lost_message_is_failed_by_the_sweeper_and_a_dead_letter_by_the_dlq_ha
     );
     assert_consistent(&p, &dead.doc_id).await;
     p.cleanup().await;
-}
-
-struct AlwaysDown;
-
-#[async_trait]
-impl VectorIndex for AlwaysDown {
-    fn collection(&self) -> &str {
-        "down"
-    }
-    async fn ensure_collection(&self, _: usize, _: &str) -> Result<(), VectorError> {
-        Err(down("ensure_collection"))
-    }
-    async fn insert(&self, _: &[ChunkRecord]) -> Result<(), VectorError> {
-        Err(down("insert"))
-    }
-    async fn delete_doc(&self, _: &str) -> Result<(), VectorError> {
-        Err(down("delete"))
-    }
-    async fn delete_other_runs(&self, _: &str, _: i64) -> Result<(), VectorError> {
-        Err(down("delete"))
-    }
-    async fn delete_run(&self, _: &str, _: i64) -> Result<(), VectorError> {
-        Err(down("delete"))
-    }
-    async fn count(&self, _: &str, _: Option<i64>) -> Result<usize, VectorError> {
-        Err(down("count"))
-    }
-    async fn doc_ids(&self) -> Result<Vec<String>, VectorError> {
-        Err(down("query"))
-    }
-    async fn search(
-        &self,
-        _: &[f32],
-        _: usize,
-        _: &SearchFilters,
-    ) -> Result<Vec<VectorHit>, VectorError> {
-        Err(down("search"))
-    }
-}
-
-fn down(op: &'static str) -> VectorError {
-    VectorError::Unavailable {
-        op,
-        source: "injected: connection refused".into(),
-    }
 }

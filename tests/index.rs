@@ -1,12 +1,11 @@
 //! The index stage and search against real Milvus: chunks become vectors, a reindex leaves one
 //! run's vectors, duplicates leave one set, and every hit is checked against PostgreSQL.
 
-use async_trait::async_trait;
 use docpipe::model::{DocStatus, JobMessage, RunStatus};
 use docpipe::search::{search, Filters};
 use docpipe::stages::index::{index_job, IndexOutcome};
-use docpipe_tests::{corpus_dir, Pipeline};
-use docpipe_vector::{ChunkRecord, SearchFilters, VectorError, VectorHit, VectorIndex};
+use docpipe_tests::{corpus_dir, vector_outage, HookedVectorIndex, Pipeline};
+use docpipe_vector::VectorIndex;
 use std::sync::Arc;
 
 fn laws(n: usize) -> Vec<(String, String)> {
@@ -235,48 +234,6 @@ async fn two_index_messages_for_the_same_run_leave_one_set_of_vectors() {
     p.cleanup().await;
 }
 
-/// A vector index that is down for writes: the fault a test injects in place of a Milvus outage.
-struct DownForWrites(Arc<dyn VectorIndex>);
-
-#[async_trait]
-impl VectorIndex for DownForWrites {
-    fn collection(&self) -> &str {
-        self.0.collection()
-    }
-    async fn ensure_collection(&self, dim: usize, model_id: &str) -> Result<(), VectorError> {
-        self.0.ensure_collection(dim, model_id).await
-    }
-    async fn insert(&self, _: &[ChunkRecord]) -> Result<(), VectorError> {
-        Err(VectorError::Unavailable {
-            op: "insert",
-            source: "injected: connection refused".into(),
-        })
-    }
-    async fn delete_doc(&self, doc_id: &str) -> Result<(), VectorError> {
-        self.0.delete_doc(doc_id).await
-    }
-    async fn delete_other_runs(&self, doc_id: &str, keep: i64) -> Result<(), VectorError> {
-        self.0.delete_other_runs(doc_id, keep).await
-    }
-    async fn delete_run(&self, doc_id: &str, run_id: i64) -> Result<(), VectorError> {
-        self.0.delete_run(doc_id, run_id).await
-    }
-    async fn count(&self, doc_id: &str, run_id: Option<i64>) -> Result<usize, VectorError> {
-        self.0.count(doc_id, run_id).await
-    }
-    async fn doc_ids(&self) -> Result<Vec<String>, VectorError> {
-        self.0.doc_ids().await
-    }
-    async fn search(
-        &self,
-        v: &[f32],
-        k: usize,
-        f: &SearchFilters,
-    ) -> Result<Vec<VectorHit>, VectorError> {
-        self.0.search(v, k, f).await
-    }
-}
-
 #[tokio::test]
 async fn a_vector_index_outage_returns_the_message_and_the_redelivery_indexes() {
     let p = Pipeline::new(Pipeline::hash()).await;
@@ -298,7 +255,8 @@ async fn a_vector_index_outage_returns_the_message_and_the_redelivery_indexes() 
         .await
         .unwrap();
 
-    let down = DownForWrites(p.milvus.clone());
+    let mut down = HookedVectorIndex::new(p.milvus.clone());
+    down.before_insert = Box::new(|_| Err(vector_outage("insert")));
     let mut deps = p.index.deps();
     deps.vectors = &down;
     let err = index_job(&deps, &job).await.unwrap_err();

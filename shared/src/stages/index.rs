@@ -11,9 +11,9 @@ use crate::adapters::{ObjectStore, StorageError};
 use crate::artifacts;
 use crate::config::IndexConfig;
 use crate::db::transitions::{self, IndexCounts};
-use crate::db::{documents, runs, Db, DbError};
+use crate::db::{documents, Db, DbError};
 use crate::error::StageError;
-use crate::model::{DocStatus, JobMessage, RunStatus, Stage};
+use crate::model::{DocStatus, JobMessage, Stage};
 use docpipe_embed::{EmbedError, Embedder};
 use docpipe_parse::VectorChunk;
 use docpipe_vector::{ChunkRecord, VectorError, VectorIndex};
@@ -87,27 +87,15 @@ pub async fn index_job(deps: &IndexDeps<'_>, job: &JobMessage) -> Result<IndexOu
             why,
         })
     };
-    let client = deps.db.client().await.map_err(db_err)?;
-    let Some(doc) = documents::get(&**client, doc_id).await.map_err(db_err)? else {
-        return stale("the document no longer exists".into());
+    let doc = match super::current::check(deps.db, job).await.map_err(db_err)? {
+        Ok(doc) => doc,
+        Err(why) => return stale(why),
     };
-    let run = runs::get(&**client, run_id).await.map_err(db_err)?;
-    if doc.deleting_at.is_some() {
-        return stale("the document is being deleted".into());
-    }
-    if doc.current_run_id != Some(run_id) {
-        return stale(format!("run {run_id} is not the current run"));
-    }
-    if !run
-        .as_ref()
-        .is_some_and(|r| r.run_status == RunStatus::Running)
-    {
-        return stale(format!("run {run_id} is no longer running"));
-    }
     if doc.status != DocStatus::Parsed {
         return stale(format!("the document is {}, not parsed", doc.status));
     }
     let owner = format!("index-{:016x}", rand::random::<u64>());
+    let client = deps.db.client().await.map_err(db_err)?;
     if !transitions::claim_lease(&**client, run_id, &owner, deps.config.lease_secs)
         .await
         .map_err(db_err)?

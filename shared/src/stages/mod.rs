@@ -15,6 +15,7 @@
 //! Every status change goes through [`crate::db::transitions`], where each one is a single
 //! compare-and-set statement.
 
+pub mod current;
 pub mod delete;
 pub mod give_up;
 pub mod index;

@@ -10,9 +10,9 @@ use crate::adapters::{JobQueue, ObjectStore, StorageError};
 use crate::artifacts::{self, Artifact};
 use crate::config::ParseConfig;
 use crate::db::transitions::{self, ParseCounts};
-use crate::db::{documents, runs, snapshot, Db, DbError};
+use crate::db::{documents, snapshot, Db, DbError};
 use crate::error::StageError;
-use crate::model::{DocStatus, JobMessage, RunStatus, Stage};
+use crate::model::{DocStatus, JobMessage, Stage};
 use docpipe_parse::{Hint, ParsedDocument, VectorChunk};
 use std::time::Instant;
 use tracing::{info, warn};
@@ -68,24 +68,10 @@ pub async fn parse_job(deps: &ParseDeps<'_>, job: &JobMessage) -> Result<ParseOu
         })
     };
 
-    let client = deps.db.client().await.map_err(db_err)?;
-    let Some(doc) = documents::get(&**client, doc_id).await.map_err(db_err)? else {
-        return stale("the document no longer exists".into());
+    let doc = match super::current::check(deps.db, job).await.map_err(db_err)? {
+        Ok(doc) => doc,
+        Err(why) => return stale(why),
     };
-    let run = runs::get(&**client, run_id).await.map_err(db_err)?;
-    drop(client);
-    if doc.deleting_at.is_some() {
-        return stale("the document is being deleted".into());
-    }
-    if doc.current_run_id != Some(run_id) {
-        return stale(format!(
-            "run {run_id} is not the current run ({:?})",
-            doc.current_run_id
-        ));
-    }
-    if !run.is_some_and(|r| r.run_status == RunStatus::Running) {
-        return stale(format!("run {run_id} is no longer running"));
-    }
     match doc.status {
         DocStatus::Stored => {}
         DocStatus::Parsed => {
