@@ -56,7 +56,9 @@ test: up lint
 	bash scripts/lambda-invoke.sh
 	bash scripts/schemathesis.sh
 
-## demo: the stack, the dev runner, and sample documents carried through the pipeline
+## demo: the stack and the dev runner, then 62 laws uploaded through the API with the docpipe CLI,
+## watched until each is indexed or failed, a summary and two searches (idempotent: a second run
+## uploads nothing new)
 demo: up
 	bash scripts/demo.sh
 

@@ -1,17 +1,105 @@
 #!/usr/bin/env bash
-# The main job, on the running stack (make demo brings it up first): drop sample documents into the
-# bucket like any S3 client would, and watch the dev runner carry each one through the pipeline.
+# The main job, on the running stack (`make demo` runs `make up` first): upload laws through the
+# API with the `docpipe` CLI, watch them go store → parse → index, then show a summary and two
+# searches (one in Chinese, one cross-lingual in English).
+#
+# The set: the 8 laws of corpus/laws-formats in all four formats (md, html, docx, pdf: the same law
+# must index alike in each) and 30 more laws from corpus/laws (the first 30 by file name, which are
+# hashes, so an arbitrary sample, leaving out the 8 above). Each document is named after the law's
+# title (corpus/laws/INDEX.tsv), gets a regulation_type from the law's category (法律, 行政法规,
+# 地方性法规, 司法解释, …) and the tags `demo` and `formats` or `laws`, so that filters can be shown.
+#
+# Idempotent: `upload --skip-existing` uploads no file whose content a document (not failed)
+# already holds and prints that document instead, so a second run uploads nothing new, watches
+# the same documents (already done) and prints the same summary. `make down` stops the stack;
+# its data stays in .local.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$ROOT"
 eval "$(bash scripts/stack.sh env)"
 BIN="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}/debug/docpipe"
 CORPUS="${DOCPIPE_CORPUS:-$ROOT/../shared/corpus}"
-[[ -d "$CORPUS" ]] || { echo "corpus not found at $CORPUS (set DOCPIPE_CORPUS)" >&2; exit 1; }
+LAWS="${DOCPIPE_DEMO_LAWS:-30}"
+[[ -d "$CORPUS/laws-formats" ]] || { echo "corpus not found at $CORPUS (set DOCPIPE_CORPUS)" >&2; exit 1; }
+docpipe() { "$BIN" "$@"; }
+started=$SECONDS
 
-files=("$CORPUS"/laws-formats/*/*)
-mapfile -t laws < <(ls "$CORPUS"/laws/*.md | head -n 30)
-echo "[demo] uploading ${#files[@]} files from laws-formats and ${#laws[@]} laws"
-"$BIN" put "${files[@]}" "${laws[@]}" | tail -n 3
-echo "[demo] waiting for every document to be stored (dev runner log: .local/dev-runner.log)"
-"$BIN" docs --wait-for stored --timeout 300
+# The dev runner serves the API; give it a moment after a (re)start.
+for _ in $(seq 1 60); do docpipe ls --limit 1 >/dev/null 2>&1 && break; sleep 0.5; done
+docpipe ls --limit 1 >/dev/null
+
+# Stage the files under their titles, grouped by regulation type (one upload per group).
+STAGE="$ROOT/.local/demo"
+rm -rf "$STAGE"
+mkdir -p "$STAGE"
+category() {
+  case "$1" in
+    DLC/*) echo 地方性法规 ;;
+    行政法规/*) echo 行政法规 ;;
+    司法解释/*) echo 司法解释 ;;
+    部门规章/*) echo 部门规章 ;;
+    案例/*) echo 案例 ;;
+    *) echo 法律 ;;
+  esac
+}
+declare -A source_of
+while IFS=$'\t' read -r file source; do
+  [[ "$file" == law-*.md ]] && source_of["${file%.md}"]="$source"
+done < "$CORPUS/laws/INDEX.tsv"
+stage() { # stage SET FILE: link FILE as .local/demo/SET/<regulation type>/<title>.<ext>
+  local set="$1" file="$2" base ext source title type
+  base="$(basename "$file")"
+  ext="${base##*.}"
+  source="${source_of[${base%.*}]:-}"
+  title="$(basename "${source:-$base}")"
+  title="${title%.md}"
+  type="$(category "$source")"
+  mkdir -p "$STAGE/$set/$type"
+  ln -s "$file" "$STAGE/$set/$type/$title.$ext"
+}
+declare -A in_formats
+for f in "$CORPUS"/laws-formats/*/*; do
+  stage formats "$f"
+  b="$(basename "$f")"
+  in_formats["${b%.*}"]=1
+done
+n=0
+for f in "$CORPUS"/laws/law-*.md; do
+  b="$(basename "$f")"
+  [[ -n "${in_formats[${b%.md}]:-}" ]] && continue
+  stage laws "$f"
+  n=$((n + 1))
+  [[ $n -ge $LAWS ]] && break
+done
+
+echo "== upload: $(find "$STAGE" -type l | wc -l) files through presigned URLs (docpipe upload)"
+ids=()
+for dir in "$STAGE"/*/*/; do
+  set_name="$(basename "$(dirname "$dir")")"
+  type="$(basename "$dir")"
+  while read -r id _; do
+    [[ "$id" == doc_* ]] && ids+=("$id")
+  done < <(docpipe upload --skip-existing --regulation-type "$type" --tags "demo,$set_name" "$dir"*)
+done
+echo "   ${#ids[@]} documents: $(find "$STAGE/formats" -type l | wc -l) in four formats, $(find "$STAGE/laws" -type l | wc -l) more laws"
+
+echo "== watch: every document until it is indexed or failed (docpipe watch)"
+docpipe watch "${ids[@]}"
+
+echo
+echo "== summary (docpipe summary)"
+docpipe summary
+
+echo
+q1="湿地保护规划由哪个部门编制？"
+echo "== search in Chinese: docpipe search \"$q1\" --top-k 5"
+docpipe search "$q1" --top-k 5
+
+echo
+q2="When does the heating season start and end?"
+echo "== search across languages, local regulations only:"
+echo "   docpipe search \"$q2\" --regulation-type 地方性法规 --top-k 5"
+docpipe search "$q2" --regulation-type 地方性法规 --top-k 5
+
+echo
+echo "== demo done in $((SECONDS - started))s. Try: docpipe ls · docpipe status <doc_id> · docpipe tree <doc_id> --depth 2"

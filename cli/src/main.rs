@@ -1,5 +1,6 @@
 //! `docpipe`: the command line for people and scripts. `migrate` applies the schema; `dev` runs the
-//! local stand-in for Lambda's event source mappings.
+//! local stand-in for Lambda's event source mappings; `upload`, `ls`, `status`, `watch`, `retry`,
+//! `rm`, `search`, `tree` and `summary` talk to the HTTP API (`DOCPIPE_API_URL` or `--api-url`).
 
 mod dev;
 mod local;
@@ -32,6 +33,8 @@ enum Command {
     Reconcile(ops::ReconcileArgs),
     /// Load legacy document records (a JSON array of `documents` rows); idempotent, no runs.
     Import(ops::ImportArgs),
+    #[command(flatten)]
+    Api(docpipe_cli::ApiCommand),
 }
 
 #[tokio::main]
@@ -45,6 +48,14 @@ async fn main() -> anyhow::Result<()> {
         Command::Docs(args) => local::docs(args).await,
         Command::Reconcile(args) => ops::reconcile(args).await,
         Command::Import(args) => ops::import(args).await,
+        Command::Api(cmd) => {
+            let mut out = std::io::stdout();
+            if let Err(e) = docpipe_cli::run(cmd, &mut out).await {
+                eprintln!("{}", docpipe_cli::error_line(&e));
+                std::process::exit(1);
+            }
+            Ok(())
+        }
     }
 }
 

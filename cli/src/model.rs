@@ -1,0 +1,128 @@
+//! Typed views of the API's answers, for the fields the commands show. Every field has a default,
+//! so an answer with a field more or less still reads.
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Doc {
+    pub doc_id: String,
+    pub doc_name: String,
+    pub file_name: String,
+    pub content_type: String,
+    pub size_bytes: i64,
+    pub status: String,
+    pub regulation_type: String,
+    pub version: String,
+    pub tags: Vec<String>,
+    pub chunk_count: i64,
+    pub error_message: String,
+    pub content_sha256: String,
+    pub current_run_id: Option<i64>,
+    pub created_at: Option<DateTime<Utc>>,
+    pub updated_at: Option<DateTime<Utc>>,
+    pub deleting: bool,
+    pub current_run: Option<Run>,
+}
+
+impl Doc {
+    pub fn from_value(v: &Value) -> Doc {
+        serde_json::from_value(v.clone()).unwrap_or_default()
+    }
+
+    /// The name to show: the document's name, else its file name, else its id.
+    pub fn name(&self) -> &str {
+        [&self.doc_name, &self.file_name, &self.doc_id]
+            .into_iter()
+            .find(|s| !s.is_empty())
+            .map(String::as_str)
+            .unwrap_or("")
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        is_terminal(&self.status)
+    }
+}
+
+/// `indexed` and `failed` end a run; `deleted` is what `watch` calls a document that went away.
+pub fn is_terminal(status: &str) -> bool {
+    matches!(status, "indexed" | "failed" | "deleted")
+}
+
+/// How far along the four steps a status is (pending 0 … indexed 3).
+pub fn step(status: &str) -> u64 {
+    match status {
+        "pending" => 0,
+        "stored" => 1,
+        "parsed" => 2,
+        "indexed" => 3,
+        _ => 0,
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Run {
+    pub run_id: i64,
+    pub trigger_type: String,
+    pub run_status: String,
+    pub started_at: Option<DateTime<Utc>>,
+    pub deadline_at: Option<DateTime<Utc>>,
+    pub stages: Stages,
+    pub counts: Counts,
+    pub failure_stage: String,
+    pub error_message: String,
+    pub parser_backend: String,
+    pub chunk_backend: String,
+    pub embedding_model: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Stages {
+    pub stored: StageTiming,
+    pub parsed: StageTiming,
+    pub indexed: StageTiming,
+    pub finished: StageTiming,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct StageTiming {
+    pub at: Option<DateTime<Utc>>,
+    pub duration_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Counts {
+    pub layouts: i64,
+    pub structure_nodes: i64,
+    pub semantic_blocks: i64,
+    pub vector_chunks: i64,
+    pub chunks: i64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Hit {
+    pub doc_id: String,
+    pub doc_name: String,
+    pub chunk_id: String,
+    pub score: f64,
+    pub text: String,
+    pub section_path: Vec<String>,
+    pub page_start: i64,
+    pub page_end: i64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Node {
+    pub page: i64,
+    pub level: i64,
+    pub title: String,
+    pub children: Vec<Node>,
+}

@@ -1,0 +1,527 @@
+//! `docpipe watch`: live progress of documents through pending → stored → parsed → indexed,
+//! until every watched document is terminal (indexed or failed).
+//!
+//! On a terminal it draws one progress bar per document (indicatif), as many as fit, with an
+//! overall bar below them; a finished bar makes room for a waiting document by scrolling up as a
+//! line. Elsewhere (a pipe, a log, CI) it prints one line per state change, or with `--json` the
+//! API's document JSON, one object per line.
+//!
+//! It polls `GET /documents?updated_since=…` (one request per interval, whatever the number of
+//! documents), a few seconds behind the newest `updated_at` seen, since a change's `updated_at` is
+//! its transaction's start and may commit later. When nothing changed for a while it asks for each
+//! unfinished document by id, so a document deleted meanwhile does not keep it waiting.
+
+use crate::client::{ClientError, ListFilter};
+use crate::commands::Conn;
+use crate::model::{is_terminal, step, Doc};
+use crate::text::truncate;
+use anyhow::bail;
+use chrono::{DateTime, SecondsFormat, Utc};
+use clap::Args;
+use futures::StreamExt;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// Documents to watch. Without any: every document not yet indexed or failed, and those
+    /// that arrive while watching.
+    pub ids: Vec<String>,
+    /// How often to ask the API, in milliseconds.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(50..))]
+    pub interval_ms: u64,
+    /// Give up after this many seconds (exit status 1).
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    /// One line per state change, even on a terminal.
+    #[arg(long)]
+    pub lines: bool,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+/// How far behind the newest `updated_at` seen the next poll starts.
+const MARGIN: chrono::Duration = chrono::Duration::seconds(5);
+/// After this long without a change, unfinished documents are asked for one by one.
+const STALL: Duration = Duration::from_secs(10);
+/// How long polls may keep failing before the watch gives up (a restarting dev runner or
+/// database answers nothing, or 503, for a while).
+const OUTAGE: Duration = Duration::from_secs(120);
+
+struct Entry {
+    doc: Doc,
+    raw: Value,
+}
+
+pub async fn watch(args: WatchArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
+    let client = args.conn.client();
+    let started = Instant::now();
+    let follow_new = args.ids.is_empty();
+    let mut order: Vec<String> = Vec::new();
+    let mut docs: HashMap<String, Entry> = HashMap::new();
+    // The newest `updated_at` the API has shown: the next poll starts a margin before it.
+    let mut newest: Option<DateTime<Utc>> = None;
+    // Without ids, a terminal document that appears in a poll is watched only if it was
+    // created after the watch began (it went all the way between two polls).
+    let mut new_after: Option<DateTime<Utc>> = None;
+
+    if follow_new {
+        for v in client.list(&ListFilter::default(), None).await?.documents {
+            let doc = Doc::from_value(&v);
+            newest = newest.max(doc.updated_at);
+            if !doc.is_terminal() {
+                order.push(doc.doc_id.clone());
+                docs.insert(doc.doc_id.clone(), Entry { doc, raw: v });
+            }
+        }
+        new_after = newest;
+    } else {
+        let mut ids = args.ids.clone();
+        let mut seen = std::collections::HashSet::new();
+        ids.retain(|id| seen.insert(id.clone()));
+        let fetched: Vec<Result<Value, ClientError>> = futures::stream::iter(ids.clone())
+            .map(|id| {
+                let client = client.clone();
+                async move { client.document(&id).await }
+            })
+            .buffered(8)
+            .collect()
+            .await;
+        for (id, r) in ids.iter().zip(fetched) {
+            let v = r.map_err(|e| anyhow::Error::new(e).context(id.clone()))?;
+            let doc = Doc::from_value(&v);
+            newest = newest.max(doc.updated_at);
+            order.push(doc.doc_id.clone());
+            docs.insert(doc.doc_id.clone(), Entry { doc, raw: v });
+        }
+    }
+
+    let json = args.conn.json;
+    let bars = !json && !args.lines && std::io::stdout().is_terminal();
+    if order.is_empty() {
+        if !json {
+            writeln!(out, "nothing to watch: every document is indexed or failed")?;
+        }
+        return Ok(());
+    }
+    let mut ui = if bars {
+        Ui::Bars(Bars::new(order.len()))
+    } else {
+        Ui::Lines { json, started }
+    };
+    for id in &order {
+        ui.add(&docs[id], out)?;
+    }
+    ui.progress(&order, &docs);
+
+    let interval = Duration::from_millis(args.interval_ms);
+    let mut last_change = Instant::now();
+    let mut last_check = Instant::now();
+    let mut failing_since: Option<Instant> = None;
+    loop {
+        if order.iter().all(|id| docs[id].doc.is_terminal()) {
+            break;
+        }
+        if let Some(t) = args.timeout {
+            if started.elapsed() > Duration::from_secs(t) {
+                let left = order
+                    .iter()
+                    .filter(|id| !docs[*id].doc.is_terminal())
+                    .count();
+                ui.finish(&order, &docs, out, started)?;
+                bail!("gave up after {t}s: {left} documents are not indexed or failed yet");
+            }
+        }
+        // Sleep one interval, keeping the spinners turning.
+        let wake = Instant::now() + interval;
+        while Instant::now() < wake {
+            ui.tick();
+            tokio::time::sleep((wake - Instant::now()).min(Duration::from_millis(100))).await;
+        }
+
+        let filter = ListFilter {
+            updated_since: newest
+                .map(|t| (t - MARGIN).to_rfc3339_opts(SecondsFormat::Micros, true)),
+            ..Default::default()
+        };
+        let page = match client.list(&filter, None).await {
+            Ok(p) => {
+                if failing_since.take().is_some() {
+                    ui.note("the API answers again", out)?;
+                }
+                p
+            }
+            Err(e) => {
+                if failing_since.is_none() {
+                    ui.note(&format!("warning: {e} (still trying)"), out)?;
+                }
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > OUTAGE {
+                    ui.finish(&order, &docs, out, started)?;
+                    return Err(e.into());
+                }
+                continue;
+            }
+        };
+        let mut changed = false;
+        for v in page.documents {
+            let doc = Doc::from_value(&v);
+            newest = newest.max(doc.updated_at);
+            if docs.contains_key(&doc.doc_id) {
+                changed |= update(&mut docs, &mut ui, doc, v, out)?;
+            } else if follow_new
+                && (!doc.is_terminal() || new_after.is_none_or(|t| doc.created_at > Some(t)))
+            {
+                order.push(doc.doc_id.clone());
+                docs.insert(doc.doc_id.clone(), Entry { doc, raw: v });
+                ui.add(&docs[order.last().expect("just pushed")], out)?;
+                changed = true;
+            }
+        }
+        if changed {
+            last_change = Instant::now();
+        } else if last_change.elapsed() > STALL && last_check.elapsed() > STALL {
+            last_check = Instant::now();
+            let open: Vec<String> = order
+                .iter()
+                .filter(|id| !docs[*id].doc.is_terminal())
+                .cloned()
+                .collect();
+            let answers: Vec<(String, Result<Value, ClientError>)> = futures::stream::iter(open)
+                .map(|id| {
+                    let client = client.clone();
+                    async move {
+                        let r = client.document(&id).await;
+                        (id, r)
+                    }
+                })
+                .buffer_unordered(8)
+                .collect()
+                .await;
+            for (id, r) in answers {
+                match r {
+                    Ok(v) => {
+                        let doc = Doc::from_value(&v);
+                        update(&mut docs, &mut ui, doc, v, out)?;
+                    }
+                    Err(ClientError::Problem { status: 404, .. }) => {
+                        let mut doc = docs[&id].doc.clone();
+                        doc.status = "deleted".into();
+                        let raw = docs[&id].raw.clone();
+                        update(&mut docs, &mut ui, doc, raw, out)?;
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        ui.progress(&order, &docs);
+    }
+    ui.finish(&order, &docs, out, started)
+}
+
+/// Records a document's new state; tells the UI when what it shows changed.
+fn update(
+    docs: &mut HashMap<String, Entry>,
+    ui: &mut Ui,
+    doc: Doc,
+    raw: Value,
+    out: &mut dyn Write,
+) -> anyhow::Result<bool> {
+    let entry = docs.get_mut(&doc.doc_id).expect("a watched document");
+    // A late answer never takes a document back (the margin re-reads what was seen).
+    if entry.doc.is_terminal()
+        && entry.doc.status != "deleted"
+        && doc.updated_at < entry.doc.updated_at
+    {
+        return Ok(false);
+    }
+    let same = entry.doc.status == doc.status
+        && entry.doc.error_message == doc.error_message
+        && entry.doc.chunk_count == doc.chunk_count
+        && entry.doc.current_run_id == doc.current_run_id;
+    let was = std::mem::replace(&mut entry.doc, doc);
+    entry.raw = raw;
+    if same {
+        return Ok(false);
+    }
+    ui.change(&was.status, entry, out)?;
+    Ok(true)
+}
+
+/// What a bar's message says for a state.
+fn message(doc: &Doc) -> String {
+    match doc.status.as_str() {
+        "pending" => "pending · waiting for the upload".into(),
+        "stored" => "stored · parsing".into(),
+        "parsed" => "parsed · indexing".into(),
+        "indexed" => format!("indexed · {} chunks", doc.chunk_count),
+        "failed" if doc.error_message.is_empty() => "failed".into(),
+        "failed" => format!("failed: {}", crate::text::excerpt(&doc.error_message)),
+        other => other.to_string(),
+    }
+}
+
+enum Ui {
+    Bars(Bars),
+    Lines { json: bool, started: Instant },
+}
+
+impl Ui {
+    fn add(&mut self, e: &Entry, out: &mut dyn Write) -> anyhow::Result<()> {
+        match self {
+            Ui::Bars(b) => b.add(&e.doc),
+            Ui::Lines { json: true, .. } => writeln!(out, "{}", serde_json::to_string(&e.raw)?)?,
+            Ui::Lines { started, .. } => writeln!(
+                out,
+                "[{:>7.1}s] {}  {}  {}",
+                started.elapsed().as_secs_f64(),
+                e.doc.doc_id,
+                e.doc.name(),
+                message(&e.doc)
+            )?,
+        }
+        out.flush()?;
+        Ok(())
+    }
+
+    fn change(&mut self, was: &str, e: &Entry, out: &mut dyn Write) -> anyhow::Result<()> {
+        match self {
+            Ui::Bars(b) => b.change(&e.doc),
+            Ui::Lines { json: true, .. } => writeln!(out, "{}", serde_json::to_string(&e.raw)?)?,
+            Ui::Lines { started, .. } => writeln!(
+                out,
+                "[{:>7.1}s] {}  {}  {was} → {}",
+                started.elapsed().as_secs_f64(),
+                e.doc.doc_id,
+                e.doc.name(),
+                message(&e.doc)
+            )?,
+        }
+        out.flush()?;
+        Ok(())
+    }
+
+    fn note(&mut self, text: &str, out: &mut dyn Write) -> anyhow::Result<()> {
+        match self {
+            Ui::Bars(b) => b.mp.println(text)?,
+            _ => eprintln!("{text}"),
+        }
+        out.flush()?;
+        Ok(())
+    }
+
+    fn tick(&self) {
+        if let Ui::Bars(b) = self {
+            b.tick();
+        }
+    }
+
+    fn progress(&mut self, order: &[String], docs: &HashMap<String, Entry>) {
+        if let Ui::Bars(b) = self {
+            b.rebalance(docs);
+            b.overall(order, docs);
+        }
+    }
+
+    fn finish(
+        &mut self,
+        order: &[String],
+        docs: &HashMap<String, Entry>,
+        out: &mut dyn Write,
+        started: Instant,
+    ) -> anyhow::Result<()> {
+        let count = |s: &str| order.iter().filter(|id| docs[*id].doc.status == s).count();
+        let (indexed, failed, deleted) = (count("indexed"), count("failed"), count("deleted"));
+        let mut line = format!(
+            "{} documents in {:.1}s: {indexed} indexed, {failed} failed",
+            order.len(),
+            started.elapsed().as_secs_f64()
+        );
+        if deleted > 0 {
+            line.push_str(&format!(", {deleted} deleted"));
+        }
+        let open = order.len() - indexed - failed - deleted;
+        if open > 0 {
+            line.push_str(&format!(", {open} still in progress"));
+        }
+        match self {
+            Ui::Bars(b) => {
+                b.overall(order, docs);
+                b.overall.finish();
+                // Whatever never got a bar is told as a line, so the screen accounts for all.
+                while let Some(id) = b.waiting.pop_front() {
+                    b.mp.println(final_line(&docs[&id].doc))?;
+                }
+                writeln!(out, "{line}")?;
+            }
+            Ui::Lines { json: true, .. } => {}
+            Ui::Lines { .. } => writeln!(out, "{line}")?,
+        }
+        out.flush()?;
+        Ok(())
+    }
+}
+
+fn final_line(doc: &Doc) -> String {
+    let mark = match doc.status.as_str() {
+        "indexed" => "✓",
+        "failed" => "✗",
+        _ => "·",
+    };
+    format!("{mark} {}  {}", truncate(doc.name(), 40), message(doc))
+}
+
+struct Bars {
+    mp: MultiProgress,
+    overall: ProgressBar,
+    bars: HashMap<String, ProgressBar>,
+    /// The documents that have a bar, oldest first.
+    shown: VecDeque<String>,
+    /// The documents waiting for a bar, in the order they came.
+    waiting: VecDeque<String>,
+    capacity: usize,
+    /// Documents added so far.
+    added: usize,
+}
+
+const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+fn style(finished: &str, bar: &str) -> ProgressStyle {
+    let mut ticks: Vec<&str> = SPINNER.to_vec();
+    ticks.push(finished);
+    ProgressStyle::with_template(&format!(
+        "{{spinner}} {{prefix:30}} [{{bar:16.{bar}}}] {{wide_msg}}"
+    ))
+    .expect("a valid template")
+    .tick_strings(&ticks)
+    .progress_chars("=> ")
+}
+
+impl Bars {
+    fn new(expected: usize) -> Bars {
+        let mp = MultiProgress::with_draw_target(ProgressDrawTarget::stdout());
+        let rows = console::Term::stdout().size().0 as usize;
+        // The documents known at the start are counted at once, not drawn one by one.
+        let overall = mp.add(ProgressBar::new(expected as u64));
+        overall.set_style(
+            ProgressStyle::with_template(
+                "{elapsed_precise:.dim} [{bar:40.green/white}] {pos}/{len} done · {wide_msg}",
+            )
+            .expect("a valid template")
+            .progress_chars("█▉▊▋▌▍▎▏ "),
+        );
+        Bars {
+            mp,
+            overall,
+            bars: HashMap::new(),
+            shown: VecDeque::new(),
+            waiting: VecDeque::new(),
+            capacity: rows.saturating_sub(3).max(3),
+            added: 0,
+        }
+    }
+
+    fn add(&mut self, doc: &Doc) {
+        self.waiting.push_back(doc.doc_id.clone());
+        self.added += 1;
+        if self.added as u64 > self.overall.length().unwrap_or(0) {
+            self.overall.inc_length(1);
+        }
+    }
+
+    fn show(&mut self, doc: &Doc) {
+        let bar = self.mp.insert_before(&self.overall, ProgressBar::new(3));
+        bar.set_prefix(truncate(doc.name(), 30));
+        self.bars.insert(doc.doc_id.clone(), bar);
+        self.shown.push_back(doc.doc_id.clone());
+        self.change(doc);
+    }
+
+    fn change(&mut self, doc: &Doc) {
+        let Some(bar) = self.bars.get(&doc.doc_id) else {
+            return;
+        };
+        bar.set_style(match doc.status.as_str() {
+            "indexed" => style("✓", "green"),
+            "failed" => style("✗", "red"),
+            "deleted" => style("·", "white"),
+            _ => style("·", "cyan/blue"),
+        });
+        if doc.status != "failed" && doc.status != "deleted" {
+            bar.set_position(step(&doc.status));
+        }
+        if is_terminal(&doc.status) {
+            bar.finish_with_message(message(doc));
+        } else {
+            bar.set_message(message(doc));
+        }
+    }
+
+    /// Gives waiting documents a bar: in free rows, or in those of the oldest finished bars.
+    fn rebalance(&mut self, docs: &HashMap<String, Entry>) {
+        while let Some(id) = self.waiting.front().cloned() {
+            let doc = &docs[&id].doc;
+            if self.bars.len() >= self.capacity {
+                let Some(pos) = self.shown.iter().position(|s| docs[s].doc.is_terminal()) else {
+                    // Every row is busy. A waiting document that is already done is told as
+                    // a line now rather than wait for a row.
+                    let done: Vec<String> = self
+                        .waiting
+                        .iter()
+                        .filter(|w| docs[*w].doc.is_terminal())
+                        .cloned()
+                        .collect();
+                    for w in done {
+                        let _ = self.mp.println(final_line(&docs[&w].doc));
+                        self.waiting.retain(|x| *x != w);
+                    }
+                    return;
+                };
+                let old = self.shown.remove(pos).expect("a shown document");
+                if let Some(bar) = self.bars.remove(&old) {
+                    self.mp.remove(&bar);
+                }
+                let _ = self.mp.println(final_line(&docs[&old].doc));
+            }
+            self.waiting.pop_front();
+            self.show(doc);
+        }
+    }
+
+    fn overall(&self, order: &[String], docs: &HashMap<String, Entry>) {
+        let mut counts: Vec<(&str, usize)> = [
+            "indexed", "failed", "deleted", "parsed", "stored", "pending",
+        ]
+        .into_iter()
+        .map(|s| {
+            (
+                s,
+                order.iter().filter(|id| docs[*id].doc.status == s).count(),
+            )
+        })
+        .collect();
+        counts.retain(|(_, n)| *n > 0);
+        let done = order
+            .iter()
+            .filter(|id| docs[*id].doc.is_terminal())
+            .count();
+        self.overall.set_position(done as u64);
+        let mut msg: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        if !self.waiting.is_empty() {
+            msg.push(format!("{} without a bar yet", self.waiting.len()));
+        }
+        self.overall.set_message(msg.join(" · "));
+    }
+
+    fn tick(&self) {
+        for bar in self.bars.values() {
+            if !bar.is_finished() {
+                bar.tick();
+            }
+        }
+        self.overall.tick();
+    }
+}
