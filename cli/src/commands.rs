@@ -401,10 +401,12 @@ pub async fn status(args: IdArgs, out: &mut (dyn Write + Send)) -> anyhow::Resul
                 ("finished", &run.stages.finished),
             ];
             for (name, t) in stages {
+                // Each stage's time is since the one before; `finished`'s is since the start.
+                let note = if name == "finished" { " in all" } else { "" };
                 match t.at {
                     Some(at) => writeln!(
                         out,
-                        "    {name:<9} {}  {:>8}",
+                        "    {name:<9} {}  {:>8}{note}",
                         at.with_timezone(&chrono::Local).format("%H:%M:%S%.3f"),
                         t.duration_ms
                             .map(|ms| seconds(ms as f64))

@@ -355,6 +355,8 @@ impl Ui {
                 while let Some(id) = b.waiting.pop_front() {
                     b.mp.println(final_line(&docs[&id].doc))?;
                 }
+                // The bars leave the cursor at the end of their last line.
+                writeln!(out)?;
                 writeln!(out, "{line}")?;
             }
             Ui::Lines { json: true, .. } => {}
@@ -400,6 +402,28 @@ fn style(finished: &str, bar: &str) -> ProgressStyle {
     .progress_chars("=> ")
 }
 
+fn style_of(doc: &Doc) -> ProgressStyle {
+    match doc.status.as_str() {
+        "indexed" => style("✓", "green"),
+        "failed" => style("✗", "red"),
+        "deleted" => style("·", "white"),
+        _ => style("·", "cyan/blue"),
+    }
+}
+
+/// Shows a document's state on its bar: position, colour, message; finished when terminal.
+fn paint(bar: &ProgressBar, doc: &Doc) {
+    bar.set_style(style_of(doc));
+    if doc.status != "failed" && doc.status != "deleted" {
+        bar.set_position(step(&doc.status));
+    }
+    if is_terminal(&doc.status) {
+        bar.finish_with_message(message(doc));
+    } else {
+        bar.set_message(message(doc));
+    }
+}
+
 impl Bars {
     fn new(expected: usize) -> Bars {
         let mp = MultiProgress::with_draw_target(ProgressDrawTarget::stdout());
@@ -433,30 +457,20 @@ impl Bars {
     }
 
     fn show(&mut self, doc: &Doc) {
-        let bar = self.mp.insert_before(&self.overall, ProgressBar::new(3));
-        bar.set_prefix(truncate(doc.name(), 30));
+        // Styled (and drawing nowhere) before it is added, so that its first frame is right.
+        let bar = ProgressBar::with_draw_target(Some(3), ProgressDrawTarget::hidden())
+            .with_style(style_of(doc))
+            .with_prefix(truncate(doc.name(), 30))
+            .with_message(message(doc));
+        let bar = self.mp.insert_before(&self.overall, bar);
+        paint(&bar, doc);
         self.bars.insert(doc.doc_id.clone(), bar);
         self.shown.push_back(doc.doc_id.clone());
-        self.change(doc);
     }
 
     fn change(&mut self, doc: &Doc) {
-        let Some(bar) = self.bars.get(&doc.doc_id) else {
-            return;
-        };
-        bar.set_style(match doc.status.as_str() {
-            "indexed" => style("✓", "green"),
-            "failed" => style("✗", "red"),
-            "deleted" => style("·", "white"),
-            _ => style("·", "cyan/blue"),
-        });
-        if doc.status != "failed" && doc.status != "deleted" {
-            bar.set_position(step(&doc.status));
-        }
-        if is_terminal(&doc.status) {
-            bar.finish_with_message(message(doc));
-        } else {
-            bar.set_message(message(doc));
+        if let Some(bar) = self.bars.get(&doc.doc_id) {
+            paint(bar, doc);
         }
     }
 
