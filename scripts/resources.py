@@ -3,7 +3,7 @@
 
 Default set (what `scripts/stack.sh up` creates):
   bucket  docpipe-local
-  queues  docpipe-store-events, docpipe-parse, docpipe-index   (visibility timeout 60 s)
+  queues  docpipe-store-events, docpipe-parse, docpipe-index   (visibility timeouts as in template.yaml)
           each with a DLQ <name>-dlq and a redrive policy maxReceiveCount 3
   bucket notification: s3:ObjectCreated:* with key prefix uploads/ -> docpipe-store-events
 
@@ -48,7 +48,9 @@ QUEUES = {
     "parse": "parse",
     "index": "index",
 }
-DEFAULT_VISIBILITY_TIMEOUT = 60
+# As template.yaml has them (6 × each function's timeout): a message is not handed to a second
+# worker while the first may still be working on it.
+QUEUE_VISIBILITY_TIMEOUT = {"store": 360, "parse": 1800, "index": 3600}
 DEFAULT_MAX_RECEIVE_COUNT = 3
 DLQ_RETENTION_SECONDS = 14 * 24 * 3600
 
@@ -159,7 +161,7 @@ def _ensure_notification(s3, bucket: str, queue_arn: str, key_prefix: str) -> bo
 
 def ensure_resources(bucket: str = DEFAULT_BUCKET, queue_prefix: str = DEFAULT_QUEUE_PREFIX,
                      key_prefix: str = DEFAULT_KEY_PREFIX, endpoint: str | None = None,
-                     region: str | None = None, visibility_timeout: int = DEFAULT_VISIBILITY_TIMEOUT,
+                     region: str | None = None, visibility_timeout: int | None = None,
                      max_receive_count: int = DEFAULT_MAX_RECEIVE_COUNT) -> dict:
     check_names(bucket, queue_prefix)
     s3, sqs, region = clients(endpoint, region)
@@ -170,7 +172,7 @@ def ensure_resources(bucket: str = DEFAULT_BUCKET, queue_prefix: str = DEFAULT_Q
             "MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS),
         })
         url, arn = _ensure_queue(sqs, name, {
-            "VisibilityTimeout": str(visibility_timeout),
+            "VisibilityTimeout": str(visibility_timeout or QUEUE_VISIBILITY_TIMEOUT[logical]),
             "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn,
                                          "maxReceiveCount": str(max_receive_count)}),
         })
@@ -254,7 +256,8 @@ def main(argv=None) -> int:
                    help="queue names are <prefix>store-events, <prefix>parse, <prefix>index (+ -dlq)")
     p.add_argument("--prefix", "--key-prefix", dest="key_prefix", default=DEFAULT_KEY_PREFIX,
                    help="key prefix that triggers the store-events notification")
-    p.add_argument("--visibility-timeout", type=int, default=DEFAULT_VISIBILITY_TIMEOUT)
+    p.add_argument("--visibility-timeout", type=int, default=None,
+                   help="one visibility timeout for every queue (default: store 360, parse 1800, index 3600)")
     p.add_argument("--max-receive-count", type=int, default=DEFAULT_MAX_RECEIVE_COUNT)
     p.add_argument("--verify", action="store_true", help="put a probe object and wait for its event")
     p.add_argument("--delete", action="store_true", help="delete the set instead of creating it")

@@ -661,7 +661,8 @@ cmd_env() {
   # The offline multilingual embedder is the local default (scripts/fetch-e5.sh puts it there).
   _e DOCPIPE_EMBEDDER e5-small
   _e DOCPIPE_E5_MODEL "$LOCAL/e5/e5-small-q4.bin"
-  _e DOCPIPE_MILVUS_COLLECTION docpipe_chunks
+  # Named after the model: vectors of another embedder must never share its collection.
+  _e DOCPIPE_MILVUS_COLLECTION docpipe_chunks_e5_small
 }
 
 # status: one line per service; exit 1 if any is down.

@@ -90,6 +90,7 @@ async fn a_real_upload_reaches_the_handler_through_the_notification_and_is_store
             &f.aws.store_queue,
             &f.aws.region,
             2,
+            10,
             |event| handle_sqs(&f.service, event),
         )
         .await

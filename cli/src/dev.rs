@@ -177,9 +177,21 @@ async fn poll(
 ) {
     loop {
         let handler = handler.clone();
-        match pump_once(&sqs, &queue_url, &region, wait_seconds, move |event| {
-            handler(event)
-        })
+        // The template's BatchSize: parse and index take one message per invocation, so a message
+        // never waits behind another one's processing past its visibility timeout.
+        let batch_size = if matches!(name, "parse" | "index") {
+            1
+        } else {
+            10
+        };
+        match pump_once(
+            &sqs,
+            &queue_url,
+            &region,
+            wait_seconds,
+            batch_size,
+            move |event| handler(event),
+        )
         .await
         {
             Ok(Some(report)) => {

@@ -25,12 +25,14 @@ pub fn queue_arn(queue_url: &str, region: &str) -> String {
     format!("arn:aws:sqs:{region}:{account}:{name}")
 }
 
-/// One receive → handle → delete cycle. Returns `None` when the long poll found nothing.
+/// One receive → handle → delete cycle, taking at most `batch_size` messages (the event source
+/// mapping's BatchSize in template.yaml). Returns `None` when the long poll found nothing.
 pub async fn pump_once<H, Fut>(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
     region: &str,
     wait_seconds: i32,
+    batch_size: i32,
     handler: H,
 ) -> Result<Option<BatchReport>, PollError>
 where
@@ -45,7 +47,7 @@ where
     let received = sqs
         .receive_message()
         .queue_url(queue_url)
-        .max_number_of_messages(10)
+        .max_number_of_messages(batch_size.clamp(1, 10))
         .wait_time_seconds(wait_seconds)
         .message_system_attribute_names(MessageSystemAttributeName::All)
         .send()
