@@ -92,13 +92,32 @@ pub fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk>
     let budget = u64::from(cfg.max_tokens.max(1)) * 100;
     let overlap = u64::from(cfg.overlap_tokens.min(cfg.max_tokens / 2)) * 100;
     let span = |a: usize, b: usize| prefix[b] - prefix[a];
+    // What `chars[a..b]` costs on its own, as `estimate_tokens` of the chunk's text counts it: a
+    // chunk that starts inside a word (a hard cut, an overlap) starts that word afresh, which
+    // the block's running costs do not. `run_end` is where the word run starting at `a` ends.
+    let alone = |a: usize, run_end: usize, b: usize| {
+        if a == 0 || !is_word_char(chars[a - 1]) || !is_word_char(chars[a]) {
+            return span(a, b);
+        }
+        let n = run_end.min(b) - a;
+        let fresh = u64::from(WORD_COST) + u64::from(LONG_WORD_EXTRA) * n.saturating_sub(6) as u64;
+        span(a, b) - span(a, a + n) + fresh
+    };
+    let run_end = |a: usize| {
+        let mut e = a;
+        while e < chars.len() && is_word_char(chars[e]) {
+            e += 1;
+        }
+        e
+    };
 
     let mut ranges = Vec::new();
     let mut start = skip_space(&chars, 0, chars.len());
     while start < chars.len() {
+        let word_end = run_end(start);
         // Furthest end within budget (at least one character, so progress is guaranteed).
         let mut end = start + 1;
-        while end < chars.len() && span(start, end + 1) <= budget {
+        while end < chars.len() && alone(start, word_end, end + 1) <= budget {
             end += 1;
         }
         let cut = if end == chars.len() {
@@ -108,7 +127,7 @@ pub fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk>
         };
         let trimmed_end = trim_end(&chars, start, cut);
         if trimmed_end > start {
-            ranges.push((start, trimmed_end));
+            ranges.push((start, trimmed_end, alone(start, word_end, trimmed_end)));
         }
         if cut >= chars.len() {
             break;
@@ -133,7 +152,7 @@ pub fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk>
     ranges
         .into_iter()
         .enumerate()
-        .map(|(index, (a, b))| {
+        .map(|(index, (a, b, cost))| {
             let text: String = chars[a..b].iter().collect();
             let hash = hex::encode(Sha256::digest(text.as_bytes()));
             VectorChunk {
@@ -146,7 +165,7 @@ pub fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk>
                 page_end: block.page_end,
                 char_start: a as u32,
                 char_end: b as u32,
-                token_estimate: span(a, b).div_ceil(100) as u32,
+                token_estimate: cost.div_ceil(100) as u32,
                 text,
             }
         })

@@ -35,6 +35,31 @@ pub enum Notification {
 #[error("not an upload notification: {0}")]
 pub struct DecodeError(pub String);
 
+/// The most records one notification may carry. S3, EventBridge and MinIO send one per event;
+/// a body with thousands (an SQS message holds about 1,900 in 256 KB) would cost a HeadObject and
+/// a transaction each and run the function out of time, taking its whole batch with it.
+pub const MAX_RECORDS: usize = 100;
+
+/// The longest key S3 allows, in bytes.
+pub const MAX_KEY_BYTES: usize = 1024;
+
+/// A key no object can have, or no row can hold, is refused before any lookup: PostgreSQL's text
+/// cannot contain NUL, and S3 answers an over-long key with an error that would look transient.
+fn check_key(key: &str) -> Result<(), DecodeError> {
+    if key.contains('\0') {
+        return Err(DecodeError(format!(
+            "the object key {key:?} contains a NUL character, which no document can be named by"
+        )));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(DecodeError(format!(
+            "an object key of {} bytes, longer than the {MAX_KEY_BYTES} bytes S3 allows",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
 #[derive(Deserialize)]
 struct Records {
     #[serde(rename = "Records")]
@@ -140,6 +165,12 @@ pub fn decode_notification(value: &Value) -> Result<Notification, DecodeError> {
 fn decode_records(value: &Value) -> Result<Notification, DecodeError> {
     let records: Records = serde_json::from_value(value.clone())
         .map_err(|e| DecodeError(format!("malformed S3 records: {e}")))?;
+    if records.records.len() > MAX_RECORDS {
+        return Err(DecodeError(format!(
+            "{} records in one notification, more than {MAX_RECORDS} (S3 sends one per event)",
+            records.records.len()
+        )));
+    }
     let mut created = Vec::new();
     let mut ignored = Vec::new();
     for record in records.records {
@@ -153,6 +184,7 @@ fn decode_records(value: &Value) -> Result<Notification, DecodeError> {
         if key.is_empty() {
             return Err(DecodeError("a record has an empty object key".into()));
         }
+        check_key(&key)?;
         created.push(ObjectRef {
             bucket: record.s3.bucket.name,
             raw_key: (key != record.s3.object.key).then_some(record.s3.object.key),
@@ -192,10 +224,11 @@ fn decode_eventbridge(value: &Value) -> Result<Notification, DecodeError> {
     if raw.is_empty() {
         return Err(DecodeError("the event has an empty object key".into()));
     }
+    check_key(&raw)?;
     let decoded = decode_key(&raw);
     Ok(Notification::Created(vec![ObjectRef {
         bucket: event.detail.bucket.name,
-        raw_key: (decoded != raw).then_some(decoded),
+        raw_key: (decoded != raw && check_key(&decoded).is_ok()).then_some(decoded),
         key: raw,
         size: event.detail.object.size,
         etag: event.detail.object.etag,
@@ -250,6 +283,40 @@ mod tests {
             let err = decode_notification_str(junk).unwrap_err();
             assert!(!err.0.is_empty(), "{junk:?}");
         }
+    }
+
+    #[test]
+    fn keys_no_object_can_have_and_floods_of_records_are_refused() {
+        let record = |key: &str| {
+            serde_json::json!({"eventName": "ObjectCreated:Put",
+                "s3": {"bucket": {"name": "b"}, "object": {"key": key}}})
+        };
+        for key in ["a%00b", "a\u{0}b", &"k".repeat(MAX_KEY_BYTES + 1)] {
+            let event = serde_json::json!({ "Records": [record(key)] });
+            let err = decode_notification(&event).unwrap_err();
+            assert!(
+                err.0.contains("NUL") || err.0.contains("S3 allows"),
+                "{err}"
+            );
+        }
+        let eventbridge = serde_json::json!({"detail-type": "Object Created",
+            "detail": {"bucket": {"name": "b"}, "object": {"key": "a\u{0}b"}}});
+        assert!(decode_notification(&eventbridge).is_err());
+        let spelled = serde_json::json!({"detail-type": "Object Created",
+            "detail": {"bucket": {"name": "b"}, "object": {"key": "a%00b"}}});
+        let Notification::Created(objs) = decode_notification(&spelled).unwrap() else {
+            panic!("not created")
+        };
+        assert_eq!(
+            (objs[0].key.as_str(), objs[0].raw_key.as_deref()),
+            ("a%00b", None)
+        );
+
+        let at_most = vec![record("k"); MAX_RECORDS];
+        assert!(decode_notification(&serde_json::json!({ "Records": at_most })).is_ok());
+        let flood = vec![record("k"); MAX_RECORDS + 1];
+        let err = decode_notification(&serde_json::json!({ "Records": flood })).unwrap_err();
+        assert!(err.0.contains("101 records"), "{err}");
     }
 
     #[test]

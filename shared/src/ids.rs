@@ -47,9 +47,18 @@ pub fn doc_id_in_upload_key(key: &str) -> Option<&str> {
     (is_valid_doc_id(candidate) && !file_name.is_empty()).then_some(candidate)
 }
 
-/// The last path segment of a key: what a person would call the file's name.
+/// The widest file name the `documents` table holds (`file_name`, `doc_name`: VARCHAR(512)).
+pub const MAX_FILE_NAME_CHARS: usize = 512;
+
+/// The last path segment of a key: what a person would call the file's name. An S3 key may be
+/// 1,024 bytes in one segment, wider than the column: then its last [`MAX_FILE_NAME_CHARS`]
+/// characters are kept, so the extension survives (the full key stays in `object_name`).
 pub fn file_name_of(key: &str) -> &str {
-    key.rsplit('/').next().unwrap_or(key)
+    let name = key.rsplit('/').next().unwrap_or(key);
+    match name.char_indices().rev().nth(MAX_FILE_NAME_CHARS - 1) {
+        Some((start, _)) => &name[start..],
+        None => name,
+    }
 }
 
 #[cfg(test)]
@@ -112,5 +121,11 @@ mod tests {
         assert_eq!(doc_id_in_upload_key(&format!("uploads/{id}/")), None);
         assert_eq!(doc_id_in_upload_key("other/doc_x/a.pdf"), None);
         assert_eq!(file_name_of("uploads/a/b c.pdf"), "b c.pdf");
+        let wide = format!("uploads/{}.pdf", "法".repeat(600));
+        let name = file_name_of(&wide);
+        assert_eq!(name.chars().count(), MAX_FILE_NAME_CHARS);
+        assert!(name.ends_with("法法.pdf"));
+        let exact = "a".repeat(MAX_FILE_NAME_CHARS);
+        assert_eq!(file_name_of(&exact), exact);
     }
 }
