@@ -6,7 +6,6 @@ use docpipe::search::{search, Filters};
 use docpipe::stages::index::{index_job, IndexOutcome};
 use docpipe_tests::{corpus_dir, vector_outage, HookedVectorIndex, Pipeline};
 use docpipe_vector::VectorIndex;
-use std::sync::Arc;
 
 fn laws(n: usize) -> Vec<(String, String)> {
     let mut paths: Vec<_> = std::fs::read_dir(corpus_dir().join("laws"))
@@ -453,7 +452,7 @@ async fn e5_small_finds_laws_by_chinese_and_english_questions() {
     let model =
         docpipe_embed::e5::default_model_path().expect("run scripts/fetch-e5.sh (make up does)");
     let e5 = docpipe_embed::E5Embedder::load(&model, None).expect("the e5 model loads");
-    let p = Pipeline::new(Arc::new(e5)).await;
+    let p = Pipeline::new(std::sync::Arc::new(e5)).await;
     let dir = corpus_dir().join("laws-formats/md");
     let mut ids = std::collections::HashMap::new();
     for (file, short) in [
