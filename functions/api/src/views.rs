@@ -238,7 +238,7 @@ mod tests {
             "ZDE6",
             &URL_SAFE_NO_PAD.encode("d1:abc:doc_x"),
             &URL_SAFE_NO_PAD.encode(format!("b1:{}", 3)),
-            &URL_SAFE_NO_PAD.encode(format!("d1:1:{id}extra")),
+            &URL_SAFE_NO_PAD.encode(format!("d1:1:{id}/extra")),
         ] {
             assert!(decode_doc_cursor(junk).is_err(), "{junk:?}");
         }
