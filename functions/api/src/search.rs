@@ -19,8 +19,19 @@ pub struct SearchRequest {
     pub query: String,
     #[serde(default)]
     pub top_k: Option<i64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "filters_object")]
     pub filters: Option<Filters>,
+}
+
+/// serde reads a struct from a JSON array too (`"filters": []`); the spec says an object or null.
+fn filters_object<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Filters>, D::Error> {
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v @ serde_json::Value::Object(_)) => serde_json::from_value(v)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+        Some(_) => Err(serde::de::Error::custom("filters must be an object")),
+    }
 }
 
 fn check_value(field: &str, value: &str, max_chars: usize) -> Result<(), ApiError> {

@@ -33,6 +33,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0004_audit_and_idempotency",
         sql: include_str!("../../../migrations/0004_audit_and_idempotency.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_wider_idempotency_scope",
+        sql: include_str!("../../../migrations/0005_wider_idempotency_scope.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII
