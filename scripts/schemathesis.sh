@@ -9,6 +9,7 @@
 #
 #   bash scripts/schemathesis.sh                 # default budget (about 2 minutes)
 #   ST_MAX_EXAMPLES=100 bash scripts/schemathesis.sh
+#   ST_SEED=$RANDOM bash scripts/schemathesis.sh    # another seed (make test uses a fixed one, so CI is repeatable)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$ROOT"
@@ -82,6 +83,7 @@ status=0
   --exclude-checks positive_data_acceptance \
   --max-examples "$MAX_EXAMPLES" \
   --max-time "$MAX_TIME" \
+  --seed "${ST_SEED:-20261130}" \
   --phases examples,coverage,fuzzing \
   --workers 1 \
   --request-timeout 30 \
