@@ -1,7 +1,7 @@
 //! The index stage and search against real Milvus: chunks become vectors, a reindex leaves one
 //! run's vectors, duplicates leave one set, and every hit is checked against PostgreSQL.
 
-use docpipe::model::{DocStatus, JobMessage, RunStatus};
+use docpipe::model::{DocStatus, RunStatus};
 use docpipe::search::{search, Filters};
 use docpipe::stages::index::{index_job, IndexOutcome};
 use docpipe_tests::{corpus_dir, vector_outage, HookedVectorIndex, Pipeline};
@@ -189,22 +189,8 @@ async fn a_hit_whose_document_row_is_gone_is_never_returned() {
 async fn two_index_messages_for_the_same_run_leave_one_set_of_vectors() {
     let p = Pipeline::new(Pipeline::hash()).await;
     let (name, text) = laws(1).remove(0);
-    let key = format!("uploads/{name}");
-    p.aws.put(&key, text.as_bytes()).await;
-    docpipe::handlers::store::handle_notification(
-        &p.store,
-        &docpipe_tests::s3_put_event(&p.aws.bucket, &key),
-    )
-    .await
-    .unwrap();
-    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
-    let job = JobMessage::new(
-        &doc_id,
-        p.doc(&doc_id).await.unwrap().current_run_id.unwrap(),
-    );
-    docpipe::stages::parse::parse_job(&p.parse.deps(), &job)
-        .await
-        .unwrap();
+    let job = p.parsed(&format!("uploads/{name}"), text.as_bytes()).await;
+    let doc_id = job.doc_id.clone();
 
     let deps = p.index.deps();
     let (a, b) = tokio::join!(index_job(&deps, &job), index_job(&deps, &job));
@@ -237,22 +223,8 @@ async fn two_index_messages_for_the_same_run_leave_one_set_of_vectors() {
 async fn a_vector_index_outage_returns_the_message_and_the_redelivery_indexes() {
     let p = Pipeline::new(Pipeline::hash()).await;
     let (name, text) = laws(1).remove(0);
-    let key = format!("uploads/{name}");
-    p.aws.put(&key, text.as_bytes()).await;
-    docpipe::handlers::store::handle_notification(
-        &p.store,
-        &docpipe_tests::s3_put_event(&p.aws.bucket, &key),
-    )
-    .await
-    .unwrap();
-    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
-    let job = JobMessage::new(
-        &doc_id,
-        p.doc(&doc_id).await.unwrap().current_run_id.unwrap(),
-    );
-    docpipe::stages::parse::parse_job(&p.parse.deps(), &job)
-        .await
-        .unwrap();
+    let job = p.parsed(&format!("uploads/{name}"), text.as_bytes()).await;
+    let doc_id = job.doc_id.clone();
 
     let mut down = HookedVectorIndex::new(p.milvus.clone());
     down.before_insert = Box::new(|_| Err(vector_outage("insert")));
@@ -285,22 +257,8 @@ async fn an_embedder_of_another_dimension_fails_the_run_permanently() {
     p.ingest(&format!("uploads/{name}"), text.as_bytes()).await;
 
     let (name, text) = texts.remove(0);
-    let key = format!("uploads/{name}");
-    p.aws.put(&key, text.as_bytes()).await;
-    docpipe::handlers::store::handle_notification(
-        &p.store,
-        &docpipe_tests::s3_put_event(&p.aws.bucket, &key),
-    )
-    .await
-    .unwrap();
-    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
-    let job = JobMessage::new(
-        &doc_id,
-        p.doc(&doc_id).await.unwrap().current_run_id.unwrap(),
-    );
-    docpipe::stages::parse::parse_job(&p.parse.deps(), &job)
-        .await
-        .unwrap();
+    let job = p.parsed(&format!("uploads/{name}"), text.as_bytes()).await;
+    let doc_id = job.doc_id.clone();
     let other = docpipe_embed::HashEmbedder::new(128).unwrap();
     let mut deps = p.index.deps();
     deps.embedder = &other;

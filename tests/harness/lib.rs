@@ -482,6 +482,29 @@ impl Pipeline {
         doc_id
     }
 
+    /// Uploads a file, stores it and parses it; returns the job its index stage is waiting for.
+    pub async fn parsed(&self, key: &str, body: &[u8]) -> docpipe::model::JobMessage {
+        self.aws.put(key, body).await;
+        docpipe::handlers::store::handle_notification(
+            &self.store,
+            &s3_put_event(&self.aws.bucket, key),
+        )
+        .await
+        .expect("store");
+        let doc_id = docpipe::ids::derived_doc_id(&self.aws.bucket, key);
+        let run = self
+            .doc(&doc_id)
+            .await
+            .expect("document")
+            .current_run_id
+            .expect("a run");
+        let job = docpipe::model::JobMessage::new(doc_id, run);
+        docpipe::stages::parse::parse_job(&self.parse.deps(), &job)
+            .await
+            .expect("parse");
+        job
+    }
+
     /// Runs the current run's remaining stages directly (the queues' messages are drained).
     pub async fn drive(&self, doc_id: &str) {
         use docpipe::model::{DocStatus, JobMessage};
