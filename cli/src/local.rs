@@ -37,7 +37,7 @@ pub async fn put(args: PutArgs) -> anyhow::Result<()> {
         s3.put_object()
             .bucket(&bucket)
             .key(&key)
-            .content_type(content_type_of(&name))
+            .content_type(docpipe_cli::commands::content_type_of(&name))
             .body(body.into())
             .send()
             .await
@@ -45,23 +45,6 @@ pub async fn put(args: PutArgs) -> anyhow::Result<()> {
         println!("put s3://{bucket}/{key}");
     }
     Ok(())
-}
-
-fn content_type_of(name: &str) -> &'static str {
-    match name
-        .rsplit('.')
-        .next()
-        .unwrap_or("")
-        .to_ascii_lowercase()
-        .as_str()
-    {
-        "pdf" => "application/pdf",
-        "docx" => "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-        "html" | "htm" => "text/html",
-        "md" => "text/markdown",
-        "txt" => "text/plain",
-        _ => "application/octet-stream",
-    }
 }
 
 #[derive(Args)]

@@ -826,23 +826,6 @@ fn vm_hwm_kb() -> u64 {
         .unwrap_or(0)
 }
 
-fn content_type_of(name: &str) -> &'static str {
-    match name
-        .rsplit('.')
-        .next()
-        .unwrap_or("")
-        .to_ascii_lowercase()
-        .as_str()
-    {
-        "pdf" => "application/pdf",
-        "docx" => "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-        "html" | "htm" => "text/html",
-        "md" => "text/markdown",
-        "txt" => "text/plain",
-        _ => "application/octet-stream",
-    }
-}
-
 async fn rss(args: Args) -> AnyResult<()> {
     let file = PathBuf::from(
         args.positional()
@@ -866,7 +849,7 @@ async fn rss(args: Args) -> AnyResult<()> {
         .put_object()
         .bucket(&aws.bucket)
         .key(&key)
-        .content_type(content_type_of(&name))
+        .content_type(docpipe_cli::commands::content_type_of(&name))
         .body(body.clone().into())
         .send()
         .await?;
