@@ -136,6 +136,18 @@ pub(crate) fn is_collection_missing(error: &MilvusError) -> bool {
     }
 }
 
+/// "Collection not loaded": a query, a search or a delete by expression reached a collection that
+/// exists but is not (yet, or no longer) in query nodes' memory.
+pub(crate) fn is_not_loaded(error: &MilvusError) -> bool {
+    match error {
+        MilvusError::Server(server) => {
+            server.code() == 101 || server.reason().to_ascii_lowercase().contains("not loaded")
+        }
+        MilvusError::RetryExhausted { source, .. } => is_not_loaded(source),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

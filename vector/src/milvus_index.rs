@@ -10,7 +10,9 @@ use milvus::v2::prelude::{
     SingleResult, TelemetryConfig,
 };
 
-use crate::error::{is_collection_missing, VectorError};
+use milvus::v2::error::Error as MilvusError;
+
+use crate::error::{is_collection_missing, is_not_loaded, VectorError};
 use crate::expr::{self, quote, truncate_utf8};
 use crate::{ChunkRecord, SearchFilters, VectorHit, VectorIndex};
 
@@ -437,17 +439,16 @@ impl MilvusIndex {
     }
 
     async fn delete_where(&self, op: &'static str, filter: String) -> Result<(), VectorError> {
-        let request = DeleteRequest::builder()
-            .collection_name(&self.collection)
-            .filter(filter)
-            .build()
-            .map_err(|e| VectorError::from_milvus(op, e))?;
-        match self.client.delete(request).await {
-            Ok(_) => Ok(()),
-            // Nothing was ever stored: the delete's goal already holds.
-            Err(e) if is_collection_missing(&e) => Ok(()),
-            Err(e) => Err(VectorError::from_milvus(op, e)),
-        }
+        // Nothing was ever stored when the collection is missing: the delete's goal holds.
+        self.when_loaded(op, || async {
+            let request = DeleteRequest::builder()
+                .collection_name(&self.collection)
+                .filter(filter.clone())
+                .build()?;
+            self.client.delete(request).await
+        })
+        .await
+        .map(|_| ())
     }
 
     async fn query(
@@ -457,19 +458,46 @@ impl MilvusIndex {
         output_fields: &[&str],
         limit: Option<usize>,
     ) -> Result<Option<QueryResponse>, VectorError> {
-        let mut builder = QueryRequest::builder()
-            .collection_name(&self.collection)
-            .filter(filter)
-            .output_fields(output_fields.iter().copied())
-            .consistency_level(ConsistencyLevel::Strong);
-        if let Some(limit) = limit {
-            builder = builder.limit(limit as i64);
+        self.when_loaded(op, || async {
+            let mut builder = QueryRequest::builder()
+                .collection_name(&self.collection)
+                .filter(filter.clone())
+                .output_fields(output_fields.iter().copied())
+                .consistency_level(ConsistencyLevel::Strong);
+            if let Some(limit) = limit {
+                builder = builder.limit(limit as i64);
+            }
+            self.client.query(builder.build()?).await
+        })
+        .await
+    }
+
+    /// Runs a call that needs the collection loaded (a query, a search, a delete by
+    /// expression); `None` when the collection does not exist. Milvus answers "not loaded"
+    /// between another caller's create and load (a delete racing the first index of a fresh
+    /// collection) and after an operator's release. Both end the same way: make it loadable
+    /// (creating an identical index is a no-op) and load it, then ask once more.
+    async fn when_loaded<T, F, Fut>(
+        &self,
+        op: &'static str,
+        call: F,
+    ) -> Result<Option<T>, VectorError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, MilvusError>>,
+    {
+        match call().await {
+            Ok(answer) => return Ok(Some(answer)),
+            Err(e) if is_collection_missing(&e) => return Ok(None),
+            Err(e) if is_not_loaded(&e) => {
+                tracing::info!(collection = %self.collection, op, "collection not loaded; loading it");
+            }
+            Err(e) => return Err(VectorError::from_milvus(op, e)),
         }
-        let request = builder
-            .build()
-            .map_err(|e| VectorError::from_milvus(op, e))?;
-        match self.client.query(request).await {
-            Ok(response) => Ok(Some(response)),
+        self.create_indexes().await?;
+        self.load().await?;
+        match call().await {
+            Ok(answer) => Ok(Some(answer)),
             Err(e) if is_collection_missing(&e) => Ok(None),
             Err(e) => Err(VectorError::from_milvus(op, e)),
         }
@@ -671,13 +699,10 @@ impl VectorIndex for MilvusIndex {
         let request = builder
             .build()
             .map_err(|e| VectorError::from_milvus("search", e))?;
-        let response = match self.client.search(request).await {
-            Ok(response) => response,
-            Err(e) if is_collection_missing(&e) => {
-                tracing::warn!(collection = %self.collection, "search on a missing collection");
-                return Ok(Vec::new());
-            }
-            Err(e) => return Err(VectorError::from_milvus("search", e)),
+        let search = || async { self.client.search(request.clone()).await };
+        let Some(response) = self.when_loaded("search", search).await? else {
+            tracing::warn!(collection = %self.collection, "search on a missing collection");
+            return Ok(Vec::new());
         };
         match response.results().get_results().first() {
             Some(result) => hits(result),

@@ -494,3 +494,52 @@ async fn unreachable_server_is_a_transient_error() {
     );
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+/// A delete, a count and a search against a collection that exists but is not loaded (an
+/// operator's release, or another stage between its create and its load) load it and answer,
+/// rather than failing the delete that must leave nothing searchable behind.
+#[tokio::test]
+async fn a_released_collection_is_loaded_again_for_delete_count_and_search() {
+    use milvus::v2::prelude::{ClientV2, ConnectConfig, ReleaseCollectionRequest};
+    let (index, _cleanup) = fresh("released").await;
+    index
+        .insert(&(0..4).map(|i| record("doc-r", 1, i)).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    index.insert(&[record("doc-s", 1, 0)]).await.unwrap();
+    let raw = ClientV2::new(&ConnectConfig::new().uri(url()))
+        .await
+        .unwrap();
+    let release = || {
+        ReleaseCollectionRequest::builder()
+            .collection_name(index.collection())
+            .build()
+            .unwrap()
+    };
+
+    raw.release_collection(release()).await.unwrap();
+    index
+        .delete_doc("doc-r")
+        .await
+        .expect("delete when released");
+    assert_eq!(index.count("doc-r", None).await.unwrap(), 0);
+
+    raw.release_collection(release()).await.unwrap();
+    assert_eq!(
+        index
+            .count("doc-s", None)
+            .await
+            .expect("count when released"),
+        1
+    );
+
+    raw.release_collection(release()).await.unwrap();
+    let hits = index
+        .search(&axis_vector(0, 0.1), 5, &SearchFilters::default())
+        .await
+        .expect("search when released");
+    assert_eq!(
+        hits.iter().map(|h| h.doc_id.as_str()).collect::<Vec<_>>(),
+        vec!["doc-s"]
+    );
+}
