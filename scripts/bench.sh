@@ -7,7 +7,8 @@
 #   BENCH_LOAD_N=500 scripts/bench.sh     # a bigger end-to-end run (default 200 documents)
 #
 # Rows and how they are measured (BENCHMARKS.md says more):
-#   parse + chunk        scripts/bench-parse.sh: docpipe-parse (release) against pypdf + langchain
+#   parse + chunk        scripts/bench-parse.sh: docpipe-parse (release) against pypdf, pdfminer.six
+#                        and langchain's Markdown splitters, plus the pdfium floor
 #   snapshot writes      UNNEST (db::snapshot::replace) against one execute_typed per row, one
 #                        transaction each, through PgBouncer, on a database of its own
 #   embed + index        index_job on parsed laws (hash, e5-small) against MilvusIndex::insert of as
@@ -55,7 +56,7 @@ busy() { ps -eo comm= | grep -cE '^(rustc|cargo|cc1|cc1plus|ld|clippy-driver|pyt
 
 # 1. Parse + chunk against the Python baseline (its own script, its own table).
 log "parse + chunk: scripts/bench-parse.sh"
-bash scripts/bench-parse.sh >"$OUT/parse.md"
+BENCH_PARSE_JSON="$OUT/parse.json" bash scripts/bench-parse.sh >"$OUT/parse.md"
 
 # 2. Builds: the functions as they ship (release, stripped, no e5), and this benchmark with e5 when
 #    its engine has been fetched.
@@ -115,85 +116,4 @@ fi
   echo "elapsed_s=$(($(date +%s) - T_START))"
 } >>"$OUT/machine.env"
 
-python3 - "$OUT" <<'PYEOF' | tee "$OUT/latest.md"
-import json, os, sys
-out = sys.argv[1]
-machine = dict(l.rstrip("\n").split("=", 1) for l in open(f"{out}/machine.env") if "=" in l)
-results = [json.loads(l) for l in open(f"{out}/results.jsonl") if l.strip()]
-by = lambda kind: [r for r in results if r.get("bench") == kind]
-
-def parse_rows():
-    rows = {}
-    for line in open(f"{out}/parse.md"):
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 10 and cells[0] in ("pdf", "md"):
-            rows[(cells[0], cells[4].split()[0])] = cells
-    return rows
-
-def fmt(x, digits=0):
-    return f"{x:,.{digits}f}"
-
-print(f"## Benchmark table ({machine['date']})\n")
-print(f"Machine: {machine['nproc']} cores ({machine['cpu']}), {machine['mem_total_g']} GiB RAM "
-      f"({machine['mem_available_g']} GiB available); load average {machine['loadavg_start']} at the start, "
-      f"{machine['loadavg_end']} at the end; {machine['busy_start']} compiler/python processes of other "
-      f"work running at the start, {machine['busy_end']} at the end. `make bench` took {int(machine['elapsed_s']) // 60} min "
-      f"{int(machine['elapsed_s']) % 60} s.\n")
-if machine.get("bench_profile", "release") != "release":
-    print(f"The driver of the snapshot, index, search and RSS rows was a **{machine['bench_profile']}** build "
-          "(BENCH_PROFILE); the parse row and the function binaries are release builds.\n")
-print("| measure | docpipe | baseline | ratio |")
-print("| --- | ---: | ---: | ---: |")
-p = parse_rows()
-labels = {"pdf": "parse + chunk, PDF", "md": "parse + chunk, Markdown laws"}
-for s in ("pdf", "md"):
-    r, b = p.get((s, "rust")), p.get((s, "python"))
-    if r and b:
-        print(f"| {labels[s]} ({r[1]} files, {r[3]} MB) | {r[6]} MB/s | pypdf + langchain: {b[6]} MB/s | "
-              f"**{float(r[6]) / float(b[6]):.1f}×** |")
-for r in by("snapshot"):
-    print(f"| snapshot writes, {fmt(r['nodes'])} nodes + {fmt(r['blocks'])} blocks via PgBouncer (median of {r['repeat']}) | "
-          f"UNNEST: {fmt(r['unnest_rows_per_s'])} rows/s | row-by-row INSERT: {fmt(r['row_by_row_rows_per_s'])} rows/s | "
-          f"**{r['unnest_rows_per_s'] / r['row_by_row_rows_per_s']:.1f}×** |")
-for r in by("index"):
-    print(f"| embed + index, `{r['embedder']}` ({r['chunks']} chunks, {r['documents']} laws, index_job) | "
-          f"{fmt(r['index_chunks_per_s'], 1)} chunks/s | raw `MilvusIndex::insert`: {fmt(r['raw_insert_chunks_per_s'])} chunks/s | "
-          f"**{r['index_chunks_per_s'] / r['raw_insert_chunks_per_s']:.2f}×** of the ceiling |")
-for r in by("search"):
-    print(f"| search p50 / p99, `{r['embedder']}` ({r['collection_chunks']} chunks, {r['queries']} queries, top {r['top_k']}, "
-          f"authority check included) | {r['search_p50_ms']:.1f} / {r['search_p99_ms']:.1f} ms | raw Milvus search: "
-          f"{r['raw_milvus_p50_ms']:.1f} / {r['raw_milvus_p99_ms']:.1f} ms | **{r['search_p50_ms'] / r['raw_milvus_p50_ms']:.1f}×** at p50 |")
-load = None
-if os.path.exists(f"{out}/load-last.json"):
-    load = json.load(open(f"{out}/load-last.json"))
-    ok = "all indexed" if load["indexed"] == load["n"] else f"{load['indexed']} indexed, {load['failed']} failed"
-    print(f"| end to end, scripts/load.sh ({load['n']} documents, {load['workers']} workers per stage, `hash`, debug dev runner) | "
-          f"**{fmt(load['docs_per_min'])} documents/min** ({ok}, {load['lost']} lost, {load['stuck']} stuck) | "
-          f"— | max {load['max_pg_backends']} PostgreSQL connections, bound {load['bound']} |")
-
-print("\n| function | init, median of starts (ms) | starts | stripped binary |")
-print("| --- | ---: | ---: | ---: |")
-for r in by("init"):
-    med = "failed: " + str(r["error"]) if r["init_median_ms"] is None else f"{r['init_median_ms']:.0f}"
-    print(f"| {r['function']} | {med} | {r['starts']} | {r['binary_bytes'] / 1e6:.1f} MB |")
-
-rss = by("rss")
-if rss:
-    f = rss[0]
-    idle = next((r for r in rss if r["stage"] == "idle"), None)
-    print(f"\nPeak RSS per stage (VmHWM, one process per stage) on the largest supported file of the corpus, "
-          f"`{os.path.relpath(f['file'], os.path.dirname(os.path.dirname(f['file'])))}` ({f['file_bytes'] / 1e6:.2f} MB):\n")
-    print("| stage | peak RSS | time | vs. the same process with no stage run |")
-    print("| --- | ---: | ---: | ---: |")
-    for r in rss:
-        if r.get("error"):
-            print(f"| {r['stage']} | failed: {r['error']} | | |")
-            continue
-        detail = r.get("detail")
-        extra = ""
-        if isinstance(detail, dict):
-            extra = " (" + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in detail.items()) + ")"
-        emb = f", `{r['embedder']}`" if r.get("embedder") else ""
-        ratio = f"{r['vm_hwm_kb'] / idle['vm_hwm_kb']:.2f}×" if idle and r is not idle else "baseline"
-        print(f"| {r['stage']}{emb}{extra} | {r['vm_hwm_kb'] / 1024:.1f} MB | {r['seconds']:.2f} s | {ratio} |")
-PYEOF
+python3 scripts/bench-table.py "$OUT" | tee "$OUT/latest.md"

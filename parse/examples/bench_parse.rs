@@ -1,6 +1,11 @@
 //! Parse + chunk throughput on a fixed file set, for scripts/bench-parse.sh.
 //!
-//! usage: bench_parse {pdf|md} FILE...   (prints one JSON object)
+//! usage: bench_parse {pdf|md|pdf-floor} FILE...   (prints one JSON object)
+//!
+//! `pdf-floor` does only what any pdfium-based extractor must: open each document, load each
+//! page and its text page, and read the page's text in one call. No clean-up, no structure, no
+//! chunks. Its time is the floor under the `pdf` figure, so python's time over it is the highest
+//! ratio a pdfium parser could reach on these files.
 //!
 //! Each set runs in its own process so that the peak RSS (VmHWM) belongs to that set alone.
 //! The files are read into memory first: the figure is parsing, not disk.
@@ -31,6 +36,9 @@ fn main() {
         })
         .collect();
     let total_bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
+    if set == "pdf-floor" {
+        return pdfium_floor(&files, total_bytes);
+    }
     let limits = Limits::default();
     let cfg = ChunkConfig::default();
     // Bind pdfium before the clock starts (once per process in production too): a cold start
@@ -41,7 +49,10 @@ fn main() {
 
     let start = Instant::now();
     let (mut pages, mut chunks, mut failures) = (0u64, 0u64, 0u64);
+    // BENCH_PER_FILE=1 prints each file's time to stderr, to find where the time goes.
+    let per_file = std::env::var_os("BENCH_PER_FILE").is_some();
     for (path, bytes) in &files {
+        let file_start = Instant::now();
         let name = std::path::Path::new(path)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -56,6 +67,13 @@ fn main() {
                 failures += 1;
             }
         }
+        if per_file {
+            eprintln!(
+                "{:8.2} ms  {:9} bytes  {path}",
+                file_start.elapsed().as_secs_f64() * 1e3,
+                bytes.len()
+            );
+        }
     }
     let seconds = start.elapsed().as_secs_f64();
     println!(
@@ -65,5 +83,41 @@ fn main() {
         pages as f64 / seconds,
         peak_rss_mb(),
         pdfium.is_ok()
+    );
+}
+
+fn pdfium_floor(files: &[(String, Vec<u8>)], total_bytes: usize) {
+    use pdfium_render::prelude::Pdfium;
+    let bind = Instant::now();
+    let bindings = Pdfium::bind_to_library(docpipe_parse::pdfium_library_path())
+        .unwrap_or_else(|e| panic!("pdfium: {e}"));
+    let pdfium = Pdfium::new(bindings);
+    let bind_ms = bind.elapsed().as_secs_f64() * 1e3;
+
+    let start = Instant::now();
+    let (mut pages, mut chars, mut failures) = (0u64, 0u64, 0u64);
+    for (path, bytes) in files {
+        let doc = match pdfium.load_pdf_from_byte_slice(bytes, None) {
+            Ok(doc) => doc,
+            Err(e) => {
+                eprintln!("{path}: {e}");
+                failures += 1;
+                continue;
+            }
+        };
+        for page in doc.pages().iter() {
+            pages += 1;
+            if let Ok(text) = page.text() {
+                chars += text.all().chars().count() as u64;
+            }
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    println!(
+        "{{\"engine\":\"pdfium text layer only (floor)\",\"set\":\"pdf\",\"files\":{},\"bytes\":{total_bytes},\"pages\":{pages},\"chunks\":0,\"chars\":{chars},\"failures\":{failures},\"seconds\":{seconds},\"mb_per_s\":{},\"pages_per_s\":{},\"peak_rss_mb\":{},\"pdfium_bind_ms\":{bind_ms}}}",
+        files.len(),
+        total_bytes as f64 / 1e6 / seconds,
+        pages as f64 / seconds,
+        peak_rss_mb(),
     );
 }

@@ -94,6 +94,8 @@ static CN_PAREN: LazyLock<Regex> = LazyLock::new(|| {
 
 const MAX_HEADING_CHARS: usize = 40;
 const MAX_NUMBERED_CHARS: usize = 80;
+/// Longer than any non-article heading can be: the longest cap plus the longest marker.
+const LINE_PREFIX_CHARS: usize = 2 * MAX_NUMBERED_CHARS;
 
 fn ends_like_sentence(s: &str) -> bool {
     s.ends_with(|c: char| "。，,；;：:、".contains(c))
@@ -119,7 +121,14 @@ pub fn recognise(line: &str, explicit: bool) -> Option<Marker> {
             return None;
         }
     }
-    let line = normalize_line(line);
+    // Only a line's opening decides what it is. An article's first line carries its whole body,
+    // often thousands of characters, and a line is examined several times; a recognised line
+    // longer than the prefix can only be an article (every other kind has a length cap far
+    // below it), so the prefix answers exactly.
+    let (line, truncated) = match line.char_indices().nth(LINE_PREFIX_CHARS) {
+        Some((cut, _)) if !explicit => (normalize_line(&line[..cut]), true),
+        _ => (normalize_line(line), false),
+    };
     if line.is_empty() {
         return None;
     }
@@ -146,6 +155,9 @@ pub fn recognise(line: &str, explicit: bool) -> Option<Marker> {
                 number: Vec::new(),
             });
         }
+        if truncated {
+            return None;
+        }
         let kind = match unit {
             "编" | "編" => Kind::Part,
             "章" => Kind::Chapter,
@@ -166,6 +178,9 @@ pub fn recognise(line: &str, explicit: bool) -> Option<Marker> {
             title,
             number: Vec::new(),
         });
+    }
+    if truncated {
+        return None;
     }
     if let Some(c) = NUMBERED.captures(&line) {
         let number = &c[1];
@@ -397,6 +412,21 @@ mod tests {
 
     fn kind(line: &str) -> Option<Kind> {
         recognise(line, false).map(|m| m.kind)
+    }
+
+    #[test]
+    fn long_lines_are_judged_by_their_opening() {
+        let body = "本条例所称数据处理，包括数据的收集、存储、使用、加工、传输。".repeat(40);
+        let article = recognise(&format!("第十条【立法目的】{body}"), false).unwrap();
+        assert_eq!(article.kind, Kind::Article);
+        assert_eq!(article.title, "第十条 立法目的");
+        // Long enough that only its opening is read: still never a chapter or a numbered heading.
+        assert_eq!(kind(&format!("第三章 {body}")), None);
+        assert_eq!(kind(&format!("1. {body}")), None);
+        assert_eq!(kind(&format!("（一）{body}")), None);
+        // Explicit headings are read whole.
+        let explicit = recognise(&format!("附则 {body}"), true).unwrap();
+        assert!(explicit.title.ends_with('。'), "{}", explicit.title);
     }
 
     #[test]

@@ -518,7 +518,18 @@ impl MilvusIndex {
             .build()
             .map_err(|e| VectorError::from_milvus("insert", e))?;
         match self.client.insert(request).await {
-            Ok(_) => Ok(()),
+            // The pipeline trusts an acknowledged insert instead of reading it back, so the
+            // acknowledgement must cover every row.
+            Ok(response) if response.insert_count() == batch.len() as i64 => Ok(()),
+            Ok(response) => Err(VectorError::Unavailable {
+                op: "insert",
+                source: format!(
+                    "Milvus acknowledged {} of {} rows",
+                    response.insert_count(),
+                    batch.len()
+                )
+                .into(),
+            }),
             // Dropped under us: transient, so the retry's ensure_collection recreates it.
             Err(e) if is_collection_missing(&e) => {
                 self.forget_ensured();

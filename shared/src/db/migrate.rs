@@ -38,6 +38,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0005_wider_idempotency_scope",
         sql: include_str!("../../../migrations/0005_wider_idempotency_scope.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_index_attempts",
+        sql: include_str!("../../../migrations/0006_index_attempts.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

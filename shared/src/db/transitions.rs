@@ -234,6 +234,47 @@ pub async fn claim_lease(
     Ok(!rows.is_empty())
 }
 
+/// What [`start_index_attempt`] learned while taking the run's lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexAttempt {
+    /// 1 for the first attempt on this run. Counted when the lease is taken, before any vector is
+    /// written, so an attempt that wrote anything has always been counted.
+    pub attempt: i32,
+    /// Whether the document has runs other than this one, whose vectors a reindex must remove.
+    pub other_runs: bool,
+}
+
+/// Takes the run's lease for an index attempt and counts the attempt, in one statement; `None`
+/// when another worker holds the lease or the run is no longer running.
+pub async fn start_index_attempt(
+    c: &impl GenericClient,
+    run_id: i64,
+    owner: &str,
+    lease_secs: i64,
+) -> Result<Option<IndexAttempt>, DbError> {
+    let row = c
+        .query_typed_opt(
+            "UPDATE document_processing_runs r
+             SET lease_owner = $2, lease_expires_at = NOW() + make_interval(secs => $3),
+                 index_attempts = r.index_attempts + 1
+             WHERE r.run_id = $1 AND r.run_status = 'running'
+               AND (r.lease_owner = '' OR r.lease_owner = $2 OR r.lease_expires_at < NOW())
+             RETURNING r.index_attempts,
+                       EXISTS (SELECT 1 FROM document_processing_runs o
+                               WHERE o.doc_id = r.doc_id AND o.run_id <> r.run_id)",
+            &[
+                (&run_id, Type::INT8),
+                (&owner, Type::VARCHAR),
+                (&(lease_secs as f64), Type::FLOAT8),
+            ],
+        )
+        .await?;
+    Ok(row.map(|row| IndexAttempt {
+        attempt: row.get(0),
+        other_runs: row.get(1),
+    }))
+}
+
 pub async fn release_lease(
     c: &impl GenericClient,
     run_id: i64,

@@ -2,15 +2,17 @@
 //! removed, and one transaction marks the run `succeeded` and the document `indexed`.
 //!
 //! Exactly one set of vectors per run: the stage claims a lease on the run before it writes (two
-//! deliveries of one message cannot both insert), deletes whatever an earlier, interrupted attempt of
-//! the same run left, inserts, and checks the count with Strong consistency before committing. If
-//! the document was deleted or superseded meanwhile, the compare-and-set fails and the stage removes
-//! the vectors it wrote.
+//! deliveries of one message cannot both insert) and counts its attempts there. Every insert must be
+//! acknowledged for all its rows. A retry first deletes whatever an earlier, interrupted attempt of
+//! the same run left, and reads the count back with Strong consistency before committing; the first
+//! attempt has nothing to clean and skips both, which is most of a small document's time in Milvus.
+//! If the document was deleted or superseded meanwhile, the compare-and-set fails and the stage
+//! removes the vectors it wrote.
 
 use crate::adapters::{ObjectStore, StorageError};
 use crate::artifacts;
 use crate::config::IndexConfig;
-use crate::db::transitions::{self, IndexCounts};
+use crate::db::transitions::{self, IndexAttempt, IndexCounts};
 use crate::db::{documents, Db, DbError};
 use crate::error::StageError;
 use crate::model::{DocStatus, JobMessage, Stage};
@@ -96,20 +98,21 @@ pub async fn index_job(deps: &IndexDeps<'_>, job: &JobMessage) -> Result<IndexOu
     }
     let owner = format!("index-{:016x}", rand::random::<u64>());
     let client = deps.db.client().await.map_err(db_err)?;
-    if !transitions::claim_lease(&**client, run_id, &owner, deps.config.lease_secs)
-        .await
-        .map_err(db_err)?
-    {
+    let Some(attempt) =
+        transitions::start_index_attempt(&**client, run_id, &owner, deps.config.lease_secs)
+            .await
+            .map_err(db_err)?
+    else {
         // Another delivery is writing this run's vectors. Come back later: by then it has finished
         // (this message is stale) or died (its lease has run out and this one takes over).
         return Err(StageError::transient(
             Stage::Index,
             format!("run {run_id} is being indexed by another worker"),
         ));
-    }
+    };
     drop(client);
 
-    let result = write_vectors(deps, &doc, run_id, &owner).await;
+    let result = write_vectors(deps, &doc, run_id, &owner, attempt).await;
     let outcome = match result {
         Ok(Some(outcome)) => Ok(outcome),
         Ok(None) => abandon(deps, doc_id, run_id).await,
@@ -131,6 +134,7 @@ async fn write_vectors(
     doc: &documents::Document,
     run_id: i64,
     owner: &str,
+    attempt: IndexAttempt,
 ) -> Result<Option<IndexOutcome>, Failure> {
     let doc_id = doc.doc_id.as_str();
     let started = Instant::now();
@@ -161,11 +165,18 @@ async fn write_vectors(
         .ensure_collection(deps.embedder.dimension(), deps.embedder.model_id())
         .await
         .map_err(classify_vector)?;
-    // Whatever an interrupted attempt of this run inserted goes first: one set of vectors per run.
-    deps.vectors
-        .delete_run(doc_id, run_id)
-        .await
-        .map_err(classify_vector)?;
+    // One set of vectors per run. Only a retry can find some of this run's vectors already
+    // there, from an attempt that died between its inserts and its commit: they go first.
+    let retry = attempt.attempt > 1;
+    let mut checks_ms = 0u128;
+    if retry {
+        let t = Instant::now();
+        deps.vectors
+            .delete_run(doc_id, run_id)
+            .await
+            .map_err(classify_vector)?;
+        checks_ms += t.elapsed().as_millis();
+    }
 
     let tags: Vec<String> = doc
         .metadata
@@ -251,25 +262,33 @@ async fn write_vectors(
         }
     }
 
-    let present = deps
-        .vectors
-        .count(doc_id, Some(run_id))
-        .await
-        .map_err(classify_vector)?;
-    if present != chunks.len() {
-        return Err(Failure::Transient(StageError::transient(
-            Stage::Index,
-            format!(
-                "Milvus holds {present} vectors of run {run_id}, expected {}",
-                chunks.len()
-            ),
-        )));
+    // Every insert above was acknowledged row for row. A retry also reads the run back, to be
+    // sure its clean-up and its inserts left exactly one vector per chunk.
+    let t = Instant::now();
+    if retry {
+        let present = deps
+            .vectors
+            .count(doc_id, Some(run_id))
+            .await
+            .map_err(classify_vector)?;
+        if present != chunks.len() {
+            return Err(Failure::Transient(StageError::transient(
+                Stage::Index,
+                format!(
+                    "Milvus holds {present} vectors of run {run_id}, expected {}",
+                    chunks.len()
+                ),
+            )));
+        }
     }
     // A reindex never leaves two runs' vectors behind.
-    deps.vectors
-        .delete_other_runs(doc_id, run_id)
-        .await
-        .map_err(classify_vector)?;
+    if attempt.other_runs {
+        deps.vectors
+            .delete_other_runs(doc_id, run_id)
+            .await
+            .map_err(classify_vector)?;
+    }
+    checks_ms += t.elapsed().as_millis();
 
     let client = deps
         .db
@@ -281,6 +300,8 @@ async fn write_vectors(
             "chunks": chunks.len(),
             "embed_ms": embed_ms as u64,
             "insert_ms": insert_ms as u64,
+            "checks_ms": checks_ms as u64,
+            "attempt": attempt.attempt,
             "duration_ms": started.elapsed().as_millis() as u64,
         }
     });

@@ -1,0 +1,80 @@
+"""Renders the benchmark table from what scripts/bench.sh left in its output folder (machine.env,
+results.jsonl, parse.json, load-last.json), as Markdown on stdout.
+
+usage: python3 scripts/bench-table.py .local/bench
+"""
+import json, os, sys
+out = sys.argv[1]
+machine = dict(l.rstrip("\n").split("=", 1) for l in open(f"{out}/machine.env") if "=" in l)
+results = [json.loads(l) for l in open(f"{out}/results.jsonl") if l.strip()]
+by = lambda kind: [r for r in results if r.get("bench") == kind]
+
+def fmt(x, digits=0):
+    return f"{x:,.{digits}f}"
+
+print(f"## Benchmark table ({machine['date']})\n")
+print(f"Machine: {machine['nproc']} cores ({machine['cpu']}), {machine['mem_total_g']} GiB RAM "
+      f"({machine['mem_available_g']} GiB available); load average {machine['loadavg_start']} at the start, "
+      f"{machine['loadavg_end']} at the end; {machine['busy_start']} compiler/python processes of other "
+      f"work running at the start, {machine['busy_end']} at the end. `make bench` took {int(machine['elapsed_s']) // 60} min "
+      f"{int(machine['elapsed_s']) % 60} s.\n")
+if machine.get("bench_profile", "release") != "release":
+    print(f"The driver of the snapshot, index, search and RSS rows was a **{machine['bench_profile']}** build "
+          "(BENCH_PROFILE); the parse row and the function binaries are release builds.\n")
+print("| measure | docpipe | baseline | ratio |")
+print("| --- | ---: | ---: | ---: |")
+parse = json.load(open(f"{out}/parse.json"))
+engines = {(r["engine"], r["set"]): r for r in parse["best"]}
+for c in parse["ratios"]:
+    r, b = engines[(c["engine"], c["set"])], engines[(c["baseline"], c["set"])]
+    what = "parse + chunk, PDF" if c["set"] == "pdf" else "parse + chunk, Markdown laws"
+    if c["engine"].startswith("pdfium"):
+        what = "pdfium text layer alone (the floor under any pdfium parser)"
+    print(f"| {what} ({r['files']} files, {r['bytes'] / 1e6:.2f} MB) | {r['mb_per_s']:.2f} MB/s, peak RSS {r['peak_rss_mb']:.1f} MB | "
+          f"{b['engine'].removeprefix('python ')}: {b['mb_per_s']:.2f} MB/s, {b['peak_rss_mb']:.1f} MB | "
+          f"**{c['throughput_ratio']:.1f}×** (memory {c['memory_ratio']:.2f}) |")
+for r in by("snapshot"):
+    print(f"| snapshot writes, {fmt(r['nodes'])} nodes + {fmt(r['blocks'])} blocks via PgBouncer (median of {r['repeat']}) | "
+          f"UNNEST: {fmt(r['unnest_rows_per_s'])} rows/s | row-by-row INSERT: {fmt(r['row_by_row_rows_per_s'])} rows/s | "
+          f"**{r['unnest_rows_per_s'] / r['row_by_row_rows_per_s']:.1f}×** |")
+for r in by("index"):
+    print(f"| embed + index, `{r['embedder']}` ({r['chunks']} chunks, {r['documents']} laws, index_job) | "
+          f"{fmt(r['index_chunks_per_s'], 1)} chunks/s | raw `MilvusIndex::insert`: {fmt(r['raw_insert_chunks_per_s'])} chunks/s | "
+          f"**{r['index_chunks_per_s'] / r['raw_insert_chunks_per_s']:.2f}×** of the ceiling |")
+for r in by("search"):
+    print(f"| search p50 / p99, `{r['embedder']}` ({r['collection_chunks']} chunks, {r['queries']} queries, top {r['top_k']}, "
+          f"authority check included) | {r['search_p50_ms']:.1f} / {r['search_p99_ms']:.1f} ms | raw Milvus search: "
+          f"{r['raw_milvus_p50_ms']:.1f} / {r['raw_milvus_p99_ms']:.1f} ms | **{r['search_p50_ms'] / r['raw_milvus_p50_ms']:.1f}×** at p50 |")
+load = None
+if os.path.exists(f"{out}/load-last.json"):
+    load = json.load(open(f"{out}/load-last.json"))
+    ok = "all indexed" if load["indexed"] == load["n"] else f"{load['indexed']} indexed, {load['failed']} failed"
+    print(f"| end to end, scripts/load.sh ({load['n']} documents, {load['workers']} workers per stage, `hash`, debug dev runner) | "
+          f"**{fmt(load['docs_per_min'])} documents/min** ({ok}, {load['lost']} lost, {load['stuck']} stuck) | "
+          f"— | max {load['max_pg_backends']} PostgreSQL connections, bound {load['bound']} |")
+
+print("\n| function | init, median of starts (ms) | starts | stripped binary |")
+print("| --- | ---: | ---: | ---: |")
+for r in by("init"):
+    med = "failed: " + str(r["error"]) if r["init_median_ms"] is None else f"{r['init_median_ms']:.0f}"
+    print(f"| {r['function']} | {med} | {r['starts']} | {r['binary_bytes'] / 1e6:.1f} MB |")
+
+rss = by("rss")
+if rss:
+    f = rss[0]
+    idle = next((r for r in rss if r["stage"] == "idle"), None)
+    print(f"\nPeak RSS per stage (VmHWM, one process per stage) on the largest supported file of the corpus, "
+          f"`{os.path.relpath(f['file'], os.path.dirname(os.path.dirname(f['file'])))}` ({f['file_bytes'] / 1e6:.2f} MB):\n")
+    print("| stage | peak RSS | time | vs. the same process with no stage run |")
+    print("| --- | ---: | ---: | ---: |")
+    for r in rss:
+        if r.get("error"):
+            print(f"| {r['stage']} | failed: {r['error']} | | |")
+            continue
+        detail = r.get("detail")
+        extra = ""
+        if isinstance(detail, dict):
+            extra = " (" + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in detail.items()) + ")"
+        emb = f", `{r['embedder']}`" if r.get("embedder") else ""
+        ratio = f"{r['vm_hwm_kb'] / idle['vm_hwm_kb']:.2f}×" if idle and r is not idle else "baseline"
+        print(f"| {r['stage']}{emb}{extra} | {r['vm_hwm_kb'] / 1024:.1f} MB | {r['seconds']:.2f} s | {ratio} |")
