@@ -30,6 +30,8 @@ for c in parse["ratios"]:
     what = "parse + chunk, PDF" if c["set"] == "pdf" else "parse + chunk, Markdown laws"
     if c["engine"].startswith("pdfium"):
         what = "pdfium text layer alone (the floor under any pdfium parser)"
+    if c["engine"].startswith("pulldown"):
+        what = "pulldown-cmark events alone (the floor under docpipe's Markdown parser)"
     print(f"| {what} ({r['files']} files, {r['bytes'] / 1e6:.2f} MB) | {r['mb_per_s']:.2f} MB/s, peak RSS {r['peak_rss_mb']:.1f} MB | "
           f"{b['engine'].removeprefix('python ')}: {b['mb_per_s']:.2f} MB/s, {b['peak_rss_mb']:.1f} MB | "
           f"**{c['throughput_ratio']:.1f}×** (memory {c['memory_ratio']:.2f}) |")
@@ -38,9 +40,13 @@ for r in by("snapshot"):
           f"UNNEST: {fmt(r['unnest_rows_per_s'])} rows/s | row-by-row INSERT: {fmt(r['row_by_row_rows_per_s'])} rows/s | "
           f"**{r['unnest_rows_per_s'] / r['row_by_row_rows_per_s']:.1f}×** |")
 for r in by("index"):
+    split = ""
+    if "embed_s" in r:
+        split = (f" ({r['index_s']:.1f} s: embedding {r['embed_s']:.1f} s, inserts {r['insert_s']:.1f} s, "
+                 f"clean-up and read-back {r['checks_s']:.1f} s, the rest {max(r['index_s'] - r['embed_s'] - r['insert_s'] - r['checks_s'], 0):.1f} s)")
     print(f"| embed + index, `{r['embedder']}` ({r['chunks']} chunks, {r['documents']} laws, index_job) | "
-          f"{fmt(r['index_chunks_per_s'], 1)} chunks/s | raw `MilvusIndex::insert`: {fmt(r['raw_insert_chunks_per_s'])} chunks/s | "
-          f"**{r['index_chunks_per_s'] / r['raw_insert_chunks_per_s']:.2f}×** of the ceiling |")
+          f"{fmt(r['index_chunks_per_s'], 1)} chunks/s{split} | raw `MilvusIndex::insert`: {fmt(r['raw_insert_chunks_per_s'])} chunks/s | "
+          f"**{r['index_chunks_per_s'] / r['raw_insert_chunks_per_s']:.3f}×** of the ceiling |")
 for r in by("search"):
     print(f"| search p50 / p99, `{r['embedder']}` ({r['collection_chunks']} chunks, {r['queries']} queries, top {r['top_k']}, "
           f"authority check included) | {r['search_p50_ms']:.1f} / {r['search_p99_ms']:.1f} ms | raw Milvus search: "

@@ -1,11 +1,12 @@
 //! Parse + chunk throughput on a fixed file set, for scripts/bench-parse.sh.
 //!
-//! usage: bench_parse {pdf|md|pdf-floor} FILE...   (prints one JSON object)
+//! usage: bench_parse {pdf|md|pdf-floor|md-floor} FILE...   (prints one JSON object)
 //!
 //! `pdf-floor` does only what any pdfium-based extractor must: open each document, load each
 //! page and its text page, and read the page's text in one call. No clean-up, no structure, no
 //! chunks. Its time is the floor under the `pdf` figure, so python's time over it is the highest
-//! ratio a pdfium parser could reach on these files.
+//! ratio a pdfium parser could reach on these files. `md-floor` is the same for Markdown: UTF-8
+//! validation and pulldown-cmark's event stream, nothing else.
 //!
 //! Each set runs in its own process so that the peak RSS (VmHWM) belongs to that set alone.
 //! The files are read into memory first: the figure is parsing, not disk.
@@ -38,6 +39,9 @@ fn main() {
     let total_bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
     if set == "pdf-floor" {
         return pdfium_floor(&files, total_bytes);
+    }
+    if set == "md-floor" {
+        return markdown_floor(&files, total_bytes);
     }
     let limits = Limits::default();
     let cfg = ChunkConfig::default();
@@ -118,6 +122,28 @@ fn pdfium_floor(files: &[(String, Vec<u8>)], total_bytes: usize) {
         files.len(),
         total_bytes as f64 / 1e6 / seconds,
         pages as f64 / seconds,
+        peak_rss_mb(),
+    );
+}
+
+fn markdown_floor(files: &[(String, Vec<u8>)], total_bytes: usize) {
+    let start = Instant::now();
+    let (mut events, mut failures) = (0u64, 0u64);
+    for (path, bytes) in files {
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            eprintln!("{path}: not UTF-8");
+            failures += 1;
+            continue;
+        };
+        events += pulldown_cmark::Parser::new(text).count() as u64;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    println!(
+        "{{\"engine\":\"pulldown-cmark events only (floor)\",\"set\":\"md\",\"files\":{},\"bytes\":{total_bytes},\"pages\":{},\"chunks\":0,\"events\":{events},\"failures\":{failures},\"seconds\":{seconds},\"mb_per_s\":{},\"pages_per_s\":{},\"peak_rss_mb\":{}}}",
+        files.len(),
+        files.len(),
+        total_bytes as f64 / 1e6 / seconds,
+        files.len() as f64 / seconds,
         peak_rss_mb(),
     );
 }
