@@ -257,7 +257,7 @@ print(f"| store p50 / p95 (stored_at − started_at: 0 by construction, one tran
 print(f"| parse latency p50 / p95 (parsed_at − stored_at, queue wait included) | {ms(lat[2])} / {ms(lat[3])} |")
 print(f"| index latency p50 / p95 (indexed_at − parsed_at, queue wait included) | {ms(lat[4])} / {ms(lat[5])} |")
 print(f"| parse work p50 / p95 (runs.metadata parse.duration_ms: fetch, parse, artifacts, commit) | {ms(lat[8])} / {ms(lat[9])} |")
-print(f"| index work p50 / p95 (runs.metadata index.duration_ms: embed, insert, count) | {ms(lat[10])} / {ms(lat[11])} |")
+print(f"| index work p50 / p95 (runs.metadata index.duration_ms: fetch, embed, insert, checks, commit) | {ms(lat[10])} / {ms(lat[11])} |")
 print(f"| run p50 / p95 (indexed_at − started_at, queue waits included) | {ms(lat[6])} / {ms(lat[7])} |")
 print(f"| PostgreSQL backends on the database, max: all / client backends (1 s samples: {len(pg)}) | {max(pg or [0])} / {max(pgc or [0])} |")
 print(f"| PgBouncer server connections, max / clients max / clients waiting max | {max(sv or [0])} / {max(cl or [0])} / {max(cw or [0])} |")
