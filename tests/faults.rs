@@ -77,17 +77,11 @@ async fn assert_consistent(p: &Pipeline, doc_id: &str) {
     }
     let keys = p.aws.keys(&format!("artifacts/{doc_id}/")).await;
     let rows: Vec<String> =
-        p.db.client()
-            .await
-            .query_typed(
-                "SELECT object_name FROM document_artifacts WHERE doc_id = $1 ORDER BY object_name",
-                &[(&doc_id, docpipe::db::Type::VARCHAR)],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        p.db.column_for_doc(
+            "SELECT object_name FROM document_artifacts WHERE doc_id = $1 ORDER BY object_name",
+            doc_id,
+        )
+        .await;
     let mut keys = keys;
     keys.sort();
     assert_eq!(keys, rows, "every artifact object has its row and no more");

@@ -140,19 +140,12 @@ async fn a_reindex_after_a_retry_leaves_exactly_the_new_runs_vectors() {
     assert!(runs.iter().all(|r| r.run_status == RunStatus::Succeeded));
     assert_eq!(runs[0].trigger_type, "retry");
     // Each run was indexed at its first attempt; only the second had another run to clear.
-    let attempts: Vec<i32> = p
-        .db
-        .client()
-        .await
-        .query_typed(
+    let attempts: Vec<i32> =
+        p.db.column_for_doc(
             "SELECT index_attempts FROM document_processing_runs WHERE doc_id = $1 ORDER BY run_id",
-            &[(&doc_id, docpipe::db::Type::VARCHAR)],
+            &doc_id,
         )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+        .await;
     assert_eq!(attempts, vec![1, 1]);
     p.cleanup().await;
 }

@@ -98,6 +98,21 @@ impl TestDb {
     pub async fn client(&self) -> docpipe::db::Client {
         self.db.client().await.expect("db client")
     }
+
+    /// The first column of `sql`'s rows, whose one parameter is a doc_id.
+    pub async fn column_for_doc<T>(&self, sql: &str, doc_id: &str) -> Vec<T>
+    where
+        T: for<'a> tokio_postgres::types::FromSql<'a>,
+    {
+        self.client()
+            .await
+            .query_typed(sql, &[(&doc_id, docpipe::db::Type::VARCHAR)])
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
 }
 
 fn replace_db_name(url: &str, name: &str) -> String {
