@@ -9,7 +9,8 @@ use docpipe::db::Type;
 use docpipe::model::{DocStatus, JobMessage};
 use docpipe_api_fn::lazy_index::LazyMilvus;
 use docpipe_api_fn::{ActorSource, ApiConfig, ApiState};
-use docpipe_tests::{corpus_dir, sha256_hex, sqs_batch, workspace_root, Pipeline};
+use docpipe_tests::{article_lines, article_probe, law_paths, read_law};
+use docpipe_tests::{sha256_hex, sqs_batch, workspace_root, Pipeline};
 use docpipe_vector::VectorIndex;
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashSet};
@@ -231,40 +232,12 @@ fn assert_problem(a: &Answer, status: u16, kind: &str, what: &str) {
 }
 
 fn laws(n: usize) -> Vec<(String, String)> {
-    let mut paths: Vec<_> = std::fs::read_dir(corpus_dir().join("laws"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    paths.sort();
-    paths
-        .into_iter()
-        .take(n)
-        .map(|p| {
-            (
-                p.file_name().unwrap().to_string_lossy().to_string(),
-                std::fs::read_to_string(&p).unwrap(),
-            )
-        })
-        .collect()
+    law_paths().iter().take(n).map(|p| read_law(p)).collect()
 }
 
 fn probe_sentence(law: &str) -> String {
-    let articles: Vec<&str> = law
-        .lines()
-        .map(|l| l.trim())
-        .filter(|l| l.starts_with('第') && l.contains('条'))
-        .collect();
-    let article = articles[articles.len() / 2];
-    let body = article
-        .split_once(char::is_whitespace)
-        .map(|(_, b)| b)
-        .unwrap_or(article);
-    body.split(['。', '；'])
-        .max_by_key(|s| s.chars().count())
-        .unwrap()
-        .trim()
-        .to_string()
+    let articles = article_lines(law);
+    article_probe(articles[articles.len() / 2]).unwrap()
 }
 
 async fn fetch(url: &str) -> Vec<u8> {

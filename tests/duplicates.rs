@@ -7,9 +7,9 @@ use docpipe::model::{JobMessage, Stage};
 use docpipe::stages::index::{index_job, IndexOutcome};
 use docpipe::stages::parse::parse_job;
 use docpipe::StageError;
+use docpipe_tests::{law_paths, read_law};
 use docpipe_tests::{
-    corpus_dir, s3_put_event, vector_outage, FlakyQueue, HookedObjectStore, HookedVectorIndex,
-    Pipeline,
+    s3_put_event, vector_outage, FlakyQueue, HookedObjectStore, HookedVectorIndex, Pipeline,
 };
 use docpipe_vector::VectorIndex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,21 +17,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn laws(n: usize) -> Vec<(String, String)> {
-    let mut paths: Vec<_> = std::fs::read_dir(corpus_dir().join("laws"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    paths.sort();
-    paths
+    law_paths()
         .iter()
         .skip(20)
         .take(n)
         .map(|p| {
-            (
-                format!("uploads/{}", p.file_name().unwrap().to_string_lossy()),
-                std::fs::read_to_string(p).unwrap(),
-            )
+            let (name, text) = read_law(p);
+            (format!("uploads/{name}"), text)
         })
         .collect()
 }
@@ -235,18 +227,16 @@ async fn every_message_redelivered_after_partial_processing_leaves_what_one_deli
 
         // Parse: two of four artifacts written, then the invocation died.
         let died = AtomicBool::new(false);
-        let dying = HookedObjectStore {
-            inner: p.parse.objects.clone(),
-            after_put: Box::new(move |key| {
-                if key.ends_with("structure_nodes.json") && !died.swap(true, Ordering::SeqCst) {
-                    return Err(StorageError::Unavailable {
-                        operation: "PutObject",
-                        source: "injected: the invocation died here".into(),
-                    });
-                }
-                Ok(())
-            }),
-        };
+        let mut dying = HookedObjectStore::new(p.parse.objects.clone());
+        dying.after_put = Box::new(move |key| {
+            if key.ends_with("structure_nodes.json") && !died.swap(true, Ordering::SeqCst) {
+                return Err(StorageError::Unavailable {
+                    operation: "PutObject",
+                    source: "injected: the invocation died here".into(),
+                });
+            }
+            Ok(())
+        });
         let mut deps = p.parse.deps();
         deps.objects = &dying;
         let err = parse_job(&deps, &job).await.unwrap_err();

@@ -8,9 +8,9 @@ use docpipe::adapters::{JobQueue, QueueError};
 use docpipe::model::{DocStatus, JobMessage, RunStatus};
 use docpipe::stages::index::{index_job, IndexOutcome};
 use docpipe::stages::parse::{parse_job, ParseOutcome};
+use docpipe_tests::{law_paths, read_law};
 use docpipe_tests::{
-    corpus_dir, s3_put_event, sqs_batch, stack, vector_outage, HookedObjectStore,
-    HookedVectorIndex, Pipeline,
+    s3_put_event, sqs_batch, stack, vector_outage, HookedObjectStore, HookedVectorIndex, Pipeline,
 };
 use docpipe_vector::VectorIndex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -18,17 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn law(i: usize) -> (String, String) {
-    let mut paths: Vec<_> = std::fs::read_dir(corpus_dir().join("laws"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    paths.sort();
-    let p = &paths[i];
-    (
-        p.file_name().unwrap().to_string_lossy().to_string(),
-        std::fs::read_to_string(p).unwrap(),
-    )
+    read_law(&law_paths()[i])
 }
 
 /// Uploads and stores a law; returns its current job.
@@ -94,15 +84,14 @@ fn fault_after_put(
     fault: impl Fn() + Send + Sync + 'static,
 ) -> HookedObjectStore {
     let fired = AtomicBool::new(false);
-    HookedObjectStore {
-        inner,
-        after_put: Box::new(move |key| {
-            if key.ends_with(suffix) && !fired.swap(true, Ordering::SeqCst) {
-                fault();
-            }
-            Ok(())
-        }),
-    }
+    let mut hooked = HookedObjectStore::new(inner);
+    hooked.after_put = Box::new(move |key| {
+        if key.ends_with(suffix) && !fired.swap(true, Ordering::SeqCst) {
+            fault();
+        }
+        Ok(())
+    });
+    hooked
 }
 
 /// Runs `fault` right after the `n`-th insert.

@@ -5,85 +5,20 @@
 //! on the stored row, and each shares its batch with a good message that must come through
 //! untouched. Every test has its own database, bucket and queues.
 
-use async_trait::async_trait;
-use docpipe::adapters::{ContentDigest, ObjectHead, ObjectStore, StorageError};
 use docpipe::db::{documents, runs, Type};
 use docpipe::handlers;
 use docpipe::model::{DocStatus, JobMessage, RunStatus};
 use docpipe::services::{ParseService, StoreService};
 use docpipe_tests::{
-    ensure_pdfium_env, s3_put_event, sha256_hex, sqs_batch, Pipeline, TestAws, TestDb,
+    ensure_pdfium_env, s3_put_event, sha256_hex, sqs_batch, HookedObjectStore, Pipeline, TestAws,
+    TestDb,
 };
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MAX: u64 = docpipe::config::DEFAULT_MAX_BYTES;
-
-/// The object store the pipeline really uses, counting how often an object's bytes were read.
-/// Nothing is faked: every call goes to moto.
-struct Watched {
-    inner: Arc<dyn ObjectStore>,
-    body_reads: AtomicUsize,
-}
-
-#[async_trait]
-impl ObjectStore for Watched {
-    async fn head(&self, bucket: &str, key: &str) -> Result<Option<ObjectHead>, StorageError> {
-        self.inner.head(bucket, key).await
-    }
-    async fn sha256(
-        &self,
-        bucket: &str,
-        key: &str,
-        limit: u64,
-    ) -> Result<ContentDigest, StorageError> {
-        self.body_reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.sha256(bucket, key, limit).await
-    }
-    async fn get(&self, bucket: &str, key: &str, limit: u64) -> Result<Vec<u8>, StorageError> {
-        self.body_reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.get(bucket, key, limit).await
-    }
-    async fn put(
-        &self,
-        bucket: &str,
-        key: &str,
-        body: Vec<u8>,
-        content_type: &str,
-    ) -> Result<(), StorageError> {
-        self.inner.put(bucket, key, body, content_type).await
-    }
-    async fn delete(&self, bucket: &str, key: &str) -> Result<(), StorageError> {
-        self.inner.delete(bucket, key).await
-    }
-    async fn delete_prefix(&self, bucket: &str, prefix: &str) -> Result<usize, StorageError> {
-        self.inner.delete_prefix(bucket, prefix).await
-    }
-    async fn list(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, StorageError> {
-        self.inner.list(bucket, prefix).await
-    }
-    async fn presign_put(
-        &self,
-        bucket: &str,
-        key: &str,
-        content_type: &str,
-        expires: Duration,
-    ) -> Result<String, StorageError> {
-        self.inner
-            .presign_put(bucket, key, content_type, expires)
-            .await
-    }
-    async fn presign_get(
-        &self,
-        bucket: &str,
-        key: &str,
-        expires: Duration,
-    ) -> Result<String, StorageError> {
-        self.inner.presign_get(bucket, key, expires).await
-    }
-}
 
 struct Fixture {
     db: TestDb,
@@ -136,15 +71,7 @@ impl Fixture {
 
     /// Uploads `body` under `key` and stores it; returns the parse job its run waits for.
     async fn stored(&self, key: &str, body: &[u8]) -> JobMessage {
-        self.aws.put(key, body).await;
-        let line =
-            handlers::store::handle_notification(&self.store, &s3_put_event(&self.aws.bucket, key))
-                .await
-                .unwrap();
-        assert!(line.contains("stored ("), "{line}");
-        let doc = self.doc(key).await.expect("stored document");
-        self.aws.drain(&self.aws.parse_queue, 10).await;
-        JobMessage::new(doc.doc_id, doc.current_run_id.unwrap())
+        docpipe_tests::stored(&self.db, &self.aws, &self.store, key, body).await
     }
 
     /// Runs a parse batch of `[hostile, good]`: neither may be reported as a batch failure, the
@@ -632,10 +559,8 @@ async fn put_sparse(aws: &TestAws, key: &str, size: u64) {
 #[tokio::test]
 async fn a_500_mb_object_fails_at_store_with_the_size_message_without_being_read() {
     let f = fixture(MAX).await;
-    let watched = Arc::new(Watched {
-        inner: f.store.objects.clone(),
-        body_reads: AtomicUsize::new(0),
-    });
+    // The real object store, counting how often an object's bytes are read.
+    let watched = Arc::new(HookedObjectStore::new(f.store.objects.clone()));
     let store = StoreService {
         db: f.db.db.clone(),
         objects: watched.clone(),
@@ -909,7 +834,6 @@ fn zip(entries: &[Entry]) -> Vec<u8> {
 /// 1.7 MB: well-formed XML up to the point where it repeats one character. `declared` is the
 /// uncompressed size its headers claim: the truth, or a lie.
 fn docx_bomb(declared: Option<u32>) -> (Vec<u8>, u64) {
-    let types = br#"<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>"#.to_vec();
     let prefix = br#"<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>a"#;
     let target: u64 = 256 * 1024 * 1024 + 1024 * 1024;
     let repeats = (target - prefix.len() as u64) / 258 + 1;
@@ -921,24 +845,8 @@ fn docx_bomb(declared: Option<u32>) -> (Vec<u8>, u64) {
         d.repeat_258();
     }
     let inflated = prefix.len() as u64 + repeats * 258;
-    let data = d.finish();
-    let bytes = zip(&[
-        Entry {
-            name: "[Content_Types].xml",
-            method: 0,
-            crc: crc32(&types),
-            size: types.len() as u32,
-            data: types,
-        },
-        Entry {
-            name: "word/document.xml",
-            method: 8,
-            // Never reached: a reader that gets to the end of this entry has already lost.
-            crc: 0,
-            size: declared.unwrap_or(inflated as u32),
-            data,
-        },
-    ]);
+    // The CRC is never reached: a reader that gets to the end of this entry has already lost.
+    let bytes = deflated_docx(d.finish(), 0, declared.unwrap_or(inflated as u32));
     (bytes, inflated)
 }
 
@@ -959,23 +867,7 @@ fn the_hand_made_deflate_stream_inflates_as_intended() {
     let mut inflated = text.as_bytes().to_vec();
     inflated.extend(std::iter::repeat_n(b'p', 258));
     inflated.extend_from_slice(tail.as_bytes());
-    let types = docx_bomb_types();
-    let bytes = zip(&[
-        Entry {
-            name: "[Content_Types].xml",
-            method: 0,
-            crc: crc32(&types),
-            size: types.len() as u32,
-            data: types,
-        },
-        Entry {
-            name: "word/document.xml",
-            method: 8,
-            crc: crc32(&inflated),
-            size: inflated.len() as u32,
-            data: d.finish(),
-        },
-    ]);
+    let bytes = deflated_docx(d.finish(), crc32(&inflated), inflated.len() as u32);
     let doc = docpipe::parse::parse(
         &bytes,
         &docpipe::parse::Hint::new("small.docx", ""),
@@ -989,8 +881,26 @@ fn the_hand_made_deflate_stream_inflates_as_intended() {
     );
 }
 
-fn docx_bomb_types() -> Vec<u8> {
-    br#"<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>"#.to_vec()
+/// A DOCX of two entries: the content types, stored, and `word/document.xml`, deflated, with the
+/// CRC and uncompressed size its headers are to claim.
+fn deflated_docx(document: Vec<u8>, crc: u32, size: u32) -> Vec<u8> {
+    let types = br#"<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>"#.to_vec();
+    zip(&[
+        Entry {
+            name: "[Content_Types].xml",
+            method: 0,
+            crc: crc32(&types),
+            size: types.len() as u32,
+            data: types,
+        },
+        Entry {
+            name: "word/document.xml",
+            method: 8,
+            crc,
+            size,
+            data: document,
+        },
+    ])
 }
 
 #[tokio::test]

@@ -4,51 +4,24 @@
 use docpipe::model::{DocStatus, RunStatus};
 use docpipe::search::{search, Filters};
 use docpipe::stages::index::{index_job, IndexOutcome};
+use docpipe_tests::{article_lines, article_probe, law_paths, read_law};
 use docpipe_tests::{corpus_dir, vector_outage, HookedVectorIndex, Pipeline};
 use docpipe_vector::VectorIndex;
 
 fn laws(n: usize) -> Vec<(String, String)> {
-    let mut paths: Vec<_> = std::fs::read_dir(corpus_dir().join("laws"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    paths.sort();
     // Laws with articles: a few entries are decisions without 第X条 lines.
-    paths
-        .into_iter()
-        .map(|p| {
-            (
-                p.file_name().unwrap().to_string_lossy().to_string(),
-                std::fs::read_to_string(&p).unwrap(),
-            )
-        })
+    law_paths()
+        .iter()
+        .map(|p| read_law(p))
         .filter(|(_, text)| article_lines(text).len() >= 3)
         .take(n)
-        .collect()
-}
-
-fn article_lines(law: &str) -> Vec<&str> {
-    let re = regex::Regex::new(r"^第[一二三四五六七八九十百千零〇两\d]+条").unwrap();
-    law.lines()
-        .map(str::trim)
-        .filter(|l| re.is_match(l))
         .collect()
 }
 
 /// The longest sentence of the middle article: what a person would paste to find the law.
 fn probe_sentence(law: &str) -> String {
     let articles = article_lines(law);
-    let article = articles[articles.len() / 2];
-    let body = article
-        .split_once(char::is_whitespace)
-        .map(|(_, b)| b)
-        .unwrap_or(article);
-    body.split(['。', '；'])
-        .max_by_key(|s| s.chars().count())
-        .unwrap()
-        .trim()
-        .to_string()
+    article_probe(articles[articles.len() / 2]).unwrap()
 }
 
 async fn chunk_count(p: &Pipeline, doc_id: &str) -> usize {

@@ -2,11 +2,10 @@
 //! index job, in one transaction guarded by a compare-and-set.
 
 use docpipe::db::{documents, runs};
-use docpipe::handlers::store::handle_notification;
 use docpipe::model::{DocStatus, JobMessage, RunStatus};
 use docpipe::services::{ParseService, StoreService};
 use docpipe::stages::parse::{parse_job, ParseOutcome};
-use docpipe_tests::{corpus_dir, ensure_pdfium_env, s3_put_event, sha256_hex, TestAws, TestDb};
+use docpipe_tests::{corpus_dir, ensure_pdfium_env, sha256_hex, TestAws, TestDb};
 
 struct Fixture {
     db: TestDb,
@@ -36,14 +35,7 @@ async fn fixture() -> Fixture {
 impl Fixture {
     /// Uploads and stores a file; returns its parse job.
     async fn stored(&self, key: &str, body: &[u8]) -> JobMessage {
-        self.aws.put(key, body).await;
-        let line = handle_notification(&self.store, &s3_put_event(&self.aws.bucket, key))
-            .await
-            .unwrap();
-        assert!(line.contains("stored"), "{line}");
-        let doc = self.doc(key).await;
-        self.aws.drain(&self.aws.parse_queue, 10).await;
-        JobMessage::new(doc.doc_id, doc.current_run_id.unwrap())
+        docpipe_tests::stored(&self.db, &self.aws, &self.store, key, body).await
     }
 
     async fn doc(&self, key: &str) -> documents::Document {

@@ -28,6 +28,7 @@ use docpipe::services::{AwsClients, IndexService, ParseService, StoreService};
 use docpipe::stages::index::{index_job, IndexOutcome};
 use docpipe::stages::parse::{parse_job, ParseOutcome};
 use docpipe_embed::Embedder;
+use docpipe_tests::{article_lines, article_probe, law_paths, read_law};
 use docpipe_tests::{
     aws_config, corpus_dir, ensure_pdfium_env, milvus_url, s3_put_event, unique, TestAws, TestDb,
 };
@@ -173,21 +174,10 @@ async fn drop_aws(aws: &TestAws) {
 
 /// Article lines of the laws: realistic titles and texts for the synthetic snapshot.
 fn article_texts(limit: usize) -> AnyResult<Vec<String>> {
-    let re = regex::Regex::new(r"^第[一二三四五六七八九十百千零〇两\d]+条")?;
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(corpus_dir().join("laws"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    paths.sort();
     let mut out = Vec::new();
-    for p in paths {
-        let text = std::fs::read_to_string(&p)?;
-        out.extend(
-            text.lines()
-                .map(str::trim)
-                .filter(|l| re.is_match(l))
-                .map(String::from),
-        );
+    for p in law_paths() {
+        let (_, text) = read_law(&p);
+        out.extend(article_lines(&text).into_iter().map(String::from));
         if out.len() >= limit {
             break;
         }
@@ -375,38 +365,19 @@ fn embedder_named(name: &str) -> AnyResult<Arc<dyn Embedder>> {
 }
 
 /// Laws with at least three articles, in file-name order, and a probe sentence from each article.
-fn laws_with_articles() -> AnyResult<Vec<(String, String)>> {
-    let re = regex::Regex::new(r"^第[一二三四五六七八九十百千零〇两\d]+条")?;
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(corpus_dir().join("laws"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    paths.sort();
-    let mut out = Vec::new();
-    for p in paths {
-        let text = std::fs::read_to_string(&p)?;
-        if text.lines().filter(|l| re.is_match(l.trim())).count() >= 3 {
-            out.push((p.file_name().unwrap().to_string_lossy().to_string(), text));
-        }
-    }
-    Ok(out)
+fn laws_with_articles() -> Vec<(String, String)> {
+    law_paths()
+        .iter()
+        .map(|p| read_law(p))
+        .filter(|(_, text)| article_lines(text).len() >= 3)
+        .collect()
 }
 
 /// The longest sentence of each article: what a person would paste to find the law.
 fn probe_sentences(law: &str) -> Vec<String> {
-    let re = regex::Regex::new(r"^第[一二三四五六七八九十百千零〇两\d]+条").unwrap();
-    law.lines()
-        .map(str::trim)
-        .filter(|l| re.is_match(l))
-        .filter_map(|article| {
-            let body = article
-                .split_once(char::is_whitespace)
-                .map(|(_, b)| b)
-                .unwrap_or(article);
-            body.split(['。', '；'])
-                .max_by_key(|s| s.chars().count())
-                .map(|s| s.trim().to_string())
-        })
+    article_lines(law)
+        .into_iter()
+        .filter_map(article_probe)
         .filter(|s| s.chars().count() >= 8)
         .collect()
 }
@@ -521,7 +492,7 @@ async fn run_index_search(
     let mut parsed = Vec::new();
     let mut total_chunks = 0;
     let mut probes: Vec<(String, String)> = Vec::new();
-    for (name, text) in laws_with_articles()? {
+    for (name, text) in laws_with_articles() {
         if total_chunks >= target_chunks {
             break;
         }

@@ -374,6 +374,49 @@ pub fn corpus_dir() -> PathBuf {
         .unwrap_or_else(|_| shared_dir().join("corpus"))
 }
 
+/// The Markdown laws of the corpus (`laws/*.md`), in file-name order.
+pub fn law_paths() -> Vec<PathBuf> {
+    let dir = corpus_dir().join("laws");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// A law's file name and text.
+pub fn read_law(path: &std::path::Path) -> (String, String) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (
+        path.file_name().unwrap().to_string_lossy().into_owned(),
+        text,
+    )
+}
+
+static ARTICLE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"^第[一二三四五六七八九十百千零〇两\d]+条").expect("static regex")
+});
+
+/// A law's article lines (those that open with 第X条), trimmed.
+pub fn article_lines(law: &str) -> Vec<&str> {
+    law.lines()
+        .map(str::trim)
+        .filter(|l| ARTICLE.is_match(l))
+        .collect()
+}
+
+/// The longest sentence of an article's body: what a person would paste to find the law.
+pub fn article_probe(article: &str) -> Option<String> {
+    let body = article
+        .split_once(char::is_whitespace)
+        .map_or(article, |(_, b)| b);
+    body.split(['。', '；'])
+        .max_by_key(|s| s.chars().count())
+        .map(|s| s.trim().to_string())
+}
+
 impl TestAws {
     pub fn parse_config(&self) -> docpipe::config::ParseConfig {
         docpipe::config::ParseConfig {
@@ -499,21 +542,7 @@ impl Pipeline {
 
     /// Uploads a file, stores it and parses it; returns the job its index stage is waiting for.
     pub async fn parsed(&self, key: &str, body: &[u8]) -> docpipe::model::JobMessage {
-        self.aws.put(key, body).await;
-        docpipe::handlers::store::handle_notification(
-            &self.store,
-            &s3_put_event(&self.aws.bucket, key),
-        )
-        .await
-        .expect("store");
-        let doc_id = docpipe::ids::derived_doc_id(&self.aws.bucket, key);
-        let run = self
-            .doc(&doc_id)
-            .await
-            .expect("document")
-            .current_run_id
-            .expect("a run");
-        let job = docpipe::model::JobMessage::new(doc_id, run);
+        let job = stored(&self.db, &self.aws, &self.store, key, body).await;
         docpipe::stages::parse::parse_job(&self.parse.deps(), &job)
             .await
             .expect("parse");
@@ -550,6 +579,30 @@ impl Pipeline {
     }
 }
 
+/// Uploads `body` under `key` and runs the store stage on its S3 event, which must store it; returns
+/// the parse job of the run it opened (the copy the stage queued is drained).
+pub async fn stored(
+    db: &TestDb,
+    aws: &TestAws,
+    store: &docpipe::services::StoreService,
+    key: &str,
+    body: &[u8],
+) -> docpipe::model::JobMessage {
+    aws.put(key, body).await;
+    let line =
+        docpipe::handlers::store::handle_notification(store, &s3_put_event(&aws.bucket, key))
+            .await
+            .expect("store");
+    assert!(line.contains("stored ("), "{line}");
+    let doc_id = docpipe::ids::derived_doc_id(&aws.bucket, key);
+    let doc = docpipe::db::documents::get(&**db.client().await, &doc_id)
+        .await
+        .unwrap()
+        .expect("stored document");
+    aws.drain(&aws.parse_queue, 10).await;
+    docpipe::model::JobMessage::new(doc_id, doc.current_run_id.expect("a run"))
+}
+
 /// Drives the local stack's fault controls: `stop`, `kill`, `pause`, `resume` a service, or `up`
 /// to bring back whatever is down. Only the fault tests use this (they run alone, one at a time).
 pub fn stack(action: &str, service: &str) {
@@ -583,6 +636,23 @@ pub struct HookedObjectStore {
     /// Called with the key just written; an error is returned to the stage as the put's.
     #[allow(clippy::type_complexity)]
     pub after_put: Box<dyn Fn(&str) -> Result<(), docpipe::adapters::StorageError> + Send + Sync>,
+    /// How often an object's bytes were read (`get` and `sha256`).
+    pub body_reads: std::sync::atomic::AtomicUsize,
+}
+
+impl HookedObjectStore {
+    pub fn new(inner: std::sync::Arc<dyn docpipe::adapters::ObjectStore>) -> Self {
+        HookedObjectStore {
+            inner,
+            after_put: Box::new(|_| Ok(())),
+            body_reads: Default::default(),
+        }
+    }
+
+    fn read_body(&self) {
+        self.body_reads
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 #[async_trait::async_trait]
@@ -600,6 +670,7 @@ impl docpipe::adapters::ObjectStore for HookedObjectStore {
         k: &str,
         l: u64,
     ) -> Result<docpipe::adapters::ContentDigest, docpipe::adapters::StorageError> {
+        self.read_body();
         self.inner.sha256(b, k, l).await
     }
     async fn get(
@@ -608,6 +679,7 @@ impl docpipe::adapters::ObjectStore for HookedObjectStore {
         k: &str,
         l: u64,
     ) -> Result<Vec<u8>, docpipe::adapters::StorageError> {
+        self.read_body();
         self.inner.get(b, k, l).await
     }
     async fn put(
