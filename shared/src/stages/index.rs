@@ -190,6 +190,10 @@ async fn write_vectors(
         .unwrap_or_default();
     let mut embed_ms = 0u128;
     let mut insert_ms = 0u128;
+    // The lease was taken just now; it is renewed once a third of it has passed, not per batch. A
+    // delete or a takeover in between is still caught by the commit's compare-and-set.
+    let renew_every = std::time::Duration::from_secs((deps.config.lease_secs / 3).max(1) as u64);
+    let mut renewed = Instant::now();
     for (batch_no, batch) in chunks.chunks(deps.config.embed_batch).enumerate() {
         let texts: Vec<String> = batch.iter().map(embedding_text).collect();
         let t = Instant::now();
@@ -237,6 +241,10 @@ async fn write_vectors(
             .await
             .map_err(classify_vector)?;
         insert_ms += t.elapsed().as_millis();
+        if renewed.elapsed() < renew_every {
+            continue;
+        }
+        renewed = Instant::now();
         let client = deps
             .db
             .client()
