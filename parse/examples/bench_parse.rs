@@ -14,6 +14,7 @@
 use std::time::Instant;
 
 use docpipe_parse::{chunk, parse, ChunkConfig, Hint, Limits};
+use sha2::{Digest, Sha256};
 
 fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -55,6 +56,9 @@ fn main() {
     let (mut pages, mut chunks, mut failures) = (0u64, 0u64, 0u64);
     // BENCH_PER_FILE=1 prints each file's time to stderr, to find where the time goes.
     let per_file = std::env::var_os("BENCH_PER_FILE").is_some();
+    // BENCH_DIGEST=1 hashes every output (document and chunks, as JSON) into one sha256, printed
+    // to stderr: a speed change must leave it as it was. Outside the clock's purpose, so opt-in.
+    let mut digest = std::env::var_os("BENCH_DIGEST").map(|_| Sha256::new());
     for (path, bytes) in &files {
         let file_start = Instant::now();
         let name = std::path::Path::new(path)
@@ -64,7 +68,11 @@ fn main() {
         match parse(bytes, &Hint::new(name, ""), &limits) {
             Ok(doc) => {
                 pages += u64::from(doc.page_count);
-                chunks += chunk(&doc, &cfg).len() as u64;
+                let doc_chunks = chunk(&doc, &cfg);
+                chunks += doc_chunks.len() as u64;
+                if let Some(d) = digest.as_mut() {
+                    d.update(serde_json::to_vec(&(&doc, &doc_chunks)).unwrap_or_default());
+                }
             }
             Err(e) => {
                 eprintln!("{path}: {e}");
@@ -80,6 +88,9 @@ fn main() {
         }
     }
     let seconds = start.elapsed().as_secs_f64();
+    if let Some(d) = digest {
+        eprintln!("output digest: {}", hex::encode(d.finalize()));
+    }
     println!(
         "{{\"engine\":\"rust docpipe-parse\",\"set\":\"{set}\",\"files\":{},\"bytes\":{total_bytes},\"pages\":{pages},\"chunks\":{chunks},\"failures\":{failures},\"seconds\":{seconds},\"mb_per_s\":{},\"pages_per_s\":{},\"peak_rss_mb\":{},\"pdfium_bind_ms\":{bind_ms},\"pdfium\":{}}}",
         files.len(),

@@ -23,41 +23,38 @@ const SYMBOL_COST: u32 = 100;
 
 /// Approximate e5 token count of `text` (see the module notes).
 pub fn estimate_tokens(text: &str) -> u32 {
-    let chars: Vec<char> = text.chars().collect();
-    costs(&chars).iter().sum::<u32>().div_ceil(100)
+    let mut word_len = 0usize;
+    let total: u32 = text.chars().map(|c| cost(c, &mut word_len)).sum();
+    total.div_ceil(100)
 }
 
 fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() && !is_cjk(c)
 }
 
-/// Cost of each character, in hundredths of a token.
-fn costs(chars: &[char]) -> Vec<u32> {
-    let mut out = Vec::with_capacity(chars.len());
-    let mut word_len = 0usize;
-    for &c in chars {
-        let cost = if is_cjk(c) && !c.is_whitespace() && c != '\u{3000}' {
-            word_len = 0;
-            CJK_COST
-        } else if is_word_char(c) {
-            word_len += 1;
-            if word_len == 1 {
-                WORD_COST
-            } else if word_len > 6 {
-                LONG_WORD_EXTRA
-            } else {
-                0
-            }
-        } else if c.is_whitespace() || c == '\u{3000}' {
-            word_len = 0;
+/// Cost of one character, in hundredths of a token; `word_len` carries the length of the
+/// letter/digit run it continues.
+fn cost(c: char, word_len: &mut usize) -> u32 {
+    if is_cjk(c) && !c.is_whitespace() && c != '\u{3000}' {
+        *word_len = 0;
+        CJK_COST
+    } else if is_word_char(c) {
+        *word_len += 1;
+        if *word_len == 1 {
+            WORD_COST
+        } else if *word_len > 6 {
+            LONG_WORD_EXTRA
+        } else {
+            0
+        }
+    } else {
+        *word_len = 0;
+        if c.is_whitespace() || c == '\u{3000}' {
             0
         } else {
-            word_len = 0;
             SYMBOL_COST
-        };
-        out.push(cost);
+        }
     }
-    out
 }
 
 /// Split points ranked by preference: after a sentence end or a line break (2), after a clause
@@ -83,20 +80,28 @@ pub fn chunk(doc: &ParsedDocument, cfg: &ChunkConfig) -> Vec<VectorChunk> {
 
 pub fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk> {
     let chars: Vec<char> = block.text.chars().collect();
-    let cost = costs(&chars);
+    // One pass: each character's byte offset (a chunk's text is a slice of the block's, never
+    // rebuilt character by character) and the running cost.
+    let mut byte_at = Vec::with_capacity(chars.len() + 1);
     let mut prefix = Vec::with_capacity(chars.len() + 1);
+    let (mut offset, mut total, mut word_len) = (0usize, 0u64, 0usize);
     prefix.push(0u64);
-    for c in &cost {
-        prefix.push(prefix.last().copied().unwrap_or(0) + u64::from(*c));
+    for &c in &chars {
+        byte_at.push(offset);
+        offset += c.len_utf8();
+        total += u64::from(cost(c, &mut word_len));
+        prefix.push(total);
     }
+    byte_at.push(offset);
     let budget = u64::from(cfg.max_tokens.max(1)) * 100;
     let overlap = u64::from(cfg.overlap_tokens.min(cfg.max_tokens / 2)) * 100;
     let span = |a: usize, b: usize| prefix[b] - prefix[a];
+    let mid_word = |a: usize| a > 0 && is_word_char(chars[a - 1]) && is_word_char(chars[a]);
     // What `chars[a..b]` costs on its own, as `estimate_tokens` of the chunk's text counts it: a
     // chunk that starts inside a word (a hard cut, an overlap) starts that word afresh, which
     // the block's running costs do not. `run_end` is where the word run starting at `a` ends.
     let alone = |a: usize, run_end: usize, b: usize| {
-        if a == 0 || !is_word_char(chars[a - 1]) || !is_word_char(chars[a]) {
+        if !mid_word(a) {
             return span(a, b);
         }
         let n = run_end.min(b) - a;
@@ -115,10 +120,16 @@ pub fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk>
     let mut start = skip_space(&chars, 0, chars.len());
     while start < chars.len() {
         let word_end = run_end(start);
-        // Furthest end within budget (at least one character, so progress is guaranteed).
+        // Furthest end within budget (at least one character, so progress is guaranteed). The
+        // running cost only grows, so outside a word it is a binary search.
         let mut end = start + 1;
-        while end < chars.len() && alone(start, word_end, end + 1) <= budget {
-            end += 1;
+        if mid_word(start) {
+            while end < chars.len() && alone(start, word_end, end + 1) <= budget {
+                end += 1;
+            }
+        } else if end < chars.len() {
+            let base = prefix[start];
+            end += prefix[end + 1..].partition_point(|&p| p - base <= budget);
         }
         let cut = if end == chars.len() {
             end
@@ -153,10 +164,15 @@ pub fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk>
         .into_iter()
         .enumerate()
         .map(|(index, (a, b, cost))| {
-            let text: String = chars[a..b].iter().collect();
-            let hash = hex::encode(Sha256::digest(text.as_bytes()));
+            let text = block.text[byte_at[a]..byte_at[b]].to_string();
+            let hash = Sha256::digest(text.as_bytes());
             VectorChunk {
-                chunk_key: format!("{}-{:04}-{}", block.semantic_id, index, &hash[..16]),
+                chunk_key: format!(
+                    "{}-{:04}-{}",
+                    block.semantic_id,
+                    index,
+                    hex::encode(&hash[..8])
+                ),
                 chunk_index: index as u32,
                 semantic_id: block.semantic_id.clone(),
                 section_path: block.section_path.clone(),
@@ -175,11 +191,14 @@ pub fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk>
 /// The latest strong boundary in the second half of the window, else the latest weak one there,
 /// else a hard cut at the budget.
 fn best_cut(chars: &[char], start: usize, end: usize, prefix: &[u64], budget: u64) -> usize {
-    let half = start
-        + (start..end)
-            .position(|i| prefix[i + 1] - prefix[start] >= budget / 2)
-            .unwrap_or(0)
-            .max(1);
+    // The first `i` whose window `start..=i` reaches half the budget (prefix only grows).
+    let first_half = prefix[start + 1..=end].partition_point(|&p| p - prefix[start] < budget / 2);
+    let found = if first_half < end - start {
+        first_half
+    } else {
+        0
+    };
+    let half = start + found.max(1);
     for strength in [2u8, 1] {
         if let Some(i) = (half..=end)
             .rev()

@@ -34,14 +34,15 @@ pub use structure::recognise_heading;
 
 use raw::RawDoc;
 
-/// Parsers run on their own thread with this much stack: recursive descent inside a library
-/// must never overflow the caller's (often small, e.g. tokio worker) stack and abort the process.
+/// Parsers that recurse (pdfium on object graphs, XML and HTML trees) run on their own thread with
+/// this much stack: recursive descent inside a library must never overflow the caller's (often
+/// small, e.g. tokio worker) stack and abort the process.
 const PARSER_STACK_BYTES: usize = 64 * 1024 * 1024;
 
 /// Parses one document. Every error is permanent: the same bytes will fail the same way.
 pub fn parse(bytes: &[u8], hint: &Hint, limits: &Limits) -> Result<ParsedDocument, ParseError> {
     let format = detect::sniff(bytes, hint, limits)?;
-    let (format, raw) = on_big_stack(|| extract(bytes, hint, limits, format))?;
+    let (format, raw) = extract(bytes, hint, limits, format)?;
     if raw.blocks.iter().all(|b| b.text.trim().is_empty()) {
         return Err(ParseError::Empty);
     }
@@ -66,12 +67,20 @@ fn on_big_stack<T: Send>(
                 Ok(Ok(result)) => result,
                 Ok(Err(panic)) | Err(panic) => Err(ParseError::ParserPanic(panic_message(&panic))),
             },
-            // No thread available: parse here rather than fail the document.
             Err(_) => Err(ParseError::ParserPanic(
                 "could not start the parser thread".into(),
             )),
         }
     })
+}
+
+/// For the parsers that never recurse (pulldown-cmark keeps its tree in an arena, plain text is
+/// a line loop): a panic still becomes a failed document, without the cost of a thread per call,
+/// which was a tenth of the Markdown set's time. The nesting-bomb tests run them on a test
+/// thread's default stack.
+fn on_this_stack<T>(f: impl FnOnce() -> Result<T, ParseError>) -> Result<T, ParseError> {
+    catch_unwind(AssertUnwindSafe(f))
+        .unwrap_or_else(|panic| Err(ParseError::ParserPanic(panic_message(&panic))))
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
@@ -89,10 +98,17 @@ fn extract(
     format: Format,
 ) -> Result<(Format, RawDoc), ParseError> {
     match format {
-        Format::Pdf => Ok((Format::Pdf, pdf::parse(bytes, limits)?)),
-        Format::Docx => Ok((Format::Docx, docx::parse(bytes, limits)?)),
+        Format::Pdf => on_big_stack(|| Ok((Format::Pdf, pdf::parse(bytes, limits)?))),
+        Format::Docx => on_big_stack(|| Ok((Format::Docx, docx::parse(bytes, limits)?))),
         Format::Html | Format::Markdown | Format::Text => {
-            let (decoded, encoding) = text::decode(bytes);
+            let (decoded, encoding) = on_this_stack(|| Ok(text::decode(bytes)))?;
+            let suffixed = |mut doc: RawDoc| {
+                if encoding != "UTF-8" {
+                    doc.parser_name =
+                        format!("{}-{}", doc.parser_name, text::parser_suffix(encoding));
+                }
+                doc
+            };
             if detect::looks_like_html(&decoded, hint) {
                 let depth = html::nesting_depth(&decoded);
                 if depth > limits.max_nesting.saturating_mul(4) {
@@ -101,21 +117,13 @@ fn extract(
                         limits.max_nesting.saturating_mul(4)
                     )));
                 }
-                let mut doc = html::parse(&decoded);
-                if encoding != "UTF-8" {
-                    doc.parser_name =
-                        format!("{}-{}", doc.parser_name, text::parser_suffix(encoding));
-                }
-                Ok((Format::Html, doc))
+                let doc = on_big_stack(|| Ok(html::parse(&decoded)))?;
+                Ok((Format::Html, suffixed(doc)))
             } else if detect::looks_like_markdown(&decoded, hint) {
-                let mut doc = markdown::parse(&decoded);
-                if encoding != "UTF-8" {
-                    doc.parser_name =
-                        format!("{}-{}", doc.parser_name, text::parser_suffix(encoding));
-                }
-                Ok((Format::Markdown, doc))
+                let doc = on_this_stack(|| Ok(markdown::parse(&decoded)))?;
+                Ok((Format::Markdown, suffixed(doc)))
             } else {
-                Ok((Format::Text, text::parse(bytes)?))
+                Ok((Format::Text, on_this_stack(|| text::parse(bytes))?))
             }
         }
     }

@@ -1,5 +1,7 @@
 //! Text clean-up shared by every format: invisible characters out, letter-spacing undone.
 
+use std::borrow::Cow;
+
 /// Characters that carry no text: zero-width joiners and spaces, BOMs, the replacement character
 /// (a decoding failure, never content) and C0/C1 controls other than line breaks and tabs.
 pub fn is_invisible(c: char) -> bool {
@@ -40,9 +42,12 @@ pub fn strip_invisible(s: &str) -> String {
 
 /// One line ready for heading recognition: invisible characters out, outer spaces (ASCII and
 /// full-width) trimmed.
-pub fn normalize_line(s: &str) -> String {
+pub fn normalize_line(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_invisible) {
+        return Cow::Borrowed(s.trim_matches(is_space));
+    }
     let cleaned: String = s.chars().filter(|c| !is_invisible(*c)).collect();
-    cleaned.trim_matches(is_space).to_string()
+    Cow::Owned(cleaned.trim_matches(is_space).to_string())
 }
 
 /// Runs of any whitespace become one ASCII space, then spaces between two CJK characters go:

@@ -73,12 +73,30 @@ pub struct Marker {
 
 const NUMERALS: &str = "一二三四五六七八九十百千零〇两";
 
-static REGULATION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(
-        r"^第[ \u{{3000}}]*((?:[{NUMERALS}0-9０-９][ \u{{3000}}]*)+)([编章节条編節條])"
-    ))
-    .expect("static regex")
-});
+fn is_regulation_numeral(c: char) -> bool {
+    NUMERALS.contains(c) || c.is_ascii_digit() || ('０'..='９').contains(&c)
+}
+
+/// `第` + numerals (spaces allowed anywhere between) + one of 编章节条 (simplified or
+/// traditional), at the start of `line`: the number with its spaces removed, the unit, and the
+/// byte offset just past the unit. Every article line passes through here, so it is a plain
+/// scan rather than a regex.
+fn regulation_marker(line: &str) -> Option<(String, char, usize)> {
+    let body = line.strip_prefix('第')?;
+    let mut number = String::new();
+    for (i, c) in body.char_indices() {
+        match c {
+            ' ' | '\u{3000}' => {}
+            _ if is_regulation_numeral(c) => number.push(c),
+            '编' | '章' | '节' | '条' | '編' | '節' | '條' if !number.is_empty() => {
+                return Some((number, c, '第'.len_utf8() + i + c.len_utf8()));
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
 static NUMBERED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(\d{1,2}(?:[.．]\d{1,2})*)([.．、]?)[ \t\u{3000}]*(\S.*)$").expect("static regex")
 });
@@ -132,16 +150,14 @@ pub fn recognise(line: &str, explicit: bool) -> Option<Marker> {
     if line.is_empty() {
         return None;
     }
-    if let Some(c) = REGULATION.captures(&line) {
-        let number: String = c[1].chars().filter(|c| !is_space(*c)).collect();
-        let unit = &c[2];
-        let rest = line[c.get(0).map_or(0, |m| m.end())..].trim_matches(is_space);
-        let separated = line[c.get(0).map_or(0, |m| m.end())..]
+    if let Some((number, unit, end)) = regulation_marker(&line) {
+        let rest = line[end..].trim_matches(is_space);
+        let separated = line[end..]
             .chars()
             .next()
             .is_none_or(|ch| is_space(ch) || "【[［：:".contains(ch));
         let marker = format!("第{number}{unit}");
-        if unit == "条" || unit == "條" {
+        if unit == '条' || unit == '條' {
             if !(separated || explicit) {
                 return None;
             }
@@ -159,8 +175,8 @@ pub fn recognise(line: &str, explicit: bool) -> Option<Marker> {
             return None;
         }
         let kind = match unit {
-            "编" | "編" => Kind::Part,
-            "章" => Kind::Chapter,
+            '编' | '編' => Kind::Part,
+            '章' => Kind::Chapter,
             _ => Kind::Section,
         };
         let cross_reference =

@@ -155,15 +155,24 @@ fn nesting_bombs_in_every_text_format_do_not_crash() {
             "g.pdf",
         ),
     ];
-    for (bytes, name) in cases {
-        match parse_bytes(&bytes, name) {
-            Ok(_)
-            | Err(ParseError::TooLarge(_))
-            | Err(ParseError::Empty)
-            | Err(ParseError::Corrupt(_)) => {}
-            Err(e) => panic!("{name}: unexpected {e}"),
-        }
-    }
+    // Markdown and text parse on the caller's stack: prove it on a small one (tokio's workers
+    // have 2 MiB). A stack overflow here aborts the test process.
+    std::thread::Builder::new()
+        .stack_size(512 * 1024)
+        .spawn(move || {
+            for (bytes, name) in cases {
+                match parse_bytes(&bytes, name) {
+                    Ok(_)
+                    | Err(ParseError::TooLarge(_))
+                    | Err(ParseError::Empty)
+                    | Err(ParseError::Corrupt(_)) => {}
+                    Err(e) => panic!("{name}: unexpected {e}"),
+                }
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
 }
 
 fn zip_with(entries: &[(&str, &[u8])]) -> Vec<u8> {
