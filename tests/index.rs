@@ -5,7 +5,7 @@ use docpipe::model::{DocStatus, RunStatus};
 use docpipe::search::{search, Filters};
 use docpipe::stages::index::{index_job, IndexOutcome};
 use docpipe_tests::{article_lines, article_probe, law_paths, read_law};
-use docpipe_tests::{corpus_dir, vector_outage, HookedVectorIndex, Pipeline};
+use docpipe_tests::{vector_outage, HookedVectorIndex, Pipeline};
 use docpipe_vector::VectorIndex;
 
 fn laws(n: usize) -> Vec<(String, String)> {
@@ -392,7 +392,7 @@ async fn e5_small_finds_laws_by_chinese_and_english_questions() {
         docpipe_embed::e5::default_model_path().expect("run scripts/fetch-e5.sh (make up does)");
     let e5 = docpipe_embed::E5Embedder::load(&model, None).expect("the e5 model loads");
     let p = Pipeline::new(std::sync::Arc::new(e5)).await;
-    let dir = corpus_dir().join("laws-formats/md");
+    let dir = docpipe_tests::corpus_dir().join("laws-formats/md");
     let mut ids = std::collections::HashMap::new();
     for (file, short) in [
         ("law-15978a0e.md", "wetland"),

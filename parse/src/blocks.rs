@@ -3,7 +3,7 @@
 //! for whatever comes before the first heading. A heading with no text of its own yields no block:
 //! its title already travels in the section path of everything below it.
 
-use crate::model::{BlockKind, LayoutBlock, SemanticBlock, StructureNode};
+use crate::model::{padded_id, BlockKind, LayoutBlock, SemanticBlock, StructureNode};
 use crate::structure::{Kind, Tree};
 
 struct Pending {
@@ -73,7 +73,7 @@ pub fn build(layouts: &[LayoutBlock], tree: &Tree) -> Vec<SemanticBlock> {
         let page_start = pages.clone().min().unwrap_or(1);
         let page_end = pages.max().unwrap_or(1);
         blocks.push(SemanticBlock {
-            semantic_id: format!("S{:05}", blocks.len() + 1),
+            semantic_id: padded_id("S", blocks.len() + 1, 5),
             block_type: block_type.to_string(),
             page_start,
             page_end,

@@ -13,13 +13,14 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::model::{ChunkConfig, ParsedDocument, SemanticBlock, VectorChunk};
+use crate::model::{push_padded, ChunkConfig, ParsedDocument, SemanticBlock, VectorChunk};
 use crate::normalize::is_cjk;
 
 const CJK_COST: u32 = 55;
 const WORD_COST: u32 = 130;
 const LONG_WORD_EXTRA: u32 = 25;
 const SYMBOL_COST: u32 = 100;
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Approximate e5 token count of `text` (see the module notes).
 pub fn estimate_tokens(text: &str) -> u32 {
@@ -166,13 +167,17 @@ pub fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk>
         .map(|(index, (a, b, cost))| {
             let text = block.text[byte_at[a]..byte_at[b]].to_string();
             let hash = Sha256::digest(text.as_bytes());
+            // `{semantic_id}-{index:04}-{first 16 hex digits of the text's sha256}`
+            let mut chunk_key = String::with_capacity(block.semantic_id.len() + 22);
+            chunk_key.push_str(&block.semantic_id);
+            push_padded(&mut chunk_key, "-", index, 4);
+            chunk_key.push('-');
+            for byte in &hash[..8] {
+                chunk_key.push(char::from(HEX[usize::from(byte >> 4)]));
+                chunk_key.push(char::from(HEX[usize::from(byte & 15)]));
+            }
             VectorChunk {
-                chunk_key: format!(
-                    "{}-{:04}-{}",
-                    block.semantic_id,
-                    index,
-                    hex::encode(&hash[..8])
-                ),
+                chunk_key,
                 chunk_index: index as u32,
                 semantic_id: block.semantic_id.clone(),
                 section_path: block.section_path.clone(),

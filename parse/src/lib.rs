@@ -148,7 +148,7 @@ fn finish(format: Format, raw: RawDoc, hint: &Hint) -> ParsedDocument {
         .filter(|b| !b.text.trim().is_empty())
         .enumerate()
         .map(|(i, b)| LayoutBlock {
-            id: format!("L{:06}", i + 1),
+            id: model::padded_id("L", i + 1, 6),
             page: b.page.max(1),
             order: i as u32,
             kind: b.kind,

@@ -21,7 +21,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::model::{BlockKind, LayoutBlock, StructureNode};
+use crate::model::{padded_id, BlockKind, LayoutBlock, StructureNode};
 use crate::normalize::{compact_title, is_space, normalize_line};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,15 +100,29 @@ fn regulation_marker(line: &str) -> Option<(String, char, usize)> {
 static NUMBERED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(\d{1,2}(?:[.．]\d{1,2})*)([.．、]?)[ \t\u{3000}]*(\S.*)$").expect("static regex")
 });
-static CN_ENUM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(r"^([{NUMERALS}]+)[、．][ \t\u{{3000}}]*(\S.*)$")).expect("static regex")
-});
-static CN_PAREN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(
-        r"^[（(]([{NUMERALS}]+)[）)][ \t\u{{3000}}]*(\S.*)$"
-    ))
-    .expect("static regex")
-});
+
+/// What follows a `一、` or `（一）` marker: the spaces after it skipped, then at least one visible
+/// character, on one line.
+fn after_marker(s: &str) -> Option<&str> {
+    let rest = s.trim_start_matches([' ', '\t', '\u{3000}']);
+    (rest.starts_with(|c: char| !c.is_whitespace()) && !rest.contains('\n')).then_some(rest)
+}
+
+fn strip_numerals(s: &str) -> Option<&str> {
+    let rest = s.trim_start_matches(|c: char| NUMERALS.contains(c));
+    (rest.len() < s.len()).then_some(rest)
+}
+
+/// `一、rest` (or `一．rest`): the rest.
+fn cn_enum(line: &str) -> Option<&str> {
+    after_marker(strip_numerals(line)?.strip_prefix(['、', '．'])?)
+}
+
+/// `（一）rest` (either bracket full- or half-width): the rest.
+fn cn_paren(line: &str) -> Option<&str> {
+    let inner = line.strip_prefix(['（', '('])?;
+    after_marker(strip_numerals(inner)?.strip_prefix(['）', ')'])?)
+}
 
 const MAX_HEADING_CHARS: usize = 40;
 const MAX_NUMBERED_CHARS: usize = 80;
@@ -198,7 +212,13 @@ pub fn recognise(line: &str, explicit: bool) -> Option<Marker> {
     if truncated {
         return None;
     }
-    if let Some(c) = NUMBERED.captures(&line) {
+    // `\d` (Unicode Nd) is a subset of `is_numeric`: the gate only skips lines that cannot match.
+    let numbered = if line.starts_with(|c: char| c.is_numeric()) {
+        NUMBERED.captures(&line)
+    } else {
+        None
+    };
+    if let Some(c) = numbered {
         let number = &c[1];
         let has_sep = !c[2].is_empty() || number.contains(['.', '．']);
         let after_number = &line[number.len()..];
@@ -225,8 +245,8 @@ pub fn recognise(line: &str, explicit: bool) -> Option<Marker> {
             });
         }
     }
-    if let Some(c) = CN_ENUM.captures(&line) {
-        if explicit || looks_like_heading_text(&c[2], MAX_HEADING_CHARS) {
+    if let Some(rest) = cn_enum(&line) {
+        if explicit || looks_like_heading_text(rest, MAX_HEADING_CHARS) {
             return Some(Marker {
                 kind: Kind::CnEnum,
                 title: compact_title(&line),
@@ -234,8 +254,8 @@ pub fn recognise(line: &str, explicit: bool) -> Option<Marker> {
             });
         }
     }
-    if let Some(c) = CN_PAREN.captures(&line) {
-        if explicit || looks_like_heading_text(&c[2], MAX_HEADING_CHARS) {
+    if let Some(rest) = cn_paren(&line) {
+        if explicit || looks_like_heading_text(rest, MAX_HEADING_CHARS) {
             return Some(Marker {
                 kind: Kind::CnParen,
                 title: compact_title(&line),
@@ -386,7 +406,7 @@ pub fn build(layouts: &mut [LayoutBlock]) -> Tree {
         let parent_idx = stack.last().map(|o| o.node as i32);
         let idx = nodes.len() as i32;
         nodes.push(StructureNode {
-            unique_id: format!("N{:05}", idx + 1),
+            unique_id: padded_id("N", idx as usize + 1, 5),
             page: layout.page as i32,
             idx,
             level: stack.len() as i32 + 1,
@@ -493,6 +513,73 @@ mod tests {
         assert_eq!(kind("12345 things"), None);
         assert_eq!(kind("3.1 日志留存与审计机制"), Some(Kind::Numbered(2)));
         assert_eq!(kind("第一條　為規範"), Some(Kind::Article));
+    }
+
+    /// The hand-written marker scanners against the regexes they replaced, on the awkward cases:
+    /// spaces inside and around the number, full-width digits, half-width brackets, a missing
+    /// unit or body, a line break after the marker.
+    #[test]
+    fn marker_scanners_agree_with_the_regexes_they_replaced() {
+        let regulation = Regex::new(&format!(
+            r"^第[ \u{{3000}}]*((?:[{NUMERALS}0-9０-９][ \u{{3000}}]*)+)([编章节条編節條])"
+        ))
+        .unwrap();
+        let cn_enum_re =
+            Regex::new(&format!(r"^([{NUMERALS}]+)[、．][ \t\u{{3000}}]*(\S.*)$")).unwrap();
+        let cn_paren_re = Regex::new(&format!(
+            r"^[（(]([{NUMERALS}]+)[）)][ \t\u{{3000}}]*(\S.*)$"
+        ))
+        .unwrap();
+        let lines = [
+            "第一条",
+            "第 一 条 x",
+            "第　十　章",
+            "第12条",
+            "第１２条",
+            "第条",
+            "第一",
+            "第一款",
+            "第 ",
+            "第一百零一條　為",
+            "第二編",
+            "第三節",
+            "第十条规定",
+            "第 1 2 3 节",
+            "一、总则",
+            "一．总则",
+            "一、",
+            "一、 ",
+            "一、\n总则",
+            "十二、　x",
+            "、x",
+            "一 、x",
+            "（一）内容",
+            "(二)内容",
+            "（三) x",
+            "（）x",
+            "（四）",
+            "（五）\u{3000}\u{3000}x",
+            "（六） \u{00A0}x",
+            "（七）x\ny",
+            "两、x",
+            "〇、x",
+        ];
+        for line in lines {
+            let want = regulation.captures(line).map(|c| {
+                let number: String = c[1].chars().filter(|c| !is_space(*c)).collect();
+                let unit = c[2].chars().next().unwrap();
+                (number, unit, c.get(0).unwrap().end())
+            });
+            assert_eq!(regulation_marker(line), want, "{line:?}");
+            let want = cn_enum_re
+                .captures(line)
+                .map(|c| c.get(2).unwrap().as_str());
+            assert_eq!(cn_enum(line), want, "{line:?}");
+            let want = cn_paren_re
+                .captures(line)
+                .map(|c| c.get(2).unwrap().as_str());
+            assert_eq!(cn_paren(line), want, "{line:?}");
+        }
     }
 
     #[test]

@@ -65,13 +65,7 @@ pub fn parse(bytes: &[u8]) -> Result<RawDoc, ParseError> {
 /// also starts a new one, since plain text often puts articles on consecutive lines.
 pub fn split_paragraphs(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut current: Vec<String> = Vec::new();
-    let flush = |current: &mut Vec<String>, out: &mut Vec<String>| {
-        if !current.is_empty() {
-            out.push(current.join("\n"));
-            current.clear();
-        }
-    };
+    let mut current = String::new();
     for raw in text.lines() {
         let cleaned;
         let line = if raw.chars().any(crate::normalize::is_invisible) {
@@ -80,15 +74,19 @@ pub fn split_paragraphs(text: &str) -> Vec<String> {
         } else {
             raw.trim_matches(is_space)
         };
+        if !current.is_empty() && (line.is_empty() || starts_unit(line)) {
+            out.push(std::mem::take(&mut current));
+        }
         if line.is_empty() {
-            flush(&mut current, &mut out);
             continue;
         }
-        if !current.is_empty() && starts_unit(line) {
-            flush(&mut current, &mut out);
+        if !current.is_empty() {
+            current.push('\n');
         }
-        current.push(line.to_string());
+        current.push_str(line);
     }
-    flush(&mut current, &mut out);
+    if !current.is_empty() {
+        out.push(current);
+    }
     out
 }
