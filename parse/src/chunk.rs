@@ -73,27 +73,60 @@ fn boundary_strength(chars: &[char], i: usize) -> u8 {
 }
 
 pub fn chunk(doc: &ParsedDocument, cfg: &ChunkConfig) -> Vec<VectorChunk> {
-    doc.semantic_blocks
-        .iter()
-        .flat_map(|b| chunk_block(b, cfg))
-        .collect()
+    let mut out = Vec::new();
+    let mut scratch = Scratch::default();
+    for block in &doc.semantic_blocks {
+        chunk_block_into(block, cfg, &mut scratch, &mut out);
+    }
+    out
 }
 
-pub fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk> {
-    let chars: Vec<char> = block.text.chars().collect();
+#[cfg(test)]
+fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk> {
+    let mut out = Vec::new();
+    chunk_block_into(block, cfg, &mut Scratch::default(), &mut out);
+    out
+}
+
+/// Per-character working arrays, reused from one block to the next.
+#[derive(Default)]
+struct Scratch {
+    chars: Vec<char>,
+    byte_at: Vec<usize>,
+    prefix: Vec<u64>,
+    ranges: Vec<(usize, usize, u64)>,
+}
+
+fn chunk_block_into(
+    block: &SemanticBlock,
+    cfg: &ChunkConfig,
+    scratch: &mut Scratch,
+    out: &mut Vec<VectorChunk>,
+) {
+    let Scratch {
+        chars,
+        byte_at,
+        prefix,
+        ranges,
+    } = scratch;
+    chars.clear();
+    byte_at.clear();
+    prefix.clear();
+    ranges.clear();
+    chars.extend(block.text.chars());
+    let chars = &chars[..];
     // One pass: each character's byte offset (a chunk's text is a slice of the block's, never
     // rebuilt character by character) and the running cost.
-    let mut byte_at = Vec::with_capacity(chars.len() + 1);
-    let mut prefix = Vec::with_capacity(chars.len() + 1);
     let (mut offset, mut total, mut word_len) = (0usize, 0u64, 0usize);
     prefix.push(0u64);
-    for &c in &chars {
+    for &c in chars {
         byte_at.push(offset);
         offset += c.len_utf8();
         total += u64::from(cost(c, &mut word_len));
         prefix.push(total);
     }
     byte_at.push(offset);
+    let prefix = &prefix[..];
     let budget = u64::from(cfg.max_tokens.max(1)) * 100;
     let overlap = u64::from(cfg.overlap_tokens.min(cfg.max_tokens / 2)) * 100;
     let span = |a: usize, b: usize| prefix[b] - prefix[a];
@@ -117,8 +150,7 @@ pub fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk>
         e
     };
 
-    let mut ranges = Vec::new();
-    let mut start = skip_space(&chars, 0, chars.len());
+    let mut start = skip_space(chars, 0, chars.len());
     while start < chars.len() {
         let word_end = run_end(start);
         // Furthest end within budget (at least one character, so progress is guaranteed). The
@@ -135,9 +167,9 @@ pub fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk>
         let cut = if end == chars.len() {
             end
         } else {
-            best_cut(&chars, start, end, &prefix, budget)
+            best_cut(chars, start, end, prefix, budget)
         };
-        let trimmed_end = trim_end(&chars, start, cut);
+        let trimmed_end = trim_end(chars, start, cut);
         if trimmed_end > start {
             ranges.push((start, trimmed_end, alone(start, word_end, trimmed_end)));
         }
@@ -152,45 +184,41 @@ pub fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk>
             let mut best = None;
             while back > start + 1 && span(back - 1, cut) <= overlap {
                 back -= 1;
-                if boundary_strength(&chars, back) > 0 {
+                if boundary_strength(chars, back) > 0 {
                     best = Some(back);
                 }
             }
             next = best.unwrap_or(back).max(start + 1);
         }
-        start = skip_space(&chars, next, chars.len());
+        start = skip_space(chars, next, chars.len());
     }
 
-    ranges
-        .into_iter()
-        .enumerate()
-        .map(|(index, (a, b, cost))| {
-            let text = block.text[byte_at[a]..byte_at[b]].to_string();
-            let hash = Sha256::digest(text.as_bytes());
-            // `{semantic_id}-{index:04}-{first 16 hex digits of the text's sha256}`
-            let mut chunk_key = String::with_capacity(block.semantic_id.len() + 22);
-            chunk_key.push_str(&block.semantic_id);
-            push_padded(&mut chunk_key, "-", index, 4);
-            chunk_key.push('-');
-            for byte in &hash[..8] {
-                chunk_key.push(char::from(HEX[usize::from(byte >> 4)]));
-                chunk_key.push(char::from(HEX[usize::from(byte & 15)]));
-            }
-            VectorChunk {
-                chunk_key,
-                chunk_index: index as u32,
-                semantic_id: block.semantic_id.clone(),
-                section_path: block.section_path.clone(),
-                section_title: block.section_title.clone(),
-                page_start: block.page_start,
-                page_end: block.page_end,
-                char_start: a as u32,
-                char_end: b as u32,
-                token_estimate: cost.div_ceil(100) as u32,
-                text,
-            }
-        })
-        .collect()
+    out.extend(ranges.iter().enumerate().map(|(index, &(a, b, cost))| {
+        let text = block.text[byte_at[a]..byte_at[b]].to_string();
+        let hash = Sha256::digest(text.as_bytes());
+        // `{semantic_id}-{index:04}-{first 16 hex digits of the text's sha256}`
+        let mut chunk_key = String::with_capacity(block.semantic_id.len() + 22);
+        chunk_key.push_str(&block.semantic_id);
+        push_padded(&mut chunk_key, "-", index, 4);
+        chunk_key.push('-');
+        for byte in &hash[..8] {
+            chunk_key.push(char::from(HEX[usize::from(byte >> 4)]));
+            chunk_key.push(char::from(HEX[usize::from(byte & 15)]));
+        }
+        VectorChunk {
+            chunk_key,
+            chunk_index: index as u32,
+            semantic_id: block.semantic_id.clone(),
+            section_path: block.section_path.clone(),
+            section_title: block.section_title.clone(),
+            page_start: block.page_start,
+            page_end: block.page_end,
+            char_start: a as u32,
+            char_end: b as u32,
+            token_estimate: cost.div_ceil(100) as u32,
+            text,
+        }
+    }));
 }
 
 /// The latest strong boundary in the second half of the window, else the latest weak one there,
