@@ -123,6 +123,14 @@ async fn a_stored_law_becomes_its_snapshot_artifacts_and_an_index_job() {
     assert_eq!(run.semantic_block_count as i64, blocks);
     assert!(run.layout_count > 0);
     assert_eq!(run.metadata["parse"]["format"], "markdown");
+    // Where the time went: every phase recorded, together within the whole.
+    let timing = &run.metadata["parse"];
+    let ms = |k: &str| {
+        timing[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k} in {timing}"))
+    };
+    assert!(ms("fetch_ms") + ms("parse_ms") + ms("artifacts_ms") <= ms("duration_ms"));
 
     // Every article block carries its path from the root.
     let row =

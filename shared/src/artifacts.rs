@@ -36,7 +36,9 @@ struct Envelope<'a, T: Serialize> {
 pub struct Artifact {
     pub artifact_type: &'static str,
     pub object_name: String,
+    /// Taken (left empty) when the object is written; `byte_size` keeps its length.
     pub body: Vec<u8>,
+    pub byte_size: usize,
     pub sha256: String,
     pub item_count: usize,
 }
@@ -68,6 +70,7 @@ fn build<T: Serialize>(
         artifact_type,
         object_name: format!("{}{artifact_type}.json", run_prefix(doc_id, run_id)),
         sha256: hex::encode(Sha256::digest(&body)),
+        byte_size: body.len(),
         body,
         item_count: items.len(),
     }

@@ -106,7 +106,7 @@ pub async fn record_artifacts(
 ) -> Result<(), DbError> {
     let types: Vec<&str> = artifacts.iter().map(|a| a.artifact_type).collect();
     let names: Vec<&str> = artifacts.iter().map(|a| a.object_name.as_str()).collect();
-    let sizes: Vec<i64> = artifacts.iter().map(|a| a.body.len() as i64).collect();
+    let sizes: Vec<i64> = artifacts.iter().map(|a| a.byte_size as i64).collect();
     let sums: Vec<&str> = artifacts.iter().map(|a| a.sha256.as_str()).collect();
     let metas: Vec<String> = artifacts
         .iter()
