@@ -156,11 +156,11 @@ fn looks_binary(b: &[u8]) -> bool {
 /// or any leading tag when the hint says HTML.
 pub fn looks_like_html(text: &str, hint: &Hint) -> bool {
     let start = text.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{FEFF}');
-    let head: String = start
-        .chars()
-        .take(2048)
-        .collect::<String>()
-        .to_ascii_lowercase();
+    let end = start
+        .char_indices()
+        .nth(2048)
+        .map_or(start.len(), |(i, _)| i);
+    let head = start[..end].to_ascii_lowercase();
     head.starts_with("<!doctype html")
         || head.starts_with("<html")
         || head.contains("<html")
