@@ -9,7 +9,7 @@ use docpipe::db::Type;
 use docpipe::model::{DocStatus, JobMessage};
 use docpipe_api_fn::lazy_index::LazyMilvus;
 use docpipe_api_fn::{ActorSource, ApiConfig, ApiState};
-use docpipe_tests::{article_lines, article_probe, law_paths, read_law};
+use docpipe_tests::{law_paths, law_probe, read_law};
 use docpipe_tests::{sha256_hex, sqs_batch, workspace_root, Pipeline};
 use docpipe_vector::VectorIndex;
 use serde_json::{json, Value};
@@ -233,11 +233,6 @@ fn assert_problem(a: &Answer, status: u16, kind: &str, what: &str) {
 
 fn laws(n: usize) -> Vec<(String, String)> {
     law_paths().iter().take(n).map(|p| read_law(p)).collect()
-}
-
-fn probe_sentence(law: &str) -> String {
-    let articles = article_lines(law);
-    article_probe(articles[articles.len() / 2]).unwrap()
 }
 
 async fn fetch(url: &str) -> Vec<u8> {
@@ -856,7 +851,7 @@ async fn search_answers_validated_hits_and_refuses_bad_requests() {
         ));
     }
     let (first, text) = &docs[0];
-    let sentence = probe_sentence(text);
+    let sentence = law_probe(text);
     let (status, result) = api
         .post("/search", &json!({"query": sentence, "top_k": 5}))
         .await;

@@ -267,17 +267,13 @@ async fn every_message_redelivered_after_partial_processing_leaves_what_one_deli
             "{outcome:?}"
         );
         // The redelivery knew it was a retry: it cleared the dead attempt's batch and read back.
-        let attempts: i32 =
-            p.db.client()
-                .await
-                .query_typed_one(
-                    "SELECT index_attempts FROM document_processing_runs WHERE run_id = $1",
-                    &[(&job.run_id, docpipe::db::Type::INT8)],
-                )
-                .await
-                .unwrap()
-                .get(0);
-        assert_eq!(attempts, 2, "{key}");
+        let attempts: Vec<i32> =
+            p.db.column_for_doc(
+                "SELECT index_attempts FROM document_processing_runs WHERE doc_id = $1",
+                &job.doc_id,
+            )
+            .await;
+        assert_eq!(attempts, vec![2], "{key}");
     }
     for ((key, _), want) in docs.iter().zip(&baseline) {
         assert_eq!(&footprint(&p, key).await, want, "{key}");

@@ -4,7 +4,7 @@
 use docpipe::model::{DocStatus, RunStatus};
 use docpipe::search::{search, Filters};
 use docpipe::stages::index::{index_job, IndexOutcome};
-use docpipe_tests::{article_lines, article_probe, law_paths, read_law};
+use docpipe_tests::{article_lines, law_paths, law_probe, read_law};
 use docpipe_tests::{vector_outage, HookedVectorIndex, Pipeline};
 use docpipe_vector::VectorIndex;
 
@@ -16,12 +16,6 @@ fn laws(n: usize) -> Vec<(String, String)> {
         .filter(|(_, text)| article_lines(text).len() >= 3)
         .take(n)
         .collect()
-}
-
-/// The longest sentence of the middle article: what a person would paste to find the law.
-fn probe_sentence(law: &str) -> String {
-    let articles = article_lines(law);
-    article_probe(articles[articles.len() / 2]).unwrap()
 }
 
 async fn chunk_count(p: &Pipeline, doc_id: &str) -> usize {
@@ -52,7 +46,7 @@ async fn a_sentence_from_an_article_finds_its_law_in_the_top_five_for_twenty_law
     }
     let mut misses = Vec::new();
     for (doc_id, text) in &ingested {
-        let sentence = probe_sentence(text);
+        let sentence = law_probe(text);
         let result = search(
             &p.db.db,
             p.index.embedder.as_ref(),
@@ -148,7 +142,7 @@ async fn a_hit_whose_document_row_is_gone_is_never_returned() {
         &p.db.db,
         p.index.embedder.as_ref(),
         p.milvus.as_ref(),
-        &probe_sentence(text),
+        &law_probe(text),
         10,
         &Filters::default(),
     )

@@ -20,7 +20,6 @@ const CJK_COST: u32 = 55;
 const WORD_COST: u32 = 130;
 const LONG_WORD_EXTRA: u32 = 25;
 const SYMBOL_COST: u32 = 100;
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Approximate e5 token count of `text` (see the module notes).
 pub fn estimate_tokens(text: &str) -> u32 {
@@ -201,10 +200,9 @@ fn chunk_block_into(
         chunk_key.push_str(&block.semantic_id);
         push_padded(&mut chunk_key, "-", index, 4);
         chunk_key.push('-');
-        for byte in &hash[..8] {
-            chunk_key.push(char::from(HEX[usize::from(byte >> 4)]));
-            chunk_key.push(char::from(HEX[usize::from(byte & 15)]));
-        }
+        let mut digits = [0u8; 16];
+        hex::encode_to_slice(&hash[..8], &mut digits).expect("16 digits for 8 bytes");
+        chunk_key.push_str(std::str::from_utf8(&digits).expect("hex digits are ASCII"));
         VectorChunk {
             chunk_key,
             chunk_index: index as u32,

@@ -31,13 +31,12 @@ struct Envelope<'a, T: Serialize> {
     items: &'a [T],
 }
 
-/// One artifact, ready to be written and recorded.
+/// What the `document_artifacts` row records of one artifact; [`build_all`] hands the bytes
+/// beside it, so that writing the object can move them.
 #[derive(Debug, Clone)]
 pub struct Artifact {
     pub artifact_type: &'static str,
     pub object_name: String,
-    /// Taken (left empty) when the object is written; `byte_size` keeps its length.
-    pub body: Vec<u8>,
     pub byte_size: usize,
     pub sha256: String,
     pub item_count: usize,
@@ -56,7 +55,7 @@ fn build<T: Serialize>(
     doc_id: &str,
     run_id: i64,
     items: &[T],
-) -> Artifact {
+) -> (Artifact, Vec<u8>) {
     let body = serde_json::to_vec(&Envelope {
         schema: "docpipe.artifact",
         schema_version: ARTIFACT_SCHEMA_VERSION,
@@ -66,14 +65,14 @@ fn build<T: Serialize>(
         items,
     })
     .expect("artifact types always serialise");
-    Artifact {
+    let artifact = Artifact {
         artifact_type,
         object_name: format!("{}{artifact_type}.json", run_prefix(doc_id, run_id)),
         sha256: hex::encode(Sha256::digest(&body)),
         byte_size: body.len(),
-        body,
         item_count: items.len(),
-    }
+    };
+    (artifact, body)
 }
 
 pub fn build_all(
@@ -81,7 +80,7 @@ pub fn build_all(
     run_id: i64,
     parsed: &ParsedDocument,
     chunks: &[VectorChunk],
-) -> [Artifact; 4] {
+) -> [(Artifact, Vec<u8>); 4] {
     [
         build("layouts", doc_id, run_id, &parsed.layouts),
         build("structure_nodes", doc_id, run_id, &parsed.structure_nodes),

@@ -407,6 +407,15 @@ pub fn article_lines(law: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The longest sentence of a law's middle article: what a person would paste to find the law.
+pub fn law_probe(law: &str) -> String {
+    let articles = article_lines(law);
+    let middle = articles
+        .get(articles.len() / 2)
+        .unwrap_or_else(|| panic!("a law with articles: {:.80}", law));
+    article_probe(middle).expect("an article has a sentence")
+}
+
 /// The longest sentence of an article's body: what a person would paste to find the law.
 pub fn article_probe(article: &str) -> Option<String> {
     let body = article

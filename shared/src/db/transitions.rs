@@ -210,28 +210,16 @@ pub async fn mark_parsed(
 
 /// Seed 001's lease: the caller may write this run's vectors until the lease expires. Granted when
 /// nobody holds it, the caller already does, or the holder's lease ran out (it died). Returns false
-/// when another worker holds a live lease or the run has ended.
+/// when another worker holds a live lease or the run has ended. Renews a lease the caller holds.
 pub async fn claim_lease(
     c: &impl GenericClient,
     run_id: i64,
     owner: &str,
     lease_secs: i64,
 ) -> Result<bool, DbError> {
-    let rows = c
-        .query_typed(
-            "UPDATE document_processing_runs
-             SET lease_owner = $2, lease_expires_at = NOW() + make_interval(secs => $3)
-             WHERE run_id = $1 AND run_status = 'running'
-               AND (lease_owner = '' OR lease_owner = $2 OR lease_expires_at < NOW())
-             RETURNING run_id",
-            &[
-                (&run_id, Type::INT8),
-                (&owner, Type::VARCHAR),
-                (&(lease_secs as f64), Type::FLOAT8),
-            ],
-        )
-        .await?;
-    Ok(!rows.is_empty())
+    Ok(take_lease(c, run_id, owner, lease_secs, false)
+        .await?
+        .is_some())
 }
 
 /// What [`start_index_attempt`] learned while taking the run's lease.
@@ -244,19 +232,29 @@ pub struct IndexAttempt {
     pub other_runs: bool,
 }
 
-/// Takes the run's lease for an index attempt and counts the attempt, in one statement; `None`
-/// when another worker holds the lease or the run is no longer running.
+/// Takes the run's lease (as [`claim_lease`]) for an index attempt and counts the attempt, in one
+/// statement; `None` when another worker holds the lease or the run is no longer running.
 pub async fn start_index_attempt(
     c: &impl GenericClient,
     run_id: i64,
     owner: &str,
     lease_secs: i64,
 ) -> Result<Option<IndexAttempt>, DbError> {
+    take_lease(c, run_id, owner, lease_secs, true).await
+}
+
+async fn take_lease(
+    c: &impl GenericClient,
+    run_id: i64,
+    owner: &str,
+    lease_secs: i64,
+    count_attempt: bool,
+) -> Result<Option<IndexAttempt>, DbError> {
     let row = c
         .query_typed_opt(
             "UPDATE document_processing_runs r
              SET lease_owner = $2, lease_expires_at = NOW() + make_interval(secs => $3),
-                 index_attempts = r.index_attempts + 1
+                 index_attempts = r.index_attempts + CASE WHEN $4 THEN 1 ELSE 0 END
              WHERE r.run_id = $1 AND r.run_status = 'running'
                AND (r.lease_owner = '' OR r.lease_owner = $2 OR r.lease_expires_at < NOW())
              RETURNING r.index_attempts,
@@ -266,6 +264,7 @@ pub async fn start_index_attempt(
                 (&run_id, Type::INT8),
                 (&owner, Type::VARCHAR),
                 (&(lease_secs as f64), Type::FLOAT8),
+                (&count_attempt, Type::BOOL),
             ],
         )
         .await?;

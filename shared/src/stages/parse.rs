@@ -129,18 +129,18 @@ pub async fn parse_job(deps: &ParseDeps<'_>, job: &JobMessage) -> Result<ParseOu
         return fail(deps, doc_id, run_id, reason).await;
     }
 
-    let mut written = artifacts::build_all(doc_id, run_id, &parsed, &chunks);
+    let (written, bodies): (Vec<Artifact>, Vec<Vec<u8>>) =
+        artifacts::build_all(doc_id, run_id, &parsed, &chunks)
+            .into_iter()
+            .unzip();
     let writing = Instant::now();
     // Four independent objects: written side by side, one round trip instead of four. Each body
     // moves into its request, so the artifacts are held in memory once.
-    futures::future::try_join_all(written.iter_mut().map(|artifact| {
-        let Artifact {
-            object_name, body, ..
-        } = artifact;
+    futures::future::try_join_all(written.iter().zip(bodies).map(|(artifact, body)| {
         deps.objects.put(
             &deps.config.bucket,
-            object_name,
-            std::mem::take(body),
+            &artifact.object_name,
+            body,
             "application/json",
         )
     }))
