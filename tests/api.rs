@@ -40,6 +40,7 @@ fn config_for(p: &Pipeline) -> ApiConfig {
         webhook_token: Some(Secret::new(TOKEN)),
         stage_deadline_secs: 900,
         max_body_bytes: 64 * 1024,
+        max_receive_count: Some(p.aws.clock.max_receive_count),
     }
 }
 

@@ -31,6 +31,7 @@ impl Cli {
             webhook_token: None,
             stage_deadline_secs: 900,
             max_body_bytes: 64 * 1024,
+            max_receive_count: Some(p.aws.clock.max_receive_count),
         };
         let state = Arc::new(ApiState::new(
             p.db.db.clone(),

@@ -10,7 +10,7 @@ use docpipe::stages::index::{index_job, IndexOutcome};
 use docpipe::stages::parse::{parse_job, ParseOutcome};
 use docpipe_tests::{law_paths, read_law};
 use docpipe_tests::{
-    s3_put_event, sqs_batch, stack, vector_outage, HookedObjectStore, HookedVectorIndex, Pipeline,
+    s3_put_event, sqs_batch, stack, HookedObjectStore, HookedVectorIndex, Pipeline,
 };
 use docpipe_vector::VectorIndex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -154,7 +154,7 @@ async fn postgres_killed_after_the_artifact_write_and_before_the_commit() {
 #[tokio::test]
 async fn pgbouncer_killed_after_the_milvus_insert_and_before_the_status_update() {
     let mut p = Pipeline::new(Pipeline::hash()).await;
-    p.index.config.lease_secs = 5;
+    p.index.config.clock.lease = Duration::from_secs(5);
     let job = stored(&p, 1).await;
     parse_job(&p.parse.deps(), &job).await.unwrap();
     let faulty = fault_after_insert(p.milvus.clone(), 1, || stack("kill", "pgbouncer"));
@@ -218,6 +218,12 @@ impl JobQueue for FreezeOnSecondSend {
         }
         self.inner.send(url, body).await
     }
+    async fn hold_back(&self, url: &str, receipt: &str, delay: Duration) -> Result<(), QueueError> {
+        self.inner.hold_back(url, receipt, delay).await
+    }
+    async fn depth(&self, url: &str) -> Result<docpipe::adapters::QueueDepth, QueueError> {
+        self.inner.depth(url).await
+    }
 }
 
 #[tokio::test]
@@ -273,71 +279,5 @@ async fn moto_frozen_in_the_middle_of_a_store_batch() {
         );
         assert_consistent(&p, &doc_id).await;
     }
-    p.cleanup().await;
-}
-
-#[tokio::test]
-async fn a_lost_message_is_failed_by_the_sweeper_and_a_dead_letter_by_the_dlq_handler() {
-    let p = Pipeline::new(Pipeline::hash()).await;
-    // Lost: the parse job vanished; the run would wait forever without the sweeper.
-    let lost = stored(&p, 6).await;
-    p.db.client()
-        .await
-        .execute_typed(
-            "UPDATE document_processing_runs SET deadline_at = NOW() - interval '1 second' WHERE run_id = $1",
-            &[(&lost.run_id, docpipe::db::Type::INT8)],
-        )
-        .await
-        .unwrap();
-    let swept = docpipe::stages::sweep::sweep(&p.db.db, 100).await.unwrap();
-    assert_eq!(swept.len(), 1);
-    let doc = p.doc(&lost.doc_id).await.unwrap();
-    assert_eq!(doc.status, DocStatus::Failed);
-    assert!(
-        doc.error_message.contains("timed out in the parse stage"),
-        "{}",
-        doc.error_message
-    );
-    assert_consistent(&p, &lost.doc_id).await;
-
-    // Dead-lettered: Milvus refused every attempt; the DLQ handler records the give-up.
-    let dead = stored(&p, 7).await;
-    parse_job(&p.parse.deps(), &dead).await.unwrap();
-    let down = docpipe::services::IndexService {
-        db: p.db.db.clone(),
-        objects: p.index.objects.clone(),
-        embedder: p.index.embedder.clone(),
-        vectors: Arc::new({
-            let mut down = HookedVectorIndex::new(p.milvus.clone());
-            down.before_insert = Box::new(|_| Err(vector_outage("insert")));
-            down
-        }),
-        config: p.index.config.clone(),
-    };
-    for _ in 0..3 {
-        let report = docpipe::handlers::index::handle_sqs(&down, sqs_batch(&[dead.encode()])).await;
-        assert_eq!(report.failed_ids(), ["msg-0"]);
-    }
-    let mut batch = sqs_batch(&[dead.encode()]);
-    batch.records[0]
-        .attributes
-        .insert("ApproximateReceiveCount".into(), "3".into());
-    let report = docpipe::handlers::dlq::handle_sqs(&p.db.db, batch.clone()).await;
-    assert!(report.failed_ids().is_empty());
-    let doc = p.doc(&dead.doc_id).await.unwrap();
-    assert_eq!(doc.status, DocStatus::Failed);
-    assert!(
-        doc.error_message.starts_with("gave up after 3 attempts: ")
-            && doc.error_message.contains("unavailable"),
-        "{}",
-        doc.error_message
-    );
-    // Idempotent: the same dead letter again changes nothing.
-    docpipe::handlers::dlq::handle_sqs(&p.db.db, batch).await;
-    assert_eq!(
-        p.doc(&dead.doc_id).await.unwrap().error_message,
-        doc.error_message
-    );
-    assert_consistent(&p, &dead.doc_id).await;
     p.cleanup().await;
 }

@@ -389,6 +389,7 @@ async fn sql_looking_registration_fields_are_stored_verbatim_and_the_tables_surv
         webhook_token: None,
         stage_deadline_secs: 900,
         max_body_bytes: 64 * 1024,
+        max_receive_count: Some(p.aws.clock.max_receive_count),
     };
     let state = Arc::new(docpipe_api_fn::ApiState::new(
         p.db.db.clone(),

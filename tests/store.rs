@@ -91,6 +91,7 @@ async fn a_real_upload_reaches_the_handler_through_the_notification_and_is_store
             &f.aws.region,
             2,
             10,
+            Duration::ZERO,
             |event| handle_sqs(&f.service, event),
         )
         .await

@@ -1,14 +1,28 @@
-//! The dev runner's command: for each queue, a few polling workers that invoke the same handler the
-//! Lambda function runs, printing which document is at which step as they go; and the HTTP API, the
-//! same router the API Lambda runs, served on `DOCPIPE_API_URL` (default http://127.0.0.1:8080).
+//! The dev runner's command: it plays the part AWS plays, on the template's clock.
+//!
+//! - For each queue it reads the event source from `template.yaml` (batch size, batching window,
+//!   maximum concurrency) and runs that many workers. Each worker owns a function process
+//!   (`docpipe lambda <function>`, a Lambda container: initialised once, then one batch at a time),
+//!   so an invocation past the function's timeout is really stopped: the process is killed, as
+//!   Lambda kills it, and a fresh one starts. Its messages are not deleted and come back after
+//!   their visibility timeout.
+//! - The queues get the template's visibility timeouts, retention and redrive policy, so a failed
+//!   message comes back after its backoff (set by the handler) or its visibility, and SQS itself
+//!   moves it to the DLQ after `MaxReceiveCount` deliveries.
+//! - The sweeper runs in-process every sweep period, and the HTTP API is served on
+//!   `DOCPIPE_API_URL` (default http://127.0.0.1:8080), the same router the API Lambda runs.
+//!
+//! `DOCPIPE_TIME_SCALE` shrinks every wait (not the work); see `docpipe::clock`.
 
-use aws_lambda_events::event::sqs::SqsEvent;
+use crate::lambda_host::{FunctionProcess, Invocation};
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsEvent};
 use clap::Args;
+use docpipe::clock::Clock;
 use docpipe::config::{AwsConfig, EnvReader};
-use docpipe::dev_runner::pump_once;
+use docpipe::dev_runner::{apply_queue_clock, pump_once};
 use docpipe::handlers::sqs::BatchReport;
-use docpipe::services::{AwsClients, IndexService, ParseService, StoreService};
-use futures::future::BoxFuture;
+use docpipe::services::{AwsClients, SweepService};
+use docpipe_cli::template::Template;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,18 +31,27 @@ pub struct DevArgs {
     /// Long-poll wait per receive, in seconds.
     #[arg(long, default_value_t = 5)]
     wait_seconds: i32,
-    /// Concurrent workers per stage (Lambda's concurrency, locally).
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
-    /// How often the sweeper runs, in seconds.
-    #[arg(long, default_value_t = 30)]
-    sweep_every_secs: u64,
+    /// Workers per function, overriding the template's maximum concurrency (a load test's knob).
+    #[arg(long)]
+    workers: Option<usize>,
     /// Serve only the HTTP API: no queue workers, no sweeper.
     #[arg(long, conflicts_with = "no_api")]
     api_only: bool,
     /// Do not serve the HTTP API.
     #[arg(long)]
     no_api: bool,
+}
+
+/// The template's clock, put into this process's environment before anything reads it, so the
+/// dev runner, the API it serves and every function process it starts run on the same values.
+/// Called from `main` before the runtime starts (no other thread exists yet).
+pub fn adopt_template_clock() -> anyhow::Result<()> {
+    let template = Template::load(&Template::locate())?;
+    for (name, value) in template.clock_env()? {
+        // The template is the one source: a stray variable in the shell does not override it.
+        std::env::set_var(name, value);
+    }
+    Ok(())
 }
 
 /// Serves the API Lambda's router on `DOCPIPE_API_URL`. When the API is all this process does, a
@@ -62,7 +85,14 @@ async fn start_api(
     ))))
 }
 
-type Handler = Arc<dyn Fn(SqsEvent) -> BoxFuture<'static, BatchReport> + Send + Sync>;
+/// One queue the dev runner polls, and the function it feeds.
+struct Feed {
+    name: &'static str,
+    function: &'static str,
+    queue_url: String,
+    template_queue: &'static str,
+    dead_letter_queue: Option<String>,
+}
 
 pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let api = if args.no_api {
@@ -76,84 +106,148 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         println!("dev runner: stopping");
         return Ok(());
     }
+    let template = Template::load(&Template::locate())?;
     let mut env = EnvReader::from_process();
     let aws = AwsConfig::read(&mut env);
+    let clock = Clock::read(&mut env);
     let store_queue = env.url("DOCPIPE_STORE_QUEUE_URL");
     let parse_queue = env.url("DOCPIPE_PARSE_QUEUE_URL");
     let index_queue = env.url("DOCPIPE_INDEX_QUEUE_URL");
-    let dead_letter_queues: Vec<String> = [
-        "DOCPIPE_STORE_DLQ_URL",
-        "DOCPIPE_PARSE_DLQ_URL",
-        "DOCPIPE_INDEX_DLQ_URL",
-    ]
-    .iter()
-    .filter_map(|name| env.optional(name))
-    .collect();
+    let store_dlq = env.optional("DOCPIPE_STORE_DLQ_URL");
+    let parse_dlq = env.optional("DOCPIPE_PARSE_DLQ_URL");
+    let index_dlq = env.optional("DOCPIPE_INDEX_DLQ_URL");
     env.finish()?;
-    let store = Arc::new(StoreService::from_env().await?);
-    let parse = Arc::new(ParseService::from_env().await?);
-    let index = Arc::new(IndexService::from_env().await?);
-    let db = index.db.clone();
-    let sweep_db = index.db.clone();
     let sqs = AwsClients::new(&aws).await.sqs;
 
-    let store_handler: Handler = Arc::new(move |event| {
-        let store = store.clone();
-        Box::pin(async move { docpipe::handlers::store::handle_sqs(&store, event).await })
-    });
-    let parse_handler: Handler = Arc::new(move |event| {
-        let parse = parse.clone();
-        Box::pin(async move { docpipe::handlers::parse::handle_sqs(&parse, event).await })
-    });
-    let index_handler: Handler = Arc::new(move |event| {
-        let index = index.clone();
-        Box::pin(async move { docpipe::handlers::index::handle_sqs(&index, event).await })
-    });
-    let dlq_handler: Handler = Arc::new(move |event| {
-        let db = db.clone();
-        Box::pin(async move { docpipe::handlers::dlq::handle_sqs(&db, event).await })
-    });
-    let mut stages = vec![
-        ("store", store_queue, store_handler),
-        ("parse", parse_queue, parse_handler),
-        ("index", index_queue, index_handler),
+    let mut feeds = vec![
+        Feed {
+            name: "store",
+            function: "store",
+            queue_url: store_queue,
+            template_queue: "StoreEventsQueue",
+            dead_letter_queue: store_dlq.clone(),
+        },
+        Feed {
+            name: "parse",
+            function: "parse",
+            queue_url: parse_queue,
+            template_queue: "ParseQueue",
+            dead_letter_queue: parse_dlq.clone(),
+        },
+        Feed {
+            name: "index",
+            function: "index",
+            queue_url: index_queue,
+            template_queue: "IndexQueue",
+            dead_letter_queue: index_dlq.clone(),
+        },
     ];
-    for queue in dead_letter_queues {
-        stages.push(("dlq", queue, dlq_handler.clone()));
+    for (url, template_queue) in [
+        (store_dlq, "StoreEventsDeadLetterQueue"),
+        (parse_dlq, "ParseDeadLetterQueue"),
+        (index_dlq, "IndexDeadLetterQueue"),
+    ] {
+        if let Some(url) = url {
+            feeds.push(Feed {
+                name: "dlq",
+                function: "dlq",
+                queue_url: url,
+                template_queue,
+                dead_letter_queue: None,
+            });
+        }
     }
 
+    println!(
+        "dev runner: clock ×{} · visibility store {} s, parse {} s, index {} s · timeouts {:.0}/{:.0}/{:.0} s · {} receives · backoff {}–{} s · lease {} s · sweep every {} s",
+        clock.scale,
+        clock.store.visibility.as_secs(),
+        clock.parse.visibility.as_secs(),
+        clock.index.visibility.as_secs(),
+        clock.store.function_timeout.as_secs_f64(),
+        clock.parse.function_timeout.as_secs_f64(),
+        clock.index.function_timeout.as_secs_f64(),
+        clock.max_receive_count,
+        clock.backoff_base.as_secs(),
+        clock.backoff_max.as_secs(),
+        clock.lease.as_secs(),
+        clock.sweep_period.as_secs(),
+    );
     let mut workers = Vec::new();
-    for (name, queue_url, handler) in stages {
+    for feed in feeds {
+        let source = template.event_source(feed.template_queue)?;
+        let function_timeout = match feed.function {
+            "store" => clock.store.function_timeout,
+            "parse" => clock.parse.function_timeout,
+            "index" => clock.index.function_timeout,
+            _ => Duration::from_secs(
+                template
+                    .function_timeout(&source.function)?
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or(60),
+            ),
+        };
+        if feed.function != "dlq" {
+            let visibility = match feed.function {
+                "store" => clock.store.visibility,
+                "parse" => clock.parse.visibility,
+                _ => clock.index.visibility,
+            };
+            apply_queue_clock(
+                &sqs,
+                &feed.queue_url,
+                feed.dead_letter_queue.as_deref(),
+                visibility,
+                clock.retention,
+                clock.max_receive_count,
+            )
+            .await?;
+        }
+        // A source without a maximum (the dead-letter queues) gets one worker: what it does is rare
+        // and small, and this machine's cores are better spent on the stages.
+        let count = args
+            .workers
+            .filter(|_| feed.function != "dlq")
+            .or(source.max_concurrency)
+            .unwrap_or(1)
+            .max(1);
         println!(
-            "dev runner: {name} ← {queue_url} ({} workers)",
-            args.workers
+            "dev runner: {} ← {} ({count} workers, batch {}, window {} s, timeout {:.0} s)",
+            feed.name,
+            feed.queue_url,
+            source.batch_size,
+            source.batching_window_secs,
+            function_timeout.as_secs_f64()
         );
-        for _ in 0..args.workers {
+        for _ in 0..count {
             workers.push(tokio::spawn(poll(
-                name,
-                queue_url.clone(),
+                feed.name,
+                feed.function,
+                feed.queue_url.clone(),
                 aws.region.clone(),
                 args.wait_seconds,
+                source.batch_size,
+                Duration::from_secs(source.batching_window_secs),
+                function_timeout,
                 sqs.clone(),
-                handler.clone(),
             )));
         }
     }
     // The schedule that runs the sweeper in AWS.
+    let sweeper = SweepService::from_env().await?;
+    let period = clock.sweep_period;
     workers.push(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(args.sweep_every_secs));
+        let mut tick = tokio::time::interval(period);
+        tick.tick().await;
         loop {
             tick.tick().await;
-            match docpipe::stages::sweep::sweep(&sweep_db, 500).await {
-                Ok(swept) => {
-                    for s in swept {
-                        println!(
-                            "{} [sweep] {} run {}: failed: {}",
-                            chrono::Utc::now().format("%H:%M:%S"),
-                            s.doc_id,
-                            s.run_id,
-                            s.message
-                        );
+            match docpipe::stages::sweep::sweep(&sweeper.deps(), 500).await {
+                Ok(report) => {
+                    for action in &report.actions {
+                        println!("{} [sweep] {}", now(), describe_sweep(action));
+                    }
+                    for problem in &report.problems {
+                        println!("{} [sweep] left for the next sweep: {problem}", now());
                     }
                 }
                 Err(e) => eprintln!("[sweep] {}", docpipe::error::chain(&e)),
@@ -167,36 +261,67 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn now() -> String {
+    chrono::Utc::now().format("%H:%M:%S").to_string()
+}
+
+fn describe_sweep(action: &docpipe::stages::sweep::Swept) -> String {
+    use docpipe::stages::sweep::Swept;
+    match action {
+        Swept::Redriven {
+            doc_id,
+            run_id,
+            stage,
+            reason,
+        } => format!("{doc_id} run {run_id}: {stage} job re-driven: {reason}"),
+        Swept::Failed {
+            doc_id,
+            run_id,
+            message,
+        } => format!("{doc_id} run {run_id}: failed: {message}"),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn poll(
     name: &'static str,
+    function: &'static str,
     queue_url: String,
     region: String,
     wait_seconds: i32,
+    batch_size: i32,
+    batching_window: Duration,
+    function_timeout: Duration,
     sqs: aws_sdk_sqs::Client,
-    handler: Handler,
 ) {
+    let mut process: Option<FunctionProcess> = None;
     loop {
-        let handler = handler.clone();
-        // The template's BatchSize: parse and index take one message per invocation, so a message
-        // never waits behind another one's processing past its visibility timeout.
-        let batch_size = if matches!(name, "parse" | "index") {
-            1
-        } else {
-            10
-        };
-        match pump_once(
+        // A container is ready before the poller hands it anything: init is not the invocation.
+        if process.is_none() {
+            match FunctionProcess::start(function).await {
+                Ok(p) => process = Some(p),
+                Err(e) => {
+                    eprintln!("[{name}] cannot start the {function} function: {e:#}");
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    continue;
+                }
+            }
+        }
+        let slot = &mut process;
+        let result = pump_once(
             &sqs,
             &queue_url,
             &region,
             wait_seconds,
             batch_size,
-            move |event| handler(event),
+            batching_window,
+            |event| invoke(name, slot, event, function_timeout),
         )
-        .await
-        {
+        .await;
+        match result {
             Ok(Some(report)) => {
                 for line in report.lines {
-                    println!("{} [{name}] {line}", chrono::Utc::now().format("%H:%M:%S"));
+                    println!("{} [{name}] {line}", now());
                 }
             }
             Ok(None) => {}
@@ -206,4 +331,50 @@ async fn poll(
             }
         }
     }
+}
+
+/// One invocation in the worker's function process, cut off at the function's timeout. A cut-off
+/// or crashed invocation reports every message as failed, so none is deleted: they come back after
+/// their visibility timeout, as they do after a Lambda timeout.
+async fn invoke(
+    name: &str,
+    slot: &mut Option<FunctionProcess>,
+    event: SqsEvent,
+    timeout: Duration,
+) -> BatchReport {
+    let ids: Vec<String> = event
+        .records
+        .iter()
+        .map(|r| r.message_id.clone().unwrap_or_default())
+        .collect();
+    let Some(process) = slot.as_mut() else {
+        return all_failed(ids, "no function process".into());
+    };
+    let outcome = tokio::time::timeout(timeout, process.invoke(&event)).await;
+    let why = match outcome {
+        Ok(Ok(Invocation { response, lines })) => {
+            return BatchReport { response, lines };
+        }
+        Ok(Err(e)) => format!("the function process failed: {e:#}"),
+        Err(_) => format!(
+            "timed out after {:.1} s: the invocation was stopped; its messages return after their visibility timeout",
+            timeout.as_secs_f64()
+        ),
+    };
+    if let Some(process) = slot.take() {
+        process.kill().await;
+    }
+    eprintln!("[{name}] {why}");
+    all_failed(ids, why)
+}
+
+fn all_failed(ids: Vec<String>, why: String) -> BatchReport {
+    let mut report = BatchReport::default();
+    for id in ids {
+        let mut failure = BatchItemFailure::default();
+        failure.item_identifier = id;
+        report.response.batch_item_failures.push(failure);
+    }
+    report.lines.push(why);
+    report
 }

@@ -5,6 +5,7 @@
 pub mod client;
 pub mod commands;
 pub mod model;
+pub mod template;
 pub mod text;
 pub mod watch;
 

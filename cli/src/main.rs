@@ -3,6 +3,7 @@
 //! `rm`, `search`, `tree` and `summary` talk to the HTTP API (`DOCPIPE_API_URL` or `--api-url`).
 
 mod dev;
+mod lambda_host;
 mod local;
 mod ops;
 
@@ -25,6 +26,12 @@ enum Command {
     Migrate,
     /// Run the dev runner: poll the pipeline's queues and invoke the same handlers Lambda runs.
     Dev(dev::DevArgs),
+    /// One function process of the dev runner (its Lambda container): SQS batches in on stdin.
+    #[command(hide = true)]
+    Lambda {
+        /// store, parse, index or dlq.
+        function: String,
+    },
     /// Put files into the bucket as any S3 client would (local stack).
     Put(local::PutArgs),
     /// Show the documents by status, optionally waiting until all reach one.
@@ -37,13 +44,24 @@ enum Command {
     Api(docpipe_cli::ApiCommand),
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Dev(_)) {
+        // Before the runtime starts: setting the environment is only sound with one thread.
+        dev::adopt_template_clock()?;
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     docpipe::telemetry::init();
     match cli.command {
         Command::Migrate => migrate().await,
         Command::Dev(args) => dev::run(args).await,
+        Command::Lambda { function } => lambda_host::serve(&function).await,
         Command::Put(args) => local::put(args).await,
         Command::Docs(args) => local::docs(args).await,
         Command::Reconcile(args) => ops::reconcile(args).await,

@@ -88,6 +88,15 @@ impl<F: Fn(&str) -> Option<String>> EnvReader<F> {
         }
     }
 
+    /// Records a problem that a caller found in what it read.
+    pub fn problem(&mut self, problem: impl Into<String>) {
+        self.problems.push(problem.into());
+    }
+
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+
     pub fn finish(self) -> Result<(), ConfigError> {
         if self.problems.is_empty() {
             Ok(())
@@ -157,9 +166,14 @@ impl AwsConfig {
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
     pub parse_queue_url: String,
+    /// The queue store events arrive on (none when S3 invokes the function directly): a failed
+    /// event is held back there for its backoff.
+    pub store_queue_url: Option<String>,
     pub max_bytes: u64,
-    /// How long a run may sit in one stage before the sweeper fails it.
+    /// How long a registered upload may take to arrive before its run fails ("no upload arrived").
+    /// Only a `pending` run has a deadline: waiting in a queue is never a failure.
     pub stage_deadline_secs: i64,
+    pub clock: crate::clock::Clock,
 }
 
 pub const DEFAULT_MAX_BYTES: u64 = 100 * 1024 * 1024;
@@ -168,8 +182,10 @@ impl StoreConfig {
     pub fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Self {
         StoreConfig {
             parse_queue_url: env.url("DOCPIPE_PARSE_QUEUE_URL"),
+            store_queue_url: env.optional("DOCPIPE_STORE_QUEUE_URL"),
             max_bytes: env.parsed_or("DOCPIPE_MAX_BYTES", DEFAULT_MAX_BYTES),
             stage_deadline_secs: env.parsed_or("DOCPIPE_STAGE_DEADLINE_SECS", 900i64),
+            clock: crate::clock::Clock::read(env),
         }
     }
 }
@@ -179,11 +195,13 @@ impl StoreConfig {
 pub struct ParseConfig {
     /// Where artifacts are written.
     pub bucket: String,
+    /// Where parse jobs arrive (a failed one is held back there for its backoff).
+    pub parse_queue_url: String,
     pub index_queue_url: String,
     pub max_bytes: u64,
     pub chunk: docpipe_parse::ChunkConfig,
     pub limits: docpipe_parse::Limits,
-    pub stage_deadline_secs: i64,
+    pub clock: crate::clock::Clock,
 }
 
 impl ParseConfig {
@@ -202,6 +220,7 @@ impl ParseConfig {
         let limit_defaults = docpipe_parse::Limits::default();
         ParseConfig {
             bucket: env.required("DOCPIPE_BUCKET"),
+            parse_queue_url: env.url("DOCPIPE_PARSE_QUEUE_URL"),
             index_queue_url: env.url("DOCPIPE_INDEX_QUEUE_URL"),
             max_bytes: env.parsed_or("DOCPIPE_MAX_BYTES", DEFAULT_MAX_BYTES),
             chunk,
@@ -209,7 +228,7 @@ impl ParseConfig {
                 max_pages: env.parsed_or("DOCPIPE_MAX_PAGES", limit_defaults.max_pages),
                 ..limit_defaults
             },
-            stage_deadline_secs: env.parsed_or("DOCPIPE_STAGE_DEADLINE_SECS", 900i64),
+            clock: crate::clock::Clock::read(env),
         }
     }
 }
@@ -219,21 +238,22 @@ impl ParseConfig {
 pub struct IndexConfig {
     /// Where the parse artifacts are read from.
     pub bucket: String,
-    pub collection: String,
+    /// Where index jobs arrive (a failed one is held back there for its backoff).
+    pub index_queue_url: String,
     /// Chunks per embedder call.
     pub embed_batch: usize,
-    /// How long a claim on a run lasts; renewed after every batch, and shorter than the queue's
-    /// visibility timeout so that the redelivery of a crashed worker's message can take over.
-    pub lease_secs: i64,
+    /// The lease (renewed every third of it, shorter than the queue's visibility timeout so that
+    /// the redelivery of a crashed worker's message can take over) and the backoff.
+    pub clock: crate::clock::Clock,
 }
 
 impl IndexConfig {
     pub fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Self {
         IndexConfig {
             bucket: env.required("DOCPIPE_BUCKET"),
-            collection: milvus_collection(env),
+            index_queue_url: env.url("DOCPIPE_INDEX_QUEUE_URL"),
             embed_batch: env.parsed_or("DOCPIPE_EMBED_BATCH", 32usize).max(1),
-            lease_secs: env.parsed_or("DOCPIPE_INDEX_LEASE_SECS", 45i64).max(5),
+            clock: crate::clock::Clock::read(env),
         }
     }
 }

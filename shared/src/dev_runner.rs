@@ -26,13 +26,15 @@ pub fn queue_arn(queue_url: &str, region: &str) -> String {
 }
 
 /// One receive → handle → delete cycle, taking at most `batch_size` messages (the event source
-/// mapping's BatchSize in template.yaml). Returns `None` when the long poll found nothing.
+/// mapping's BatchSize in template.yaml), gathering for up to `batching_window` as Lambda's poller
+/// does. Returns `None` when the long poll found nothing.
 pub async fn pump_once<H, Fut>(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
     region: &str,
     wait_seconds: i32,
     batch_size: i32,
+    batching_window: std::time::Duration,
     handler: H,
 ) -> Result<Option<BatchReport>, PollError>
 where
@@ -44,18 +46,31 @@ where
         operation,
         source: e,
     };
-    let received = sqs
-        .receive_message()
-        .queue_url(queue_url)
-        .max_number_of_messages(batch_size.clamp(1, 10))
-        .wait_time_seconds(wait_seconds)
-        .message_system_attribute_names(MessageSystemAttributeName::All)
-        .send()
-        .await
-        .map_err(|e| poll_err("ReceiveMessage", Box::new(e.into_service_error())))?;
-    let messages = received.messages.unwrap_or_default();
-    if messages.is_empty() {
-        return Ok(None);
+    let gathering = std::time::Instant::now();
+    let mut messages = Vec::new();
+    loop {
+        let want = (batch_size as usize).saturating_sub(messages.len()).clamp(1, 10);
+        let received = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(want as i32)
+            .wait_time_seconds(if messages.is_empty() { wait_seconds } else { 0 })
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .map_err(|e| poll_err("ReceiveMessage", Box::new(e.into_service_error())))?;
+        let got = received.messages.unwrap_or_default();
+        let none = got.is_empty();
+        messages.extend(got);
+        if messages.is_empty() {
+            return Ok(None);
+        }
+        if messages.len() >= batch_size as usize || gathering.elapsed() >= batching_window {
+            break;
+        }
+        if none {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
     }
     let arn = queue_arn(queue_url, region);
     let mut event = SqsEvent::default();
@@ -104,6 +119,58 @@ where
             .map_err(|e| poll_err("DeleteMessageBatch", Box::new(e.into_service_error())))?;
     }
     Ok(Some(report))
+}
+
+/// What CloudFormation sets on a queue from the template, set here on a local queue: the
+/// visibility timeout, the retention, and the redrive policy to its dead-letter queue with the
+/// template's `maxReceiveCount` (SQS itself then moves a message there, as in AWS).
+pub async fn apply_queue_clock(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    dead_letter_queue_url: Option<&str>,
+    visibility: std::time::Duration,
+    retention: std::time::Duration,
+    max_receive_count: u32,
+) -> Result<(), PollError> {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let poll_err = |operation, e: Box<dyn std::error::Error + Send + Sync>| PollError {
+        queue_url: queue_url.to_string(),
+        operation,
+        source: e,
+    };
+    let mut request = sqs
+        .set_queue_attributes()
+        .queue_url(queue_url)
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            crate::clock::whole_secs(visibility).to_string(),
+        )
+        .attributes(
+            QueueAttributeName::MessageRetentionPeriod,
+            crate::clock::whole_secs(retention).to_string(),
+        );
+    if let Some(dlq) = dead_letter_queue_url {
+        let arn = sqs
+            .get_queue_attributes()
+            .queue_url(dlq)
+            .attribute_names(QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .map_err(|e| poll_err("GetQueueAttributes", Box::new(e.into_service_error())))?
+            .attributes
+            .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
+            .unwrap_or_default();
+        let policy = serde_json::json!({
+            "deadLetterTargetArn": arn,
+            "maxReceiveCount": max_receive_count.to_string(),
+        });
+        request = request.attributes(QueueAttributeName::RedrivePolicy, policy.to_string());
+    }
+    request
+        .send()
+        .await
+        .map_err(|e| poll_err("SetQueueAttributes", Box::new(e.into_service_error())))?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 
 pub mod adapters;
 pub mod artifacts;
+pub mod clock;
 pub mod config;
 pub mod db;
 pub mod dev_runner;
@@ -19,6 +20,7 @@ pub mod ids;
 pub mod legacy;
 pub mod metrics;
 pub mod model;
+pub mod progress;
 pub mod reconcile;
 pub mod search;
 pub mod services;

@@ -86,6 +86,14 @@ pub fn runs_swept(count: usize) {
     );
 }
 
+/// Lost jobs the sweeper sent again.
+pub fn runs_redriven(count: usize) {
+    emit(
+        &[("stage", "sweep")],
+        &[("RunsRedriven", "Count", count as f64)],
+    );
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -9,6 +9,8 @@ use crate::db::{Db, DbError};
 use crate::stages::index::IndexDeps;
 use crate::stages::parse::ParseDeps;
 use crate::stages::store::StoreDeps;
+use crate::stages::sweep::SweepDeps;
+use crate::clock::Clock;
 use docpipe_embed::Embedder;
 use docpipe_vector::{MilvusIndex, VectorIndex};
 use std::sync::Arc;
@@ -39,6 +41,11 @@ pub async fn embedder_and_index(
     milvus: &MilvusConfig,
 ) -> Result<(Arc<dyn Embedder>, Arc<dyn VectorIndex>), InitError> {
     let embedder = docpipe_embed::from_env()?;
+    Ok((embedder, connect_vectors(milvus).await?))
+}
+
+/// The Milvus collection alone, for the functions that only remove vectors (sweeper, DLQ).
+pub async fn connect_vectors(milvus: &MilvusConfig) -> Result<Arc<dyn VectorIndex>, InitError> {
     let token = match (&milvus.token, &milvus.token_secret_arn) {
         (Some(token), _) => Some(token.expose().to_string()),
         (None, Some(arn)) => {
@@ -48,7 +55,7 @@ pub async fn embedder_and_index(
         (None, None) => None,
     };
     let index = MilvusIndex::connect(&milvus.url, token, &milvus.collection).await?;
-    Ok((embedder, Arc::new(index)))
+    Ok(Arc::new(index))
 }
 
 /// Builds the pool. With `DOCPIPE_DB_SECRET_ARN` set, the user and password come from Secrets
@@ -175,6 +182,8 @@ impl ParseService {
 pub struct IndexService {
     pub db: Db,
     pub objects: Arc<dyn ObjectStore>,
+    /// The index queue, where a failed job is held back for its backoff.
+    pub queue: Arc<dyn JobQueue>,
     pub embedder: Arc<dyn Embedder>,
     pub vectors: Arc<dyn VectorIndex>,
     pub config: IndexConfig,
@@ -194,6 +203,7 @@ impl IndexService {
         Ok(IndexService {
             db,
             objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
+            queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
             embedder,
             vectors,
             config,
@@ -208,5 +218,70 @@ impl IndexService {
             vectors: self.vectors.as_ref(),
             config: &self.config,
         }
+    }
+}
+
+/// The sweeper's clients: it re-drives lost jobs (SQS) and removes what a failed run wrote (Milvus).
+pub struct SweepService {
+    pub db: Db,
+    pub queue: Arc<dyn JobQueue>,
+    pub vectors: Arc<dyn VectorIndex>,
+    pub parse_queue_url: String,
+    pub index_queue_url: String,
+    pub clock: Clock,
+}
+
+impl SweepService {
+    pub async fn from_env() -> Result<Self, InitError> {
+        let mut env = EnvReader::from_process();
+        let db_config = DbConfig::read(&mut env);
+        let aws_config = AwsConfig::read(&mut env);
+        let milvus = MilvusConfig::read(&mut env);
+        let parse_queue_url = env.url("DOCPIPE_PARSE_QUEUE_URL");
+        let index_queue_url = env.url("DOCPIPE_INDEX_QUEUE_URL");
+        let clock = Clock::read(&mut env);
+        env.finish()?;
+        let db = connect_db(&db_config, &aws_config).await?;
+        let clients = AwsClients::new(&aws_config).await;
+        Ok(SweepService {
+            db,
+            queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
+            vectors: connect_vectors(&milvus).await?,
+            parse_queue_url,
+            index_queue_url,
+            clock,
+        })
+    }
+
+    pub fn deps(&self) -> SweepDeps<'_> {
+        SweepDeps {
+            db: &self.db,
+            queue: self.queue.as_ref(),
+            vectors: self.vectors.as_ref(),
+            parse_queue_url: &self.parse_queue_url,
+            index_queue_url: &self.index_queue_url,
+            clock: &self.clock,
+        }
+    }
+}
+
+/// The DLQ function's clients: it fails the run (PostgreSQL) and removes its vectors (Milvus).
+pub struct DeadLetterService {
+    pub db: Db,
+    pub vectors: Arc<dyn VectorIndex>,
+}
+
+impl DeadLetterService {
+    pub async fn from_env() -> Result<Self, InitError> {
+        let mut env = EnvReader::from_process();
+        let db_config = DbConfig::read(&mut env);
+        let aws_config = AwsConfig::read(&mut env);
+        let milvus = MilvusConfig::read(&mut env);
+        env.finish()?;
+        let db = connect_db(&db_config, &aws_config).await?;
+        Ok(DeadLetterService {
+            db,
+            vectors: connect_vectors(&milvus).await?,
+        })
     }
 }

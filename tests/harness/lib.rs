@@ -139,6 +139,56 @@ pub struct TestAws {
     pub store_queue: String,
     pub parse_queue: String,
     pub index_queue: String,
+    pub store_dlq: String,
+    pub parse_dlq: String,
+    pub index_dlq: String,
+    /// The template's clock at the tests' scale; the queues carry its visibility timeouts,
+    /// retention and redrive policy.
+    pub clock: docpipe::clock::Clock,
+}
+
+/// The tests' time scale: every wait of the template shrunk by this factor (the work is not).
+pub const TEST_TIME_SCALE: f64 = 0.01;
+/// A scaled function timeout never goes below this: the slowest stage of a test document in a
+/// debug build on a 2-core machine (a law parsed and indexed with e5 takes a few seconds) fits.
+pub const TEST_TIMEOUT_FLOOR_SECS: f64 = 20.0;
+
+/// The template's clock (its Globals' values), at `scale` with the tests' timeout floor.
+pub fn template_clock(scale: f64) -> docpipe::clock::Clock {
+    let template = docpipe_cli::template::Template::load(&workspace_root().join("template.yaml"))
+        .expect("template.yaml");
+    let mut vars: std::collections::HashMap<String, String> = template
+        .clock_env()
+        .expect("the template's clock")
+        .into_iter()
+        .collect();
+    vars.insert("DOCPIPE_TIME_SCALE".into(), scale.to_string());
+    vars.insert(
+        "DOCPIPE_TIMEOUT_FLOOR_SECS".into(),
+        TEST_TIMEOUT_FLOOR_SECS.to_string(),
+    );
+    clock_from(vars)
+}
+
+/// A clock from explicit variables, checked as a function checks it at start.
+pub fn clock_from(vars: std::collections::HashMap<String, String>) -> docpipe::clock::Clock {
+    let mut env = docpipe::config::EnvReader::with_lookup(move |k| vars.get(k).cloned());
+    let clock = docpipe::clock::Clock::read(&mut env);
+    env.finish().expect("a consistent clock");
+    clock
+}
+
+/// The variables a function process of the tests' clock gets (the template's, plus the scale).
+pub fn clock_env(scale: f64) -> Vec<(String, String)> {
+    let template = docpipe_cli::template::Template::load(&workspace_root().join("template.yaml"))
+        .expect("template.yaml");
+    let mut vars = template.clock_env().expect("the template's clock");
+    vars.push(("DOCPIPE_TIME_SCALE".into(), scale.to_string()));
+    vars.push((
+        "DOCPIPE_TIMEOUT_FLOOR_SECS".into(),
+        TEST_TIMEOUT_FLOOR_SECS.to_string(),
+    ));
+    vars
 }
 
 impl TestAws {
@@ -154,9 +204,29 @@ impl TestAws {
             .send()
             .await
             .expect("create bucket (is moto up? `make up`)");
-        let store_queue = create_queue(&clients.sqs, &format!("{prefix}-store-events")).await;
-        let parse_queue = create_queue(&clients.sqs, &format!("{prefix}-parse")).await;
-        let index_queue = create_queue(&clients.sqs, &format!("{prefix}-index")).await;
+        let clock = template_clock(TEST_TIME_SCALE);
+        let mut queues = Vec::new();
+        for (name, stage) in [
+            ("store-events", clock.store),
+            ("parse", clock.parse),
+            ("index", clock.index),
+        ] {
+            let queue = create_queue(&clients.sqs, &format!("{prefix}-{name}")).await;
+            let dlq = create_queue(&clients.sqs, &format!("{prefix}-{name}-dlq")).await;
+            docpipe::dev_runner::apply_queue_clock(
+                &clients.sqs,
+                &queue,
+                Some(&dlq),
+                stage.visibility,
+                clock.retention,
+                clock.max_receive_count,
+            )
+            .await
+            .expect("the template's queue attributes");
+            queues.push((queue, dlq));
+        }
+        let [(store_queue, store_dlq), (parse_queue, parse_dlq), (index_queue, index_dlq)]: [(String, String); 3] =
+            queues.try_into().expect("three queues");
         let store_arn = docpipe::dev_runner::queue_arn(&store_queue, &config.region);
         let filter = NotificationConfigurationFilter::builder()
             .key(
@@ -197,14 +267,20 @@ impl TestAws {
             store_queue,
             parse_queue,
             index_queue,
+            store_dlq,
+            parse_dlq,
+            index_dlq,
+            clock,
         }
     }
 
     pub fn store_config(&self, max_bytes: u64) -> StoreConfig {
         StoreConfig {
             parse_queue_url: self.parse_queue.clone(),
+            store_queue_url: Some(self.store_queue.clone()),
             max_bytes,
             stage_deadline_secs: 900,
+            clock: self.clock.clone(),
         }
     }
 
@@ -268,13 +344,10 @@ impl TestAws {
     }
 }
 
+/// A queue with SQS's defaults; [`TestAws::new`] then gives it the template's clock.
 async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
     sqs.create_queue()
         .queue_name(name)
-        .attributes(
-            aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
-            "30",
-        )
         .send()
         .await
         .expect("create queue")
@@ -352,10 +425,27 @@ impl docpipe::adapters::JobQueue for FlakyQueue {
         if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(docpipe::adapters::QueueError {
                 queue_url: queue_url.to_string(),
+                operation: "SendMessage",
                 source: "injected: queue unavailable".into(),
             });
         }
         self.inner.send(queue_url, body).await
+    }
+
+    async fn hold_back(
+        &self,
+        queue_url: &str,
+        receipt_handle: &str,
+        delay: std::time::Duration,
+    ) -> Result<(), docpipe::adapters::QueueError> {
+        self.inner.hold_back(queue_url, receipt_handle, delay).await
+    }
+
+    async fn depth(
+        &self,
+        queue_url: &str,
+    ) -> Result<docpipe::adapters::QueueDepth, docpipe::adapters::QueueError> {
+        self.inner.depth(queue_url).await
     }
 }
 
@@ -430,11 +520,12 @@ impl TestAws {
     pub fn parse_config(&self) -> docpipe::config::ParseConfig {
         docpipe::config::ParseConfig {
             bucket: self.bucket.clone(),
+            parse_queue_url: self.parse_queue.clone(),
             index_queue_url: self.index_queue.clone(),
             max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
             chunk: Default::default(),
             limits: Default::default(),
-            stage_deadline_secs: 900,
+            clock: self.clock.clone(),
         }
     }
 
@@ -512,13 +603,16 @@ impl Pipeline {
             objects: std::sync::Arc::new(docpipe::adapters::S3ObjectStore::new(
                 aws.clients.s3.clone(),
             )),
+            queue: std::sync::Arc::new(docpipe::adapters::SqsJobQueue::new(
+                aws.clients.sqs.clone(),
+            )),
             embedder,
             vectors: milvus.clone(),
             config: docpipe::config::IndexConfig {
                 bucket: aws.bucket.clone(),
-                collection,
+                index_queue_url: aws.index_queue.clone(),
                 embed_batch: 32,
-                lease_secs: 60,
+                clock: aws.clock.clone(),
             },
         };
         Pipeline {

@@ -312,11 +312,21 @@ pub async fn get_document(
         .await?
         .ok_or_else(|| not_found(&doc_id))?;
     let run = match doc.current_run_id {
-        Some(run_id) => runs::get(&**client, run_id).await?.map(RunView::from),
+        Some(run_id) => runs::get(&**client, run_id).await?,
         None => None,
     };
+    let progress = run.as_ref().map(|r| {
+        docpipe::progress::of(
+            r,
+            doc.status,
+            chrono::Utc::now(),
+            state.config.max_receive_count,
+        )
+    });
     let mut answer = serde_json::to_value(DocumentView::from(doc)).expect("views serialise");
-    answer["current_run"] = serde_json::to_value(run).expect("views serialise");
+    answer["current_run"] =
+        serde_json::to_value(run.map(RunView::from)).expect("views serialise");
+    answer["progress"] = serde_json::to_value(progress).expect("views serialise");
     Ok(Json(answer))
 }
 
@@ -341,7 +351,10 @@ pub async fn history(
     ensure_exists(&state.db, &doc_id).await?;
     let client = state.db.client().await?;
     let events = runs::history(&**client, &doc_id).await?;
-    Ok(Json(json!({ "doc_id": doc_id, "history": events })))
+    let run_events = docpipe::db::run_events::list_for_doc(&**client, &doc_id).await?;
+    Ok(Json(
+        json!({ "doc_id": doc_id, "history": events, "run_events": run_events }),
+    ))
 }
 
 #[derive(Debug, Deserialize)]

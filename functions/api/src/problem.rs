@@ -270,6 +270,7 @@ impl From<RetryError> for ApiError {
             RetryError::Db(e) => e.into(),
             RetryError::Storage(e) => e.into(),
             RetryError::Queue(e) => e.into(),
+            RetryError::Inconsistent(_) => ApiError::conflict("retry-raced", detail),
         }
     }
 }

@@ -43,6 +43,9 @@ pub struct ApiConfig {
     pub stage_deadline_secs: i64,
     /// The largest request body accepted (`DOCPIPE_API_MAX_BODY_BYTES`, default 64 KiB).
     pub max_body_bytes: usize,
+    /// Deliveries of a job before its queue gives up (`DOCPIPE_MAX_RECEIVE_COUNT`, the template's
+    /// `MaxReceiveCount`): the "of 5" in "attempt 2 of 5".
+    pub max_receive_count: Option<u32>,
 }
 
 /// The longest a presigned URL may live (S3's SigV4 limit).
@@ -61,6 +64,9 @@ impl ApiConfig {
             webhook_token: env.optional("DOCPIPE_WEBHOOK_TOKEN").map(Secret::new),
             stage_deadline_secs: env.parsed_or("DOCPIPE_STAGE_DEADLINE_SECS", 900i64),
             max_body_bytes: env.parsed_or("DOCPIPE_API_MAX_BODY_BYTES", 64 * 1024usize),
+            max_receive_count: env
+                .optional("DOCPIPE_MAX_RECEIVE_COUNT")
+                .and_then(|n| n.parse().ok()),
         };
         config.check()?;
         Ok(config)

@@ -130,6 +130,14 @@ pub struct RunView {
     pub index_name: String,
     pub content_sha256: String,
     pub metadata: serde_json::Value,
+    /// Attempts of each stage, across deliveries and re-drives.
+    pub parse_attempts: i32,
+    pub index_attempts: i32,
+    /// When the current stage's job was last sent; when a backed-off message comes back.
+    pub queued_at: Option<DateTime<Utc>>,
+    pub retry_at: Option<DateTime<Utc>>,
+    pub redrives: i32,
+    pub lease_renewed_at: Option<DateTime<Utc>>,
 }
 
 impl From<Run> for RunView {
@@ -161,6 +169,12 @@ impl From<Run> for RunView {
             index_name: r.index_name,
             content_sha256: r.content_sha256,
             metadata: r.metadata,
+            parse_attempts: r.parse_attempts,
+            index_attempts: r.index_attempts,
+            queued_at: r.queued_at,
+            retry_at: r.visible_at,
+            redrives: r.redrives,
+            lease_renewed_at: r.lease_renewed_at,
         }
     }
 }

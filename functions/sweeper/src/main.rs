@@ -1,22 +1,27 @@
-//! The sweeper Lambda, on a schedule: fails every run that sat in `running` past its deadline.
+//! The sweeper Lambda, on the template's schedule: re-drives lost jobs, and fails a run only when
+//! its job can no longer exist and the re-drives are used up (see `docpipe::stages::sweep`).
 
-use docpipe::config::{AwsConfig, DbConfig, EnvReader};
+use docpipe::services::SweepService;
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::{json, Value};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     docpipe::telemetry::init();
-    let mut env = EnvReader::from_process();
-    let db_config = DbConfig::read(&mut env);
-    let aws_config = AwsConfig::read(&mut env);
-    env.finish()?;
-    let db = docpipe::services::connect_db(&db_config, &aws_config).await?;
-    let db = &db;
+    let service = SweepService::from_env().await?;
+    let service = &service;
     lambda_runtime::run(service_fn(move |_: LambdaEvent<Value>| async move {
-        let swept = docpipe::stages::sweep::sweep(db, 500).await?;
-        docpipe::metrics::runs_swept(swept.len());
-        Ok::<Value, Error>(json!({ "swept": swept.len() }))
+        let report = docpipe::stages::sweep::sweep(&service.deps(), 500).await?;
+        docpipe::metrics::runs_swept(report.failed());
+        docpipe::metrics::runs_redriven(report.redriven());
+        for problem in &report.problems {
+            tracing::warn!(problem, "sweep left something for the next run");
+        }
+        Ok::<Value, Error>(json!({
+            "failed": report.failed(),
+            "redriven": report.redriven(),
+            "problems": report.problems,
+        }))
     }))
     .await
 }

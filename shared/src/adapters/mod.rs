@@ -7,4 +7,4 @@ pub mod queue;
 pub mod secrets;
 
 pub use object_store::{ContentDigest, ObjectHead, ObjectStore, S3ObjectStore, StorageError};
-pub use queue::{JobQueue, QueueError, SqsJobQueue};
+pub use queue::{JobQueue, QueueDepth, QueueError, SqsJobQueue};

@@ -43,6 +43,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0006_index_attempts",
         sql: include_str!("../../../migrations/0006_index_attempts.sql"),
     },
+    Migration {
+        version: 7,
+        name: "0007_liveness",
+        sql: include_str!("../../../migrations/0007_liveness.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

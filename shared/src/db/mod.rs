@@ -9,6 +9,7 @@ pub mod audit;
 pub mod documents;
 pub mod idempotency;
 pub mod migrate;
+pub mod run_events;
 pub mod runs;
 pub mod snapshot;
 pub mod tls;

@@ -32,13 +32,22 @@ pub struct Run {
     pub metadata: serde_json::Value,
     pub content_sha256: String,
     pub deadline_at: Option<DateTime<Utc>>,
+    pub parse_attempts: i32,
+    pub index_attempts: i32,
+    pub queued_at: Option<DateTime<Utc>>,
+    pub visible_at: Option<DateTime<Utc>>,
+    pub redrives: i32,
+    pub lease_owner: String,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub lease_renewed_at: Option<DateTime<Utc>>,
 }
 
 pub const COLUMNS: &str =
     "run_id, doc_id, trigger_type, run_status, parser_backend, chunk_backend, \
     embedding_model, index_name, started_at, stored_at, parsed_at, indexed_at, finished_at, \
     layout_count, structure_node_count, semantic_block_count, vector_chunk_count, chunk_count, \
-    failure_stage, error_message, metadata, content_sha256, deadline_at";
+    failure_stage, error_message, metadata, content_sha256, deadline_at, parse_attempts, \
+    index_attempts, queued_at, visible_at, redrives, lease_owner, lease_expires_at, lease_renewed_at";
 
 impl Run {
     pub fn from_row(row: &Row) -> Run {
@@ -67,6 +76,14 @@ impl Run {
             metadata: row.get("metadata"),
             content_sha256: row.get("content_sha256"),
             deadline_at: row.get("deadline_at"),
+            parse_attempts: row.get("parse_attempts"),
+            index_attempts: row.get("index_attempts"),
+            queued_at: row.get("queued_at"),
+            visible_at: row.get("visible_at"),
+            redrives: row.get("redrives"),
+            lease_owner: row.get("lease_owner"),
+            lease_expires_at: row.get("lease_expires_at"),
+            lease_renewed_at: row.get("lease_renewed_at"),
         }
     }
 }

@@ -68,14 +68,14 @@ pub struct StoredObject<'a> {
     pub etag: &'a str,
 }
 
-/// Seed 000 §6.2: `pending → stored`, recording what was stored. Returns false when the document
-/// is not `pending` on this run any more.
+/// Seed 000 §6.2: `pending → stored`, recording what was stored; the run is now queued for parse
+/// (waiting there is never a failure, so it has no deadline). Returns false when the document is
+/// not `pending` on this run any more.
 pub async fn mark_stored(
     c: &impl GenericClient,
     doc_id: &str,
     run_id: i64,
     object: &StoredObject<'_>,
-    deadline_secs: i64,
 ) -> Result<bool, DbError> {
     let rows = c
         .query_typed(
@@ -88,9 +88,12 @@ pub async fn mark_stored(
                  RETURNING doc_id),
              run AS (
                  UPDATE document_processing_runs SET stored_at = NOW(), content_sha256 = $8,
-                        deadline_at = NOW() + make_interval(secs => $10)
+                        deadline_at = NULL, queued_at = NOW(), visible_at = NULL
                  WHERE run_id = $2 AND run_status = 'running' AND EXISTS (SELECT 1 FROM doc)
-                 RETURNING run_id)
+                 RETURNING run_id),
+             queued AS (
+                 INSERT INTO run_events (doc_id, run_id, stage, kind, message)
+                 SELECT $1, $2, 'parse', 'queued', 'parse job sent' FROM run)
              INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
              SELECT $1, $2, 'pending', 'stored', 'store', 'original checked: ' || $7::text || ' bytes, sha256 ' || $8
              FROM doc, run
@@ -105,7 +108,6 @@ pub async fn mark_stored(
                 (&object.size_bytes, Type::INT8),
                 (&object.sha256, Type::VARCHAR),
                 (&object.etag, Type::VARCHAR),
-                (&(deadline_secs as f64), Type::FLOAT8),
             ],
         )
         .await?;
@@ -169,7 +171,6 @@ pub async fn mark_parsed(
     doc_id: &str,
     run_id: i64,
     counts: &ParseCounts<'_>,
-    deadline_secs: i64,
 ) -> Result<bool, DbError> {
     let metadata = counts.metadata.to_string();
     let rows = c
@@ -183,9 +184,13 @@ pub async fn mark_parsed(
                         chunk_backend = $4, layout_count = $5, structure_node_count = $6,
                         semantic_block_count = $7, vector_chunk_count = $8,
                         metadata = metadata || $9::jsonb,
-                        deadline_at = NOW() + make_interval(secs => $10)
+                        deadline_at = NULL, queued_at = NOW(), visible_at = NULL,
+                        lease_owner = '', lease_expires_at = NULL, lease_renewed_at = NULL
                  WHERE run_id = $2 AND run_status = 'running' AND EXISTS (SELECT 1 FROM doc)
-                 RETURNING run_id)
+                 RETURNING run_id),
+             queued AS (
+                 INSERT INTO run_events (doc_id, run_id, stage, kind, message)
+                 SELECT $1, $2, 'index', 'queued', 'index job sent' FROM run)
              INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
              SELECT $1, $2, 'stored', 'parsed', 'parse',
                     $6::text || ' headings, ' || $7::text || ' blocks, ' || $8::text || ' chunks'
@@ -201,74 +206,93 @@ pub async fn mark_parsed(
                 (&counts.semantic_blocks, Type::INT4),
                 (&counts.vector_chunks, Type::INT4),
                 (&metadata, Type::TEXT),
-                (&(deadline_secs as f64), Type::FLOAT8),
             ],
         )
         .await?;
     Ok(!rows.is_empty())
 }
 
-/// Seed 001's lease: the caller may write this run's vectors until the lease expires. Granted when
-/// nobody holds it, the caller already does, or the holder's lease ran out (it died). Returns false
-/// when another worker holds a live lease or the run has ended. Renews a lease the caller holds.
-pub async fn claim_lease(
+/// Seed 001's lease, renewed: true while the caller still holds it. A lease that another worker
+/// took over, or a run that ended, answers false.
+pub async fn renew_lease(
     c: &impl GenericClient,
     run_id: i64,
     owner: &str,
-    lease_secs: i64,
+    lease_secs: f64,
 ) -> Result<bool, DbError> {
-    Ok(take_lease(c, run_id, owner, lease_secs, false)
-        .await?
-        .is_some())
+    let renewed = c
+        .execute_typed(
+            "UPDATE document_processing_runs
+             SET lease_expires_at = NOW() + make_interval(secs => $3), lease_renewed_at = NOW()
+             WHERE run_id = $1 AND run_status = 'running' AND lease_owner = $2",
+            &[
+                (&run_id, Type::INT8),
+                (&owner, Type::VARCHAR),
+                (&lease_secs, Type::FLOAT8),
+            ],
+        )
+        .await?;
+    Ok(renewed == 1)
 }
 
-/// What [`start_index_attempt`] learned while taking the run's lease.
+/// What [`start_attempt`] learned while taking the run's lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IndexAttempt {
-    /// 1 for the first attempt on this run. Counted when the lease is taken, before any vector is
-    /// written, so an attempt that wrote anything has always been counted.
+pub struct Attempt {
+    /// 1 for the first attempt of this stage on this run, counted across deliveries and re-drives.
+    /// Counted when the lease is taken, before anything is written, so an attempt that wrote
+    /// anything has always been counted.
     pub attempt: i32,
     /// Whether the document has runs other than this one, whose vectors a reindex must remove.
     pub other_runs: bool,
 }
 
-/// Takes the run's lease (as [`claim_lease`]) for an index attempt and counts the attempt, in one
-/// statement; `None` when another worker holds the lease or the run is no longer running.
-pub async fn start_index_attempt(
+/// Seed 001's lease, taken for an attempt of `stage` (parse or index): granted when nobody holds
+/// it, the caller already does, or the holder's lease ran out (it died; that is recorded). Counts
+/// the attempt and records it, in one statement. `None` when another worker holds a live lease or
+/// the run is no longer running.
+pub async fn start_attempt(
     c: &impl GenericClient,
     run_id: i64,
+    stage: Stage,
     owner: &str,
-    lease_secs: i64,
-) -> Result<Option<IndexAttempt>, DbError> {
-    take_lease(c, run_id, owner, lease_secs, true).await
-}
-
-async fn take_lease(
-    c: &impl GenericClient,
-    run_id: i64,
-    owner: &str,
-    lease_secs: i64,
-    count_attempt: bool,
-) -> Result<Option<IndexAttempt>, DbError> {
+    lease_secs: f64,
+) -> Result<Option<Attempt>, DbError> {
+    let index = stage == Stage::Index;
     let row = c
         .query_typed_opt(
-            "UPDATE document_processing_runs r
-             SET lease_owner = $2, lease_expires_at = NOW() + make_interval(secs => $3),
-                 index_attempts = r.index_attempts + CASE WHEN $4 THEN 1 ELSE 0 END
-             WHERE r.run_id = $1 AND r.run_status = 'running'
-               AND (r.lease_owner = '' OR r.lease_owner = $2 OR r.lease_expires_at < NOW())
-             RETURNING r.index_attempts,
-                       EXISTS (SELECT 1 FROM document_processing_runs o
-                               WHERE o.doc_id = r.doc_id AND o.run_id <> r.run_id)",
+            "WITH prev AS (
+                 SELECT lease_owner, lease_expires_at FROM document_processing_runs WHERE run_id = $1),
+             run AS (
+                 UPDATE document_processing_runs r
+                 SET lease_owner = $2, lease_expires_at = NOW() + make_interval(secs => $3),
+                     lease_renewed_at = NOW(), visible_at = NULL,
+                     index_attempts = r.index_attempts + CASE WHEN $4 THEN 1 ELSE 0 END,
+                     parse_attempts = r.parse_attempts + CASE WHEN $4 THEN 0 ELSE 1 END
+                 WHERE r.run_id = $1 AND r.run_status = 'running'
+                   AND (r.lease_owner = '' OR r.lease_owner = $2 OR r.lease_expires_at < NOW())
+                 RETURNING r.doc_id, r.run_id,
+                           CASE WHEN $4 THEN r.index_attempts ELSE r.parse_attempts END AS attempt,
+                           EXISTS (SELECT 1 FROM document_processing_runs o
+                                   WHERE o.doc_id = r.doc_id AND o.run_id <> r.run_id) AS other_runs),
+             expired AS (
+                 INSERT INTO run_events (doc_id, run_id, stage, kind, attempt, message)
+                 SELECT run.doc_id, run.run_id, $5, 'lease_expired', run.attempt - 1,
+                        'the previous attempt''s lease ran out at ' || prev.lease_expires_at::text || ' without renewal'
+                 FROM run, prev WHERE prev.lease_owner NOT IN ('', $2)),
+             attempt AS (
+                 INSERT INTO run_events (doc_id, run_id, stage, kind, attempt, message)
+                 SELECT doc_id, run_id, $5, 'attempt', attempt, 'started by ' || $2 FROM run)
+             SELECT attempt, other_runs FROM run",
             &[
                 (&run_id, Type::INT8),
                 (&owner, Type::VARCHAR),
-                (&(lease_secs as f64), Type::FLOAT8),
-                (&count_attempt, Type::BOOL),
+                (&lease_secs, Type::FLOAT8),
+                (&index, Type::BOOL),
+                (&stage.as_str(), Type::VARCHAR),
             ],
         )
         .await?;
-    Ok(row.map(|row| IndexAttempt {
+    Ok(row.map(|row| Attempt {
         attempt: row.get(0),
         other_runs: row.get(1),
     }))
@@ -297,31 +321,37 @@ pub struct IndexCounts<'a> {
     pub metadata: serde_json::Value,
 }
 
-/// Seed 000 §6.4: `parsed → indexed`; the run succeeds and its lease is released. Returns false when
-/// the document is not `parsed` on this run any more, or is being deleted.
+/// Seed 000 §6.4: `parsed → indexed`; the run succeeds and its lease is released. Fenced by the
+/// lease: only the worker that holds it commits, so a stale worker whose lease was taken over can
+/// never mark a run indexed over vectors it does not vouch for. The caller holds the document's row
+/// lock (see [`crate::db::documents::lock`]), so the run and the document change together or not
+/// at all. Returns false when the document is not `parsed` on this run any more, is being
+/// deleted, or the lease is somebody else's.
 pub async fn mark_indexed(
     c: &impl GenericClient,
     doc_id: &str,
     run_id: i64,
+    owner: &str,
     counts: &IndexCounts<'_>,
 ) -> Result<bool, DbError> {
     let metadata = counts.metadata.to_string();
     let rows = c
         .query_typed(
-            "WITH doc AS (
-                 UPDATE documents SET status = 'indexed', chunk_count = $3, index_name = $4,
-                        error_message = '', updated_at = NOW()
-                 WHERE doc_id = $1 AND current_run_id = $2 AND status = 'parsed'
-                   AND deleting_at IS NULL
-                 RETURNING doc_id),
-             run AS (
+            "WITH run AS (
                  UPDATE document_processing_runs SET indexed_at = NOW(), finished_at = NOW(),
                         run_status = 'succeeded', vector_chunk_count = $3, chunk_count = $3,
                         embedding_model = $5, index_name = $4, lease_owner = '',
-                        lease_expires_at = NULL, deadline_at = NULL,
+                        lease_expires_at = NULL, deadline_at = NULL, visible_at = NULL,
                         metadata = metadata || $6::jsonb
-                 WHERE run_id = $2 AND run_status = 'running' AND EXISTS (SELECT 1 FROM doc)
-                 RETURNING run_id)
+                 WHERE run_id = $2 AND run_status = 'running' AND lease_owner = $7
+                   AND EXISTS (SELECT 1 FROM documents WHERE doc_id = $1 AND current_run_id = $2
+                               AND status = 'parsed' AND deleting_at IS NULL)
+                 RETURNING run_id),
+             doc AS (
+                 UPDATE documents SET status = 'indexed', chunk_count = $3, index_name = $4,
+                        error_message = '', updated_at = NOW()
+                 WHERE doc_id = $1 AND EXISTS (SELECT 1 FROM run)
+                 RETURNING doc_id)
              INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
              SELECT $1, $2, 'parsed', 'indexed', 'index', $3::text || ' chunks in ' || $4 || ' (' || $5 || ')'
              FROM doc, run
@@ -333,6 +363,7 @@ pub async fn mark_indexed(
                 (&counts.index_name, Type::VARCHAR),
                 (&counts.embedding_model, Type::VARCHAR),
                 (&metadata, Type::TEXT),
+                (&owner, Type::VARCHAR),
             ],
         )
         .await?;

@@ -3,14 +3,14 @@
 //! message that it could not record (a database outage returns it to the DLQ).
 
 use super::sqs::{for_each_message, BatchReport};
-use crate::db::Db;
+use crate::services::DeadLetterService;
 use crate::error::StageError;
 use crate::events::{self, Notification};
 use crate::model::{JobMessage, Stage};
 use crate::stages::give_up::{give_up, GiveUpOutcome};
 use aws_lambda_events::event::sqs::SqsEvent;
 
-pub async fn handle_sqs(db: &Db, batch: SqsEvent) -> BatchReport {
+pub async fn handle_sqs(service: &DeadLetterService, batch: SqsEvent) -> BatchReport {
     for_each_message(batch, |message| async move {
         let attempts = message
             .attributes
@@ -37,7 +37,7 @@ pub async fn handle_sqs(db: &Db, batch: SqsEvent) -> BatchReport {
         };
         let mut lines = Vec::new();
         for (doc_id, run_id) in targets {
-            let outcome = give_up(db, &doc_id, run_id, attempts)
+            let outcome = give_up(&service.db, service.vectors.as_ref(), &doc_id, run_id, attempts)
                 .await
                 .map_err(|e| StageError::transient(Stage::Sweep, e))?;
             lines.push(match outcome {

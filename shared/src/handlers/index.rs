@@ -1,16 +1,23 @@
 //! The index function: index jobs in, indexed documents out.
 
-use super::sqs::{for_each_message, BatchReport};
+use super::sqs::{for_each_message, Backoff, BatchReport, Delivery};
 use crate::error::StageError;
 use crate::metrics;
 use crate::model::{JobMessage, Stage};
 use crate::services::IndexService;
-use crate::stages::give_up::record_transient_error;
 use crate::stages::index::{index_job, IndexOutcome};
 use aws_lambda_events::event::sqs::SqsEvent;
 
 pub async fn handle_sqs(service: &IndexService, batch: SqsEvent) -> BatchReport {
+    let backoff = Backoff {
+        db: &service.db,
+        queue: service.queue.as_ref(),
+        queue_url: Some(&service.config.index_queue_url),
+        clock: &service.config.clock,
+    };
+    let backoff = &backoff;
     for_each_message(batch, |message| async move {
+        let delivery = Delivery::of(&message);
         let job = JobMessage::decode(message.body.as_deref().unwrap_or_default())
             .map_err(|e| StageError::permanent(Stage::Index, e))?;
         let started = std::time::Instant::now();
@@ -19,8 +26,9 @@ pub async fn handle_sqs(service: &IndexService, batch: SqsEvent) -> BatchReport 
             Err(e) => {
                 metrics::stage_failed(Stage::Index, e.class());
                 if e.is_retryable() {
-                    let text = crate::error::chain(&e);
-                    record_transient_error(&service.db, job.run_id, Stage::Index, &text).await;
+                    backoff
+                        .after_failure(&delivery, Some((job.run_id, Stage::Index)), &e)
+                        .await;
                 }
                 return Err(e);
             }

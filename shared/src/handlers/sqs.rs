@@ -2,7 +2,11 @@
 //! be redelivered; one that succeeded or failed permanently is acknowledged, so one bad message never
 //! fails its batch.
 
+use crate::adapters::JobQueue;
+use crate::clock::Clock;
+use crate::db::{run_events, Db};
 use crate::error::StageError;
+use crate::model::Stage;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use std::future::Future;
 
@@ -52,4 +56,77 @@ where
         }
     }
     report
+}
+
+/// Which delivery of its message this is, and how to hold it back.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub receipt_handle: String,
+    /// `ApproximateReceiveCount`: 1 on the first delivery.
+    pub receive_count: u32,
+}
+
+impl Delivery {
+    pub fn of(message: &SqsMessage) -> Delivery {
+        Delivery {
+            receipt_handle: message.receipt_handle.clone().unwrap_or_default(),
+            receive_count: message
+                .attributes
+                .get("ApproximateReceiveCount")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1),
+        }
+    }
+}
+
+/// Where a message that failed transiently goes back to, and on what clock.
+pub struct Backoff<'a> {
+    pub db: &'a Db,
+    pub queue: &'a dyn JobQueue,
+    /// The queue the message came from; `None` when nothing queued it (a direct invocation).
+    pub queue_url: Option<&'a str>,
+    pub clock: &'a Clock,
+}
+
+impl Backoff<'_> {
+    /// A transient failure backs off: the message stays hidden for the clock's exponential, capped
+    /// wait (rather than the queue's whole visibility timeout), and the run records the attempt's
+    /// error and when the message comes back. Best effort on both counts: if SQS or PostgreSQL is
+    /// what failed, the message still comes back after its visibility timeout.
+    pub async fn after_failure(
+        &self,
+        delivery: &Delivery,
+        run: Option<(i64, Stage)>,
+        error: &StageError,
+    ) {
+        let delay = self.clock.backoff(delivery.receive_count);
+        if let Some(url) = self.queue_url.filter(|_| !delivery.receipt_handle.is_empty()) {
+            if let Err(e) = self
+                .queue
+                .hold_back(url, &delivery.receipt_handle, delay)
+                .await
+            {
+                tracing::warn!(error = %crate::error::chain(&e), "could not set the message's backoff; it returns after its visibility timeout");
+            }
+        }
+        let Some((run_id, stage)) = run else { return };
+        let text = crate::error::chain(error);
+        let recorded = match self.db.client().await {
+            Ok(client) => {
+                run_events::record_backoff(
+                    &**client,
+                    run_id,
+                    stage.as_str(),
+                    delivery.receive_count as i32,
+                    &text,
+                    delay.as_secs_f64(),
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = recorded {
+            tracing::warn!(run_id, error = %crate::error::chain(&e), "could not record the backoff");
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! The store function: every shape of upload notification in, stored documents out.
 
-use super::sqs::{for_each_message, BatchReport};
+use super::sqs::{for_each_message, Backoff, BatchReport, Delivery};
 use crate::error::StageError;
 use crate::events::{self, Notification};
 use crate::model::Stage;
@@ -25,7 +25,15 @@ pub async fn handle_event(service: &StoreService, event: Value) -> Result<Value,
 }
 
 pub async fn handle_sqs(service: &StoreService, batch: SqsEvent) -> BatchReport {
+    let backoff = Backoff {
+        db: &service.db,
+        queue: service.queue.as_ref(),
+        queue_url: service.config.store_queue_url.as_deref(),
+        clock: &service.config.clock,
+    };
+    let backoff = &backoff;
     for_each_message(batch, |message| async move {
+        let delivery = Delivery::of(&message);
         let body = message.body.unwrap_or_default();
         let value: Value = match serde_json::from_str(&body) {
             Ok(v) => v,
@@ -36,7 +44,14 @@ pub async fn handle_sqs(service: &StoreService, batch: SqsEvent) -> BatchReport 
                 ))
             }
         };
-        handle_notification(service, &value).await
+        let result = handle_notification(service, &value).await;
+        if let Err(e) = &result {
+            if e.is_retryable() {
+                // An upload has no run until it is stored: only the message backs off.
+                backoff.after_failure(&delivery, None, e).await;
+            }
+        }
+        result
     })
     .await
 }

@@ -3,7 +3,8 @@
 //! stage is the one the document was waiting on: `pending` → store, `stored` → parse, `parsed` →
 //! index. Idempotent: a run that already ended is left alone.
 
-use crate::db::{documents, runs, transitions, Db, DbError, Type};
+use crate::db::{documents, run_events, runs, transitions, Db, DbError};
+use docpipe_vector::VectorIndex;
 use crate::model::{DocStatus, RunStatus, Stage};
 use tokio_postgres::GenericClient;
 
@@ -31,47 +32,64 @@ pub fn waiting_stage(status: DocStatus) -> Stage {
     }
 }
 
-/// Remembers the last transient error of a run, so that a give-up can say what kept failing. Best
-/// effort: when the database is what failed, there is nothing to record it in.
-pub async fn record_transient_error(db: &Db, run_id: i64, stage: Stage, error: &str) {
-    let Ok(client) = db.client().await else {
-        return;
-    };
-    let detail = serde_json::json!({ "last_error": { "stage": stage.as_str(), "message": error, "at": chrono::Utc::now() } }).to_string();
-    let _ = client
-        .execute_typed(
-            "UPDATE document_processing_runs SET metadata = metadata || $2::jsonb
-             WHERE run_id = $1 AND run_status = 'running'",
-            &[(&run_id, Type::INT8), (&detail, Type::TEXT)],
-        )
-        .await;
+#[derive(Debug, thiserror::Error)]
+pub enum GiveUpError {
+    #[error("the database is unavailable")]
+    Db(#[from] DbError),
+    #[error("the vectors of the run cannot be removed yet")]
+    Vectors(#[from] docpipe_vector::VectorError),
 }
 
+/// Records the give-up. A give-up that names no run (an upload notification) finds the document's
+/// current run only while that run is still waiting for its store: it must never fail a newer,
+/// healthy run that has moved on. What the run wrote to Milvus goes first, so a failed run leaves
+/// nothing searchable; if Milvus is down the give-up is returned to its queue and tried again.
 pub async fn give_up(
     db: &Db,
+    vectors: &dyn VectorIndex,
     doc_id: &str,
     run_id: Option<i64>,
-    attempts: u32,
-) -> Result<GiveUpOutcome, DbError> {
+    deliveries: u32,
+) -> Result<GiveUpOutcome, GiveUpError> {
     let client = db.client().await?;
     let Some(doc) = documents::get(&**client, doc_id).await? else {
         return Ok(GiveUpOutcome::NoSuchDocument {
             doc_id: doc_id.to_string(),
         });
     };
-    let Some(run_id) = run_id.or(doc.current_run_id) else {
-        return Ok(GiveUpOutcome::NoSuchDocument {
-            doc_id: doc_id.to_string(),
-        });
+    let run_id = match run_id {
+        Some(run_id) => run_id,
+        None if doc.status == DocStatus::Pending => match doc.current_run_id {
+            Some(run_id) => run_id,
+            None => {
+                return Ok(GiveUpOutcome::NoSuchDocument {
+                    doc_id: doc_id.to_string(),
+                })
+            }
+        },
+        None => {
+            return Ok(GiveUpOutcome::AlreadyEnded {
+                doc_id: doc_id.to_string(),
+                run_id: doc.current_run_id.unwrap_or_default(),
+            })
+        }
     };
-    give_up_run(&**client, &doc, run_id, attempts).await
+    let running = runs::get(&**client, run_id)
+        .await?
+        .is_some_and(|r| r.run_status == RunStatus::Running);
+    drop(client);
+    if running {
+        vectors.delete_run(doc_id, run_id).await?;
+    }
+    let client = db.client().await?;
+    Ok(give_up_run(&**client, &doc, run_id, deliveries).await?)
 }
 
 async fn give_up_run(
     c: &impl GenericClient,
     doc: &documents::Document,
     run_id: i64,
-    attempts: u32,
+    deliveries: u32,
 ) -> Result<GiveUpOutcome, DbError> {
     let doc_id = doc.doc_id.as_str();
     let run = runs::get(c, run_id).await?;
@@ -88,7 +106,16 @@ async fn give_up_run(
         .and_then(|e| e.get("message"))
         .and_then(|m| m.as_str())
         .unwrap_or("no error was recorded (the function may have timed out or crashed)");
+    // The run counts its own attempts across deliveries and re-drives; a delivery that failed
+    // before it could take the lease is counted only by the queue.
+    let counted = match stage {
+        Stage::Parse => run.parse_attempts,
+        Stage::Index => run.index_attempts,
+        _ => 0,
+    };
+    let attempts = if counted > 0 { counted as u32 } else { deliveries };
     let message = format!("gave up after {attempts} attempts: {last}");
+    run_events::record(c, run_id, stage.as_str(), run_events::Kind::GaveUp, attempts as i32, &format!("the queue dead-lettered the job after {deliveries} deliveries")).await?;
     if transitions::fail_run(c, doc_id, run_id, stage, &message).await? {
         tracing::error!(
             doc_id,

@@ -12,9 +12,10 @@
 use crate::adapters::{ObjectStore, StorageError};
 use crate::artifacts;
 use crate::config::IndexConfig;
-use crate::db::transitions::{self, IndexAttempt, IndexCounts};
+use crate::db::transitions::{self, IndexCounts};
 use crate::db::{documents, Db, DbError};
 use crate::error::StageError;
+use super::lease::HeldLease;
 use crate::model::{DocStatus, JobMessage, Stage};
 use docpipe_embed::{EmbedError, Embedder};
 use docpipe_parse::VectorChunk;
@@ -96,12 +97,9 @@ pub async fn index_job(deps: &IndexDeps<'_>, job: &JobMessage) -> Result<IndexOu
     if doc.status != DocStatus::Parsed {
         return stale(format!("the document is {}, not parsed", doc.status));
     }
-    let owner = format!("index-{:016x}", rand::random::<u64>());
-    let client = deps.db.client().await.map_err(db_err)?;
-    let Some(attempt) =
-        transitions::start_index_attempt(&**client, run_id, &owner, deps.config.lease_secs)
-            .await
-            .map_err(db_err)?
+    let Some(lease) = HeldLease::take(deps.db, run_id, Stage::Index, deps.config.clock.lease)
+        .await
+        .map_err(db_err)?
     else {
         // Another delivery is writing this run's vectors. Come back later: by then it has finished
         // (this message is stale) or died (its lease has run out and this one takes over).
@@ -110,44 +108,143 @@ pub async fn index_job(deps: &IndexDeps<'_>, job: &JobMessage) -> Result<IndexOu
             format!("run {run_id} is being indexed by another worker"),
         ));
     };
-    drop(client);
 
-    let result = write_vectors(deps, &doc, run_id, &owner, attempt).await;
-    let outcome = match result {
-        Ok(Some(outcome)) => Ok(outcome),
+    let outcome = match write_vectors(deps, &doc, &lease).await {
+        Ok(Some(outcome)) => {
+            prune_other_runs(deps, doc_id, run_id, lease.attempt.other_runs).await;
+            Ok(outcome)
+        }
         Ok(None) => abandon(deps, doc_id, run_id).await,
         Err(Failure::Permanent(stage, reason)) => fail(deps, doc_id, run_id, stage, reason).await,
         Err(Failure::Transient(e)) => Err(e),
     };
-    if outcome.is_err() {
-        // Let a redelivery claim at once rather than wait for the lease to run out.
-        if let Ok(client) = deps.db.client().await {
-            let _ = transitions::release_lease(&**client, run_id, &owner).await;
-        }
-    }
+    // Let a redelivery claim at once rather than wait for the lease to run out.
+    lease.release(deps.db).await;
     outcome
 }
 
-/// Embeds and inserts; `Ok(None)` when the document moved on before the commit.
+/// Loads, embeds, inserts, checks and commits; `Ok(None)` when the run was lost before the commit
+/// (the document was deleted or superseded, or another worker took the lease over).
 async fn write_vectors(
     deps: &IndexDeps<'_>,
     doc: &documents::Document,
-    run_id: i64,
-    owner: &str,
-    attempt: IndexAttempt,
+    lease: &HeldLease,
 ) -> Result<Option<IndexOutcome>, Failure> {
-    let doc_id = doc.doc_id.as_str();
+    let (doc_id, run_id) = (doc.doc_id.as_str(), lease.run_id);
     let started = Instant::now();
+    let chunks = load_chunks(deps, doc_id, run_id).await?;
+    let mut timings = IndexTimings::default();
+
+    deps.vectors
+        .ensure_collection(deps.embedder.dimension(), deps.embedder.model_id())
+        .await
+        .map_err(classify_vector)?;
+    // One set of vectors per run. Only a retry can find some of this run's vectors already
+    // there, from an attempt that died between its inserts and its commit: they go first.
+    let retry = lease.attempt.attempt > 1;
+    if retry {
+        let t = Instant::now();
+        deps.vectors
+            .delete_run(doc_id, run_id)
+            .await
+            .map_err(classify_vector)?;
+        timings.checks_ms += t.elapsed().as_millis();
+    }
+
+    if !embed_and_insert(deps, doc, run_id, &chunks, lease, &mut timings).await? {
+        return Ok(None);
+    }
+
+    // Every insert above was acknowledged row for row. A retry also reads the run back, to be
+    // sure its clean-up and its inserts left exactly one vector per chunk.
+    if retry {
+        let t = Instant::now();
+        let present = deps
+            .vectors
+            .count(doc_id, Some(run_id))
+            .await
+            .map_err(classify_vector)?;
+        if present != chunks.len() {
+            return Err(Failure::Transient(StageError::transient(
+                Stage::Index,
+                format!(
+                    "Milvus holds {present} vectors of run {run_id}, expected {}",
+                    chunks.len()
+                ),
+            )));
+        }
+        timings.checks_ms += t.elapsed().as_millis();
+    }
+
+    let metadata = serde_json::json!({
+        "index": {
+            "chunks": chunks.len(),
+            "embed_ms": timings.embed_ms as u64,
+            "insert_ms": timings.insert_ms as u64,
+            "checks_ms": timings.checks_ms as u64,
+            "attempt": lease.attempt.attempt,
+            "duration_ms": started.elapsed().as_millis() as u64,
+        }
+    });
+    if !commit(deps, doc_id, lease, chunks.len(), metadata)
+        .await
+        .map_err(|e| Failure::Transient(db_err(e)))?
+    {
+        return Ok(None);
+    }
+    info!(
+        doc_id,
+        run_id,
+        stage = "index",
+        chunks = chunks.len(),
+        embed_ms = timings.embed_ms as u64,
+        insert_ms = timings.insert_ms as u64,
+        "indexed"
+    );
+    Ok(Some(IndexOutcome::Indexed {
+        doc_id: doc_id.to_string(),
+        run_id,
+        chunks: chunks.len(),
+    }))
+}
+
+#[derive(Default)]
+struct IndexTimings {
+    embed_ms: u128,
+    insert_ms: u128,
+    checks_ms: u128,
+}
+
+/// The largest chunks artifact the stage reads: far above any document the parse limits let
+/// through, and a bound on what a corrupt or hostile object can make it hold in memory.
+const MAX_CHUNKS_ARTIFACT_BYTES: u64 = 512 * 1024 * 1024;
+
+/// The run's chunks, from the parse stage's `vector_chunks.json`.
+async fn load_chunks(
+    deps: &IndexDeps<'_>,
+    doc_id: &str,
+    run_id: i64,
+) -> Result<Vec<VectorChunk>, Failure> {
     let key = format!(
         "{}vector_chunks.json",
         artifacts::run_prefix(doc_id, run_id)
     );
-    let body = match deps.objects.get(&deps.config.bucket, &key, u64::MAX).await {
+    let body = match deps
+        .objects
+        .get(&deps.config.bucket, &key, MAX_CHUNKS_ARTIFACT_BYTES)
+        .await
+    {
         Ok(b) => b,
         Err(StorageError::NotFound { .. }) => {
             return Err(Failure::Permanent(
                 Stage::Index,
                 format!("the chunks artifact {key} is missing"),
+            ))
+        }
+        Err(StorageError::TooLarge { limit }) => {
+            return Err(Failure::Permanent(
+                Stage::Index,
+                format!("the chunks artifact {key} is larger than {limit} bytes"),
             ))
         }
         Err(e) => return Err(Failure::Transient(StageError::transient(Stage::Index, e))),
@@ -160,24 +257,20 @@ async fn write_vectors(
             "the run has no chunks to index".into(),
         ));
     }
+    Ok(chunks)
+}
 
-    deps.vectors
-        .ensure_collection(deps.embedder.dimension(), deps.embedder.model_id())
-        .await
-        .map_err(classify_vector)?;
-    // One set of vectors per run. Only a retry can find some of this run's vectors already
-    // there, from an attempt that died between its inserts and its commit: they go first.
-    let retry = attempt.attempt > 1;
-    let mut checks_ms = 0u128;
-    if retry {
-        let t = Instant::now();
-        deps.vectors
-            .delete_run(doc_id, run_id)
-            .await
-            .map_err(classify_vector)?;
-        checks_ms += t.elapsed().as_millis();
-    }
-
+/// Embeds the chunks batch by batch and inserts each batch. False when the lease was lost on the
+/// way and the document is gone (nobody else will remove what this attempt wrote).
+async fn embed_and_insert(
+    deps: &IndexDeps<'_>,
+    doc: &documents::Document,
+    run_id: i64,
+    chunks: &[VectorChunk],
+    lease: &HeldLease,
+    timings: &mut IndexTimings,
+) -> Result<bool, Failure> {
+    let doc_id = doc.doc_id.as_str();
     let tags: Vec<String> = doc
         .metadata
         .get("tags")
@@ -188,13 +281,25 @@ async fn write_vectors(
                 .collect()
         })
         .unwrap_or_default();
-    let mut embed_ms = 0u128;
-    let mut insert_ms = 0u128;
-    // The lease was taken just now; it is renewed once a third of it has passed, not per batch. A
-    // delete or a takeover in between is still caught by the commit's compare-and-set.
-    let renew_every = std::time::Duration::from_secs((deps.config.lease_secs / 3).max(1) as u64);
-    let mut renewed = Instant::now();
     for (batch_no, batch) in chunks.chunks(deps.config.embed_batch).enumerate() {
+        if lease.is_lost() {
+            let client = deps
+                .db
+                .client()
+                .await
+                .map_err(|e| Failure::Transient(db_err(e)))?;
+            let gone = documents::get(&**client, doc_id)
+                .await
+                .map_err(|e| Failure::Transient(db_err(e)))?
+                .is_none_or(|d| d.deleting_at.is_some() || d.current_run_id != Some(run_id));
+            if gone {
+                return Ok(false);
+            }
+            return Err(Failure::Transient(StageError::transient(
+                Stage::Index,
+                format!("lost the lease on run {run_id} (another worker took over)"),
+            )));
+        }
         let texts: Vec<String> = batch.iter().map(embedding_text).collect();
         let t = Instant::now();
         let vectors = deps
@@ -202,7 +307,7 @@ async fn write_vectors(
             .embed_passages(&texts)
             .await
             .map_err(classify_embed)?;
-        embed_ms += t.elapsed().as_millis();
+        timings.embed_ms += t.elapsed().as_millis();
         if vectors.len() != batch.len() {
             return Err(Failure::Permanent(
                 Stage::Embed,
@@ -240,109 +345,54 @@ async fn write_vectors(
             .insert(&records)
             .await
             .map_err(classify_vector)?;
-        insert_ms += t.elapsed().as_millis();
-        if renewed.elapsed() < renew_every {
-            continue;
-        }
-        renewed = Instant::now();
-        let client = deps
-            .db
-            .client()
-            .await
-            .map_err(|e| Failure::Transient(db_err(e)))?;
-        let still_ours = transitions::claim_lease(&**client, run_id, owner, deps.config.lease_secs)
-            .await
-            .map_err(|e| Failure::Transient(db_err(e)))?;
-        if !still_ours {
-            // A delete cascades the run away, which also ends the lease: then nobody else will
-            // remove what this attempt wrote, so the stage does (abandon, below).
-            let gone = documents::get(&**client, doc_id)
-                .await
-                .map_err(|e| Failure::Transient(db_err(e)))?
-                .is_none_or(|d| d.deleting_at.is_some());
-            if gone {
-                return Ok(None);
-            }
-            return Err(Failure::Transient(StageError::transient(
-                Stage::Index,
-                format!("lost the lease on run {run_id} (it ended or another worker took over)"),
-            )));
-        }
+        timings.insert_ms += t.elapsed().as_millis();
     }
+    Ok(true)
+}
 
-    // Every insert above was acknowledged row for row. A retry also reads the run back, to be
-    // sure its clean-up and its inserts left exactly one vector per chunk.
-    let t = Instant::now();
-    if retry {
-        let present = deps
-            .vectors
-            .count(doc_id, Some(run_id))
-            .await
-            .map_err(classify_vector)?;
-        if present != chunks.len() {
-            return Err(Failure::Transient(StageError::transient(
-                Stage::Index,
-                format!(
-                    "Milvus holds {present} vectors of run {run_id}, expected {}",
-                    chunks.len()
-                ),
-            )));
-        }
+/// Seed 000 §6.4's transaction: under the document's row lock, the run succeeds and the document
+/// becomes `indexed`, together, and only if this worker still holds the run's lease.
+async fn commit(
+    deps: &IndexDeps<'_>,
+    doc_id: &str,
+    lease: &HeldLease,
+    chunks: usize,
+    metadata: serde_json::Value,
+) -> Result<bool, DbError> {
+    let mut client = deps.db.client().await?;
+    let tx = client.transaction().await?;
+    if documents::lock(&*tx, doc_id).await?.is_none() {
+        return Ok(false);
     }
-    // A reindex never leaves two runs' vectors behind.
-    if attempt.other_runs {
-        deps.vectors
-            .delete_other_runs(doc_id, run_id)
-            .await
-            .map_err(classify_vector)?;
-    }
-    checks_ms += t.elapsed().as_millis();
-
-    let client = deps
-        .db
-        .client()
-        .await
-        .map_err(|e| Failure::Transient(db_err(e)))?;
-    let metadata = serde_json::json!({
-        "index": {
-            "chunks": chunks.len(),
-            "embed_ms": embed_ms as u64,
-            "insert_ms": insert_ms as u64,
-            "checks_ms": checks_ms as u64,
-            "attempt": attempt.attempt,
-            "duration_ms": started.elapsed().as_millis() as u64,
-        }
-    });
     let moved = transitions::mark_indexed(
-        &**client,
+        &*tx,
         doc_id,
-        run_id,
+        lease.run_id,
+        &lease.owner,
         &IndexCounts {
-            chunks: chunks.len() as i32,
+            chunks: chunks as i32,
             embedding_model: deps.embedder.model_id(),
             index_name: deps.vectors.collection(),
             metadata,
         },
     )
-    .await
-    .map_err(|e| Failure::Transient(db_err(e)))?;
-    if !moved {
-        return Ok(None);
+    .await?;
+    if moved {
+        tx.commit().await?;
     }
-    info!(
-        doc_id,
-        run_id,
-        stage = "index",
-        chunks = chunks.len(),
-        embed_ms = embed_ms as u64,
-        insert_ms = insert_ms as u64,
-        "indexed"
-    );
-    Ok(Some(IndexOutcome::Indexed {
-        doc_id: doc_id.to_string(),
-        run_id,
-        chunks: chunks.len(),
-    }))
+    Ok(moved)
+}
+
+/// A reindex never leaves two runs' vectors behind. This runs only after the run's commit, so the
+/// vectors it removes are never the current run's; if Milvus fails here, search still shows only
+/// the current run (it checks every hit), and the reconcile removes the rest.
+async fn prune_other_runs(deps: &IndexDeps<'_>, doc_id: &str, run_id: i64, other_runs: bool) {
+    if !other_runs {
+        return;
+    }
+    if let Err(e) = deps.vectors.delete_other_runs(doc_id, run_id).await {
+        warn!(doc_id, run_id, stage = "index", error = %crate::error::chain(&e), "older runs' vectors were not removed; the reconcile will");
+    }
 }
 
 /// The text a chunk is embedded as: its place in the document, then its words. The path carries
@@ -355,26 +405,40 @@ pub fn embedding_text(chunk: &VectorChunk) -> String {
     }
 }
 
-/// The document was deleted or superseded while its vectors were written: remove them.
+/// The run was lost while its vectors were written (deleted, superseded, or taken over). What this
+/// worker wrote is removed, unless another delivery of the same run committed it: then those
+/// vectors are the run's, and they stay.
 async fn abandon(
     deps: &IndexDeps<'_>,
     doc_id: &str,
     run_id: i64,
 ) -> Result<IndexOutcome, StageError> {
-    deps.vectors
-        .delete_run(doc_id, run_id)
+    let client = deps.db.client().await.map_err(db_err)?;
+    let run = crate::db::runs::get(&**client, run_id)
         .await
-        .map_err(vector_err)?;
-    warn!(
-        doc_id,
-        run_id,
-        stage = "index",
-        "document moved on during indexing: its vectors were removed"
-    );
+        .map_err(db_err)?;
+    drop(client);
+    let committed = run.is_some_and(|r| r.run_status == crate::model::RunStatus::Succeeded);
+    if !committed {
+        deps.vectors
+            .delete_run(doc_id, run_id)
+            .await
+            .map_err(vector_err)?;
+        warn!(
+            doc_id,
+            run_id,
+            stage = "index",
+            "run lost during indexing: its vectors were removed"
+        );
+    }
     Ok(IndexOutcome::Stale {
         doc_id: doc_id.to_string(),
         run_id,
-        why: "the document moved on while it was indexed".into(),
+        why: if committed {
+            "another delivery of the run committed it first".into()
+        } else {
+            "the document moved on while it was indexed".into()
+        },
     })
 }
 

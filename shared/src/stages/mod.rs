@@ -19,6 +19,7 @@ pub mod current;
 pub mod delete;
 pub mod give_up;
 pub mod index;
+pub mod lease;
 pub mod parse;
 pub mod register;
 pub mod retry;

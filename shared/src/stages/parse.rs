@@ -12,6 +12,7 @@ use crate::config::ParseConfig;
 use crate::db::transitions::{self, ParseCounts};
 use crate::db::{documents, snapshot, Db, DbError};
 use crate::error::StageError;
+use super::lease::HeldLease;
 use crate::model::{DocStatus, JobMessage, Stage};
 use docpipe_parse::{Hint, ParsedDocument, VectorChunk};
 use std::time::Instant;
@@ -83,7 +84,28 @@ pub async fn parse_job(deps: &ParseDeps<'_>, job: &JobMessage) -> Result<ParseOu
         }
         other => return stale(format!("the document is {other}, not stored")),
     }
+    let Some(lease) = HeldLease::take(deps.db, run_id, Stage::Parse, deps.config.clock.lease)
+        .await
+        .map_err(db_err)?
+    else {
+        return Err(StageError::transient(
+            Stage::Parse,
+            format!("run {run_id} is being parsed by another worker"),
+        ));
+    };
+    let outcome = parse_stored(deps, &doc, run_id).await;
+    lease.release(deps.db).await;
+    outcome
+}
 
+/// The parse itself, under the run's lease: fetch, parse and chunk, write the artifacts, commit,
+/// queue the index job.
+async fn parse_stored(
+    deps: &ParseDeps<'_>,
+    doc: &crate::db::documents::Document,
+    run_id: i64,
+) -> Result<ParseOutcome, StageError> {
+    let doc_id = doc.doc_id.as_str();
     let started = Instant::now();
     let original = match deps
         .objects
@@ -245,7 +267,6 @@ async fn commit(
             vector_chunks: chunks.len() as i32,
             metadata,
         },
-        deps.config.stage_deadline_secs,
     )
     .await
     .map_err(db_err)?;

@@ -39,6 +39,8 @@ pub enum RetryError {
     OriginalMissing { bucket: String, key: String },
     #[error("the database is unavailable")]
     Db(#[from] DbError),
+    #[error("the document changed under the retry: {0}")]
+    Inconsistent(String),
     #[error("object storage is unavailable")]
     Storage(#[from] crate::adapters::StorageError),
     #[error("the parse queue is unavailable")]
@@ -130,10 +132,15 @@ pub async fn retry(deps: &RetryDeps<'_>, doc_id: &str) -> Result<Retried, RetryE
             sha256: &doc.content_sha256,
             etag: &head.etag,
         },
-        deps.stage_deadline_secs,
     )
     .await?;
-    debug_assert!(stored, "a run opened under the row lock is pending");
+    if !stored {
+        // Impossible under the row lock on a run just opened; refuse rather than commit a run
+        // that is pending with nobody to move it.
+        return Err(RetryError::Inconsistent(format!(
+            "run {run_id} of {doc_id} was not pending when it was stored"
+        )));
+    }
     tx.commit().await.map_err(DbError::from)?;
     deps.queue
         .send(

@@ -134,7 +134,6 @@ pub async fn store_object(
             sha256: &digest.sha256,
             etag: &head.etag,
         },
-        deps.config.stage_deadline_secs,
     )
     .await
     .map_err(db_err)?;

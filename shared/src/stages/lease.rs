@@ -1,0 +1,107 @@
+//! A worker's claim on a run while it works on a stage (seed 001: a stage is a retryable task with a
+//! lease). Taking it counts the attempt; a background task renews it every third of its length
+//! while the work goes on, so a run that is being worked on always shows a fresh renewal, and a
+//! worker that dies stops renewing and its lease runs out. When a renewal finds the lease gone (a
+//! takeover, or the run ended), the holder is told through [`HeldLease::is_lost`].
+
+use crate::db::transitions::{self, Attempt};
+use crate::db::{Db, DbError};
+use crate::model::Stage;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct HeldLease {
+    pub run_id: i64,
+    pub owner: String,
+    pub attempt: Attempt,
+    lost: Arc<AtomicBool>,
+    renewer: tokio::task::JoinHandle<()>,
+}
+
+impl HeldLease {
+    /// Takes the run's lease for `stage`; `None` when another worker holds a live one or the run
+    /// is no longer running.
+    pub async fn take(
+        db: &Db,
+        run_id: i64,
+        stage: Stage,
+        lease: Duration,
+    ) -> Result<Option<HeldLease>, DbError> {
+        let owner = format!("{}-{:016x}", stage.as_str(), rand::random::<u64>());
+        let client = db.client().await?;
+        let Some(attempt) =
+            transitions::start_attempt(&**client, run_id, stage, &owner, lease.as_secs_f64())
+                .await?
+        else {
+            return Ok(None);
+        };
+        drop(client);
+        let lost = Arc::new(AtomicBool::new(false));
+        let renewer = tokio::spawn(renew_until_lost(
+            db.clone(),
+            run_id,
+            owner.clone(),
+            lease,
+            lost.clone(),
+        ));
+        Ok(Some(HeldLease {
+            run_id,
+            owner,
+            attempt,
+            lost,
+            renewer,
+        }))
+    }
+
+    /// True once a renewal found that the lease is no longer this worker's.
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Stops renewing and gives the lease back, so that a redelivery can take over at once rather
+    /// than wait for it to run out. Best effort: an unreleased lease simply expires.
+    pub async fn release(self, db: &Db) {
+        self.renewer.abort();
+        if let Ok(client) = db.client().await {
+            let _ = transitions::release_lease(&**client, self.run_id, &self.owner).await;
+        }
+    }
+}
+
+impl Drop for HeldLease {
+    fn drop(&mut self) {
+        self.renewer.abort();
+    }
+}
+
+async fn renew_until_lost(
+    db: Db,
+    run_id: i64,
+    owner: String,
+    lease: Duration,
+    lost: Arc<AtomicBool>,
+) {
+    let every = lease / 3;
+    loop {
+        tokio::time::sleep(every).await;
+        let renewed = match db.client().await {
+            Ok(client) => {
+                transitions::renew_lease(&**client, run_id, &owner, lease.as_secs_f64()).await
+            }
+            Err(e) => Err(e),
+        };
+        match renewed {
+            Ok(true) => {}
+            Ok(false) => {
+                lost.store(true, Ordering::SeqCst);
+                return;
+            }
+            // The database is briefly away: try again next period. If it stays away the lease
+            // runs out, which is what should happen to a worker that cannot reach it.
+            Err(e) => {
+                tracing::warn!(run_id, error = %crate::error::chain(&e), "lease renewal failed")
+            }
+        }
+    }
+}
