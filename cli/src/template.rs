@@ -119,7 +119,9 @@ impl Template {
                     }
                 }
                 Some("AWS::Serverless::Function") => {
-                    let events = props.and_then(|p| p.get("Events")).and_then(Value::as_mapping);
+                    let events = props
+                        .and_then(|p| p.get("Events"))
+                        .and_then(Value::as_mapping);
                     for event in events.into_iter().flat_map(|m| m.values()) {
                         let is_sqs = event.get("Type").and_then(Value::as_str) == Some("SQS");
                         let Some(props) = event.get("Properties").filter(|_| is_sqs) else {
@@ -270,7 +272,9 @@ Resources:
         )
         .unwrap();
         assert_eq!(
-            t.queue_property("Q", "VisibilityTimeout").unwrap().as_deref(),
+            t.queue_property("Q", "VisibilityTimeout")
+                .unwrap()
+                .as_deref(),
             Some("90")
         );
         let source = t.event_source("Q").unwrap();

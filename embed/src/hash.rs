@@ -30,6 +30,19 @@ const SEED_OTHER: u64 = 0xFF51_AFD7_ED55_8CCD;
 #[derive(Debug, Clone)]
 pub struct HashEmbedder {
     dim: usize,
+    drill: Drill,
+}
+
+/// What the liveness drills make the test embedder do, so that a pipeline test can have index work
+/// that takes time, or an invocation that never ends on its own (`DOCPIPE_HASH_DELAY_MS`,
+/// `DOCPIPE_HASH_HANG_ONCE`). Off unless set; only the hashing embedder has them.
+#[derive(Debug, Clone, Default)]
+pub struct Drill {
+    /// Time each passage takes, as a slow embedder's would.
+    pub delay_per_passage: std::time::Duration,
+    /// The first call in any process that finds no file at this path creates it and then blocks
+    /// its thread for an hour: only killing the process stops it.
+    pub hang_once: Option<std::path::PathBuf>,
 }
 
 impl HashEmbedder {
@@ -40,7 +53,15 @@ impl HashEmbedder {
                 format!("{dim} is not a usable dimension for the hashing embedder"),
             ));
         }
-        Ok(HashEmbedder { dim })
+        Ok(HashEmbedder {
+            dim,
+            drill: Drill::default(),
+        })
+    }
+
+    pub fn with_drill(mut self, drill: Drill) -> Self {
+        self.drill = drill;
+        self
     }
 
     /// Embeds one text synchronously (it takes microseconds, so no blocking thread is needed).
@@ -61,7 +82,10 @@ impl HashEmbedder {
 
 impl Default for HashEmbedder {
     fn default() -> Self {
-        HashEmbedder { dim: DEFAULT_DIM }
+        HashEmbedder {
+            dim: DEFAULT_DIM,
+            drill: Drill::default(),
+        }
     }
 }
 
@@ -77,6 +101,20 @@ impl Embedder for HashEmbedder {
 
     async fn embed_passages(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         check_texts(texts)?;
+        if let Some(marker) = &self.drill.hang_once {
+            if std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(marker)
+                .is_ok()
+            {
+                // Blocks the thread, not just this future: as CPU-bound work would.
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }
+        if !self.drill.delay_per_passage.is_zero() {
+            tokio::time::sleep(self.drill.delay_per_passage * texts.len() as u32).await;
+        }
         Ok(texts.iter().map(|t| self.embed(t)).collect())
     }
 

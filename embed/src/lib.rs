@@ -89,9 +89,17 @@ pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Arc<dyn Embedde
     };
     let dim = parse_var::<usize>(&get, "DOCPIPE_EMBED_DIM")?;
     match name.as_str() {
-        "hash" => Ok(Arc::new(HashEmbedder::new(
-            dim.unwrap_or(hash::DEFAULT_DIM),
-        )?)),
+        "hash" => {
+            let drill = hash::Drill {
+                delay_per_passage: std::time::Duration::from_millis(
+                    parse_var::<u64>(&get, "DOCPIPE_HASH_DELAY_MS")?.unwrap_or(0),
+                ),
+                hang_once: get("DOCPIPE_HASH_HANG_ONCE").map(std::path::PathBuf::from),
+            };
+            Ok(Arc::new(
+                HashEmbedder::new(dim.unwrap_or(hash::DEFAULT_DIM))?.with_drill(drill),
+            ))
+        }
         "e5-small" | "e5" => e5_from_vars(&get, dim),
         "bedrock" => bedrock_from_vars(&get, dim),
         "openai" => {

@@ -340,16 +340,24 @@ mod tests {
         let mut long_lease = template_like();
         long_lease.insert("DOCPIPE_LEASE_SECS", "2000");
         let err = read(long_lease).unwrap_err();
-        assert!(err.contains("lease (2000 s) is longer than the parse queue's visibility"), "{err}");
+        assert!(
+            err.contains("lease (2000 s) is longer than the parse queue's visibility"),
+            "{err}"
+        );
 
         let mut short_retention = template_like();
         short_retention.insert("DOCPIPE_QUEUE_RETENTION_SECS", "3600");
         let err = read(short_retention).unwrap_err();
-        assert!(err.contains("shorter than a full retry cycle of index"), "{err}");
+        assert!(
+            err.contains("shorter than a full retry cycle of index"),
+            "{err}"
+        );
 
         let mut missing = template_like();
         missing.remove("DOCPIPE_REDRIVE_LIMIT");
-        assert!(read(missing).unwrap_err().contains("DOCPIPE_REDRIVE_LIMIT is not set"));
+        assert!(read(missing)
+            .unwrap_err()
+            .contains("DOCPIPE_REDRIVE_LIMIT is not set"));
     }
 
     #[test]

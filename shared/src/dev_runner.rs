@@ -49,7 +49,9 @@ where
     let gathering = std::time::Instant::now();
     let mut messages = Vec::new();
     loop {
-        let want = (batch_size as usize).saturating_sub(messages.len()).clamp(1, 10);
+        let want = (batch_size as usize)
+            .saturating_sub(messages.len())
+            .clamp(1, 10);
         let received = sqs
             .receive_message()
             .queue_url(queue_url)

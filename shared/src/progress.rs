@@ -126,7 +126,8 @@ pub fn of(run: &Run, status: DocStatus, now: DateTime<Utc>, max_attempts: Option
         };
     }
     if run.redrives > 0 {
-        p.summary.push_str(&format!(", re-driven {}×", run.redrives));
+        p.summary
+            .push_str(&format!(", re-driven {}×", run.redrives));
     }
     p
 }

@@ -1,6 +1,7 @@
 //! The clients a function builds once per container, in `main`, and keeps for every invocation.
 
 use crate::adapters::{aws, JobQueue, ObjectStore, S3ObjectStore, SqsJobQueue};
+use crate::clock::Clock;
 use crate::config::{
     AwsConfig, ConfigError, DbConfig, EnvReader, IndexConfig, MilvusConfig, ParseConfig,
     StoreConfig,
@@ -10,7 +11,6 @@ use crate::stages::index::IndexDeps;
 use crate::stages::parse::ParseDeps;
 use crate::stages::store::StoreDeps;
 use crate::stages::sweep::SweepDeps;
-use crate::clock::Clock;
 use docpipe_embed::Embedder;
 use docpipe_vector::{MilvusIndex, VectorIndex};
 use std::sync::Arc;

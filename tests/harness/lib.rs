@@ -193,6 +193,11 @@ pub fn clock_env(scale: f64) -> Vec<(String, String)> {
 
 impl TestAws {
     pub async fn new() -> TestAws {
+        TestAws::with_scale(TEST_TIME_SCALE).await
+    }
+
+    /// A bucket and queues whose clock is the template's at `scale`.
+    pub async fn with_scale(scale: f64) -> TestAws {
         let config = aws_config();
         let clients = AwsClients::new(&config).await;
         let prefix = unique("t");
@@ -204,7 +209,7 @@ impl TestAws {
             .send()
             .await
             .expect("create bucket (is moto up? `make up`)");
-        let clock = template_clock(TEST_TIME_SCALE);
+        let clock = template_clock(scale);
         let mut queues = Vec::new();
         for (name, stage) in [
             ("store-events", clock.store),
@@ -225,8 +230,11 @@ impl TestAws {
             .expect("the template's queue attributes");
             queues.push((queue, dlq));
         }
-        let [(store_queue, store_dlq), (parse_queue, parse_dlq), (index_queue, index_dlq)]: [(String, String); 3] =
-            queues.try_into().expect("three queues");
+        let [(store_queue, store_dlq), (parse_queue, parse_dlq), (index_queue, index_dlq)]: [(
+            String,
+            String,
+        );
+            3] = queues.try_into().expect("three queues");
         let store_arn = docpipe::dev_runner::queue_arn(&store_queue, &config.region);
         let filter = NotificationConfigurationFilter::builder()
             .key(
@@ -904,4 +912,139 @@ impl docpipe_vector::VectorIndex for HookedVectorIndex {
     ) -> Result<Vec<docpipe_vector::VectorHit>, docpipe_vector::VectorError> {
         self.inner.search(v, k, f).await
     }
+}
+
+/// The `docpipe` binary the dev runner runs as (`make up` and `scripts/test.sh` build it).
+pub fn docpipe_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("DOCPIPE_BIN") {
+        return PathBuf::from(bin);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
+    target.join("debug").join("docpipe")
+}
+
+/// A dev runner of the test's own, over a [`Pipeline`]'s database, bucket, queues and collection:
+/// the process that plays AWS, on the template's clock at `scale`, with the hashing embedder.
+/// It and its function processes are killed when this is dropped.
+pub struct DevRunner {
+    child: std::process::Child,
+    pub log: PathBuf,
+}
+
+impl DevRunner {
+    pub fn spawn(p: &Pipeline, scale: f64, extra: &[(&str, String)]) -> DevRunner {
+        use std::os::unix::process::CommandExt;
+        let bin = docpipe_bin();
+        assert!(
+            bin.exists(),
+            "{} is missing: build it with `cargo build -p docpipe-cli` (make up does)",
+            bin.display()
+        );
+        let log = std::env::temp_dir().join(unique("docpipe-dev-runner-") + ".log");
+        let out = std::fs::File::create(&log).expect("dev runner log");
+        let aws = aws_config();
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.arg("dev")
+            .arg("--no-api")
+            .arg("--wait-seconds")
+            .arg("1")
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+            .env("DOCPIPE_TEMPLATE", workspace_root().join("template.yaml"))
+            .env("DOCPIPE_TIME_SCALE", scale.to_string())
+            .env(
+                "DOCPIPE_TIMEOUT_FLOOR_SECS",
+                TEST_TIMEOUT_FLOOR_SECS.to_string(),
+            )
+            .env("DATABASE_URL", &p.db.url)
+            .env("DOCPIPE_DB_POOL_SIZE", "2")
+            .env("AWS_ENDPOINT_URL", aws.endpoint_url.unwrap_or_default())
+            .env("AWS_REGION", &aws.region)
+            .env("AWS_ACCESS_KEY_ID", env_or("AWS_ACCESS_KEY_ID", "test"))
+            .env(
+                "AWS_SECRET_ACCESS_KEY",
+                env_or("AWS_SECRET_ACCESS_KEY", "test"),
+            )
+            .env("DOCPIPE_BUCKET", &p.aws.bucket)
+            .env("DOCPIPE_STORE_QUEUE_URL", &p.aws.store_queue)
+            .env("DOCPIPE_PARSE_QUEUE_URL", &p.aws.parse_queue)
+            .env("DOCPIPE_INDEX_QUEUE_URL", &p.aws.index_queue)
+            .env("DOCPIPE_STORE_DLQ_URL", &p.aws.store_dlq)
+            .env("DOCPIPE_PARSE_DLQ_URL", &p.aws.parse_dlq)
+            .env("DOCPIPE_INDEX_DLQ_URL", &p.aws.index_dlq)
+            .env("MILVUS_URL", milvus_url())
+            .env(
+                "DOCPIPE_MILVUS_COLLECTION",
+                docpipe_vector::VectorIndex::collection(p.milvus.as_ref()),
+            )
+            .env("DOCPIPE_EMBEDDER", "hash")
+            .env(
+                "DOCPIPE_PDFIUM_LIB",
+                std::env::var_os("DOCPIPE_PDFIUM_LIB").unwrap_or_default(),
+            )
+            .env("DOCPIPE_LOG", "info")
+            .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdin(std::process::Stdio::null())
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out)
+            // Its own process group, so that the function processes go down with it.
+            .process_group(0);
+        let child = cmd.spawn().expect("start the dev runner");
+        DevRunner { child, log }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for DevRunner {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until every document of `doc_ids` is `indexed` or `failed`, or `limit` passes; returns
+/// the statuses (by doc_id) it saw last.
+pub async fn wait_terminal(
+    db: &TestDb,
+    doc_ids: &[String],
+    limit: std::time::Duration,
+) -> std::collections::HashMap<String, docpipe::model::DocStatus> {
+    let started = std::time::Instant::now();
+    loop {
+        let mut statuses = std::collections::HashMap::new();
+        let client = db.client().await;
+        for doc_id in doc_ids {
+            if let Some(doc) = docpipe::db::documents::get(&**client, doc_id)
+                .await
+                .expect("read the document")
+            {
+                statuses.insert(doc_id.clone(), doc.status);
+            }
+        }
+        drop(client);
+        let done = statuses.len() == doc_ids.len() && statuses.values().all(|s| s.is_terminal());
+        if done || started.elapsed() > limit {
+            return statuses;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+/// A document's run events, as (stage, kind) pairs in order.
+pub async fn run_event_kinds(db: &TestDb, doc_id: &str) -> Vec<(String, String)> {
+    docpipe::db::run_events::list_for_doc(&**db.client().await, doc_id)
+        .await
+        .expect("run events")
+        .into_iter()
+        .map(|e| (e.stage, e.kind))
+        .collect()
 }

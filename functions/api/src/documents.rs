@@ -324,8 +324,7 @@ pub async fn get_document(
         )
     });
     let mut answer = serde_json::to_value(DocumentView::from(doc)).expect("views serialise");
-    answer["current_run"] =
-        serde_json::to_value(run.map(RunView::from)).expect("views serialise");
+    answer["current_run"] = serde_json::to_value(run.map(RunView::from)).expect("views serialise");
     answer["progress"] = serde_json::to_value(progress).expect("views serialise");
     Ok(Json(answer))
 }

@@ -3,10 +3,10 @@
 //! message that it could not record (a database outage returns it to the DLQ).
 
 use super::sqs::{for_each_message, BatchReport};
-use crate::services::DeadLetterService;
 use crate::error::StageError;
 use crate::events::{self, Notification};
 use crate::model::{JobMessage, Stage};
+use crate::services::DeadLetterService;
 use crate::stages::give_up::{give_up, GiveUpOutcome};
 use aws_lambda_events::event::sqs::SqsEvent;
 
@@ -37,9 +37,15 @@ pub async fn handle_sqs(service: &DeadLetterService, batch: SqsEvent) -> BatchRe
         };
         let mut lines = Vec::new();
         for (doc_id, run_id) in targets {
-            let outcome = give_up(&service.db, service.vectors.as_ref(), &doc_id, run_id, attempts)
-                .await
-                .map_err(|e| StageError::transient(Stage::Sweep, e))?;
+            let outcome = give_up(
+                &service.db,
+                service.vectors.as_ref(),
+                &doc_id,
+                run_id,
+                attempts,
+            )
+            .await
+            .map_err(|e| StageError::transient(Stage::Sweep, e))?;
             lines.push(match outcome {
                 GiveUpOutcome::Failed {
                     doc_id,

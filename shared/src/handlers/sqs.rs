@@ -100,7 +100,10 @@ impl Backoff<'_> {
         error: &StageError,
     ) {
         let delay = self.clock.backoff(delivery.receive_count);
-        if let Some(url) = self.queue_url.filter(|_| !delivery.receipt_handle.is_empty()) {
+        if let Some(url) = self
+            .queue_url
+            .filter(|_| !delivery.receipt_handle.is_empty())
+        {
             if let Err(e) = self
                 .queue
                 .hold_back(url, &delivery.receipt_handle, delay)

@@ -4,8 +4,8 @@
 //! index. Idempotent: a run that already ended is left alone.
 
 use crate::db::{documents, run_events, runs, transitions, Db, DbError};
-use docpipe_vector::VectorIndex;
 use crate::model::{DocStatus, RunStatus, Stage};
+use docpipe_vector::VectorIndex;
 use tokio_postgres::GenericClient;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,9 +113,21 @@ async fn give_up_run(
         Stage::Index => run.index_attempts,
         _ => 0,
     };
-    let attempts = if counted > 0 { counted as u32 } else { deliveries };
+    let attempts = if counted > 0 {
+        counted as u32
+    } else {
+        deliveries
+    };
     let message = format!("gave up after {attempts} attempts: {last}");
-    run_events::record(c, run_id, stage.as_str(), run_events::Kind::GaveUp, attempts as i32, &format!("the queue dead-lettered the job after {deliveries} deliveries")).await?;
+    run_events::record(
+        c,
+        run_id,
+        stage.as_str(),
+        run_events::Kind::GaveUp,
+        attempts as i32,
+        &format!("the queue dead-lettered the job after {deliveries} deliveries"),
+    )
+    .await?;
     if transitions::fail_run(c, doc_id, run_id, stage, &message).await? {
         tracing::error!(
             doc_id,

@@ -9,13 +9,13 @@
 //! If the document was deleted or superseded meanwhile, the compare-and-set fails and the stage
 //! removes the vectors it wrote.
 
+use super::lease::HeldLease;
 use crate::adapters::{ObjectStore, StorageError};
 use crate::artifacts;
 use crate::config::IndexConfig;
 use crate::db::transitions::{self, IndexCounts};
 use crate::db::{documents, Db, DbError};
 use crate::error::StageError;
-use super::lease::HeldLease;
 use crate::model::{DocStatus, JobMessage, Stage};
 use docpipe_embed::{EmbedError, Embedder};
 use docpipe_parse::VectorChunk;

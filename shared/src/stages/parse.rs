@@ -6,13 +6,13 @@
 //! A message for a run that is `parsed` already re-sends the index job (the first delivery may have
 //! committed and then failed to send it); anything else is stale and dropped.
 
+use super::lease::HeldLease;
 use crate::adapters::{JobQueue, ObjectStore, StorageError};
 use crate::artifacts::{self, Artifact};
 use crate::config::ParseConfig;
 use crate::db::transitions::{self, ParseCounts};
 use crate::db::{documents, snapshot, Db, DbError};
 use crate::error::StageError;
-use super::lease::HeldLease;
 use crate::model::{DocStatus, JobMessage, Stage};
 use docpipe_parse::{Hint, ParsedDocument, VectorChunk};
 use std::time::Instant;

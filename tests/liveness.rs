@@ -1,0 +1,563 @@
+//! Queued is not stuck: the liveness model on the template's clock (scaled), against the real stack.
+//! A backlog waits and is never failed or re-driven; a lost job is re-driven; a job that fails on
+//! every delivery backs off, reaches the DLQ after exactly `MaxReceiveCount` deliveries and fails
+//! with its real error; an invocation past its timeout is stopped and the document still ends right.
+
+use docpipe::model::{DocStatus, RunStatus, Stage};
+use docpipe::services::DeadLetterService;
+use docpipe::stages::sweep::{sweep, SweepDeps, Swept};
+use docpipe_tests::{
+    law_paths, read_law, run_event_kinds, stored, vector_outage, wait_terminal, DevRunner,
+    HookedVectorIndex, Pipeline, TestAws,
+};
+use docpipe_vector::VectorIndex;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn sweep_deps<'a>(p: &'a Pipeline, queue: &'a dyn docpipe::adapters::JobQueue) -> SweepDeps<'a> {
+    SweepDeps {
+        db: &p.db.db,
+        queue,
+        vectors: p.milvus.as_ref(),
+        parse_queue_url: &p.aws.parse_queue,
+        index_queue_url: &p.aws.index_queue,
+        clock: &p.aws.clock,
+    }
+}
+
+async fn run(p: &Pipeline, run_id: i64) -> docpipe::db::runs::Run {
+    docpipe::db::runs::get(&**p.db.client().await, run_id)
+        .await
+        .unwrap()
+        .expect("the run")
+}
+
+/// One receive of `queue` into `handle`, as the dev runner's poller does it.
+async fn pump<F, Fut>(p: &Pipeline, queue: &str, handle: F) -> Option<Vec<String>>
+where
+    F: FnOnce(aws_lambda_events::event::sqs::SqsEvent) -> Fut,
+    Fut: std::future::Future<Output = docpipe::handlers::sqs::BatchReport>,
+{
+    docpipe::dev_runner::pump_once(
+        &p.aws.clients.sqs,
+        queue,
+        &p.aws.region,
+        1,
+        1,
+        Duration::ZERO,
+        handle,
+    )
+    .await
+    .expect("poll")
+    .map(|r| r.lines)
+}
+
+#[tokio::test]
+async fn a_run_queued_behind_others_is_left_alone_however_long_it_waits() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (name, text) = read_law(&law_paths()[0]);
+    let key = format!("uploads/{name}");
+    p.aws.put(&key, text.as_bytes()).await;
+    docpipe::handlers::store::handle_notification(
+        &p.store,
+        &docpipe_tests::s3_put_event(&p.aws.bucket, &key),
+    )
+    .await
+    .expect("store");
+    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
+    let run_id = p.doc(&doc_id).await.unwrap().current_run_id.unwrap();
+    // Its parse job is on the queue (not drained). It has waited half an hour: far past the grace,
+    // any lease, and the deadline the old sweeper failed it at (900 s, or 9 s on this clock), but
+    // within the queue's retention. That is a backlog, not a lost job.
+    p.db.client()
+        .await
+        .execute_typed(
+            "UPDATE document_processing_runs SET queued_at = NOW() - interval '30 minutes',
+                    deadline_at = NOW() - interval '30 minutes' WHERE run_id = $1",
+            &[(&run_id, docpipe::db::Type::INT8)],
+        )
+        .await
+        .unwrap();
+    let report = sweep(&sweep_deps(&p, p.parse.queue.as_ref()), 100)
+        .await
+        .unwrap();
+    assert!(report.actions.is_empty(), "{:?}", report.actions);
+    let doc = p.doc(&doc_id).await.unwrap();
+    assert_eq!(doc.status, DocStatus::Stored, "{}", doc.error_message);
+    assert_eq!(run(&p, run_id).await.redrives, 0);
+    assert_eq!(
+        p.aws.drain(&p.aws.parse_queue, 10).await.len(),
+        1,
+        "its one message is still there, and no second one was sent"
+    );
+
+    // Waiting out a backoff is not lost either, even with the queue empty.
+    p.db.client()
+        .await
+        .execute_typed(
+            "UPDATE document_processing_runs SET visible_at = NOW() + interval '1 minute' WHERE run_id = $1",
+            &[(&run_id, docpipe::db::Type::INT8)],
+        )
+        .await
+        .unwrap();
+    let report = sweep(&sweep_deps(&p, p.parse.queue.as_ref()), 100)
+        .await
+        .unwrap();
+    assert!(report.actions.is_empty(), "{:?}", report.actions);
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_lost_parse_job_and_a_lost_index_job_are_redriven_and_the_document_ends_indexed() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (name, text) = read_law(&law_paths()[1]);
+    // `stored` drains the parse queue: the parse job is lost.
+    let job = stored(
+        &p.db,
+        &p.aws,
+        &p.store,
+        &format!("uploads/{name}"),
+        text.as_bytes(),
+    )
+    .await;
+    let grace = p.aws.clock.lost_job_grace + Duration::from_millis(500);
+
+    // Within the grace an empty queue proves nothing (SQS's counts lag).
+    let report = sweep(&sweep_deps(&p, p.parse.queue.as_ref()), 100)
+        .await
+        .unwrap();
+    assert!(report.actions.is_empty(), "{:?}", report.actions);
+
+    tokio::time::sleep(grace).await;
+    let report = sweep(&sweep_deps(&p, p.parse.queue.as_ref()), 100)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&report.actions[..], [Swept::Redriven { stage: Stage::Parse, reason, .. }] if reason.contains("holds no message")),
+        "{:?}",
+        report.actions
+    );
+    let lines = pump(&p, &p.aws.parse_queue, |e| {
+        docpipe::handlers::parse::handle_sqs(&p.parse, e)
+    })
+    .await
+    .expect("the re-driven parse job is on the queue");
+    assert!(lines[0].contains("parsed"), "{lines:?}");
+
+    // Now the index job is lost.
+    assert_eq!(p.aws.drain(&p.aws.index_queue, 10).await.len(), 1);
+    tokio::time::sleep(grace).await;
+    let report = sweep(&sweep_deps(&p, p.parse.queue.as_ref()), 100)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            &report.actions[..],
+            [Swept::Redriven {
+                stage: Stage::Index,
+                ..
+            }]
+        ),
+        "{:?}",
+        report.actions
+    );
+    let lines = pump(&p, &p.aws.index_queue, |e| {
+        docpipe::handlers::index::handle_sqs(&p.index, e)
+    })
+    .await
+    .expect("the re-driven index job is on the queue");
+    assert!(lines[0].contains("indexed"), "{lines:?}");
+
+    let doc = p.doc(&job.doc_id).await.unwrap();
+    assert_eq!(doc.status, DocStatus::Indexed);
+    assert_eq!(
+        p.milvus.count(&job.doc_id, Some(job.run_id)).await.unwrap(),
+        doc.chunk_count as usize
+    );
+    assert_eq!(run(&p, job.run_id).await.redrives, 2);
+    let kinds = run_event_kinds(&p.db, &job.doc_id).await;
+    let redrives: Vec<&str> = kinds
+        .iter()
+        .filter(|(_, k)| k == "redrive")
+        .map(|(s, _)| s.as_str())
+        .collect();
+    assert_eq!(redrives, ["parse", "index"], "{kinds:?}");
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_job_past_the_queues_retention_with_its_redrives_used_up_fails_and_says_why() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let job = p
+        .parsed("uploads/lost.md", read_law(&law_paths()[2]).1.as_bytes())
+        .await;
+    let limit = p.aws.clock.redrive_limit as i32;
+    let retention = p.aws.clock.retention.as_secs_f64() + 60.0;
+    p.db.client()
+        .await
+        .execute_typed(
+            "UPDATE document_processing_runs SET redrives = $2,
+                    queued_at = NOW() - make_interval(secs => $3) WHERE run_id = $1",
+            &[
+                (&job.run_id, docpipe::db::Type::INT8),
+                (&limit, docpipe::db::Type::INT4),
+                (&retention, docpipe::db::Type::FLOAT8),
+            ],
+        )
+        .await
+        .unwrap();
+    let report = sweep(&sweep_deps(&p, p.parse.queue.as_ref()), 100)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&report.actions[..], [Swept::Failed { .. }]),
+        "{:?}",
+        report.actions
+    );
+    let doc = p.doc(&job.doc_id).await.unwrap();
+    assert_eq!(doc.status, DocStatus::Failed);
+    assert!(
+        doc.error_message.contains("no progress in the index stage")
+            && doc
+                .error_message
+                .contains("longer than the queue keeps a message")
+            && doc
+                .error_message
+                .contains(&format!("re-driven {limit} time(s)")),
+        "{}",
+        doc.error_message
+    );
+    assert_eq!(p.milvus.count(&job.doc_id, None).await.unwrap(), 0);
+    p.cleanup().await;
+}
+
+/// The tests' clock squeezed further, so that eight deliveries and their backoffs take seconds.
+const POISON_SCALE: f64 = 0.001;
+
+#[tokio::test]
+async fn a_poison_job_backs_off_reaches_the_dlq_after_max_receive_count_deliveries_and_fails_with_its_error(
+) {
+    let mut p = Pipeline::new(Pipeline::hash()).await;
+    let aws = TestAws::with_scale(POISON_SCALE).await;
+    p.index.config.clock = aws.clock.clone();
+    p.index.config.index_queue_url = aws.index_queue.clone();
+    p.index.config.embed_batch = 4;
+    let clock = aws.clock.clone();
+    let job = p
+        .parsed("uploads/poison.md", read_law(&law_paths()[3]).1.as_bytes())
+        .await;
+    // The index job goes to the squeezed queue, whose redrive policy leads to its DLQ.
+    p.index
+        .queue
+        .send(&aws.index_queue, job.encode())
+        .await
+        .unwrap();
+    // The first insert succeeds, every later one fails: the first attempt leaves vectors behind.
+    let down = docpipe::services::IndexService {
+        db: p.db.db.clone(),
+        objects: p.index.objects.clone(),
+        queue: p.index.queue.clone(),
+        embedder: p.index.embedder.clone(),
+        vectors: Arc::new({
+            let mut down = HookedVectorIndex::new(p.milvus.clone());
+            down.before_insert = Box::new(|n| {
+                if n > 1 {
+                    Err(vector_outage("insert"))
+                } else {
+                    Ok(())
+                }
+            });
+            down
+        }),
+        config: p.index.config.clone(),
+    };
+    let mut deliveries: Vec<Instant> = Vec::new();
+    let started = Instant::now();
+    let dead = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "never dead-lettered"
+        );
+        let report = docpipe::dev_runner::pump_once(
+            &aws.clients.sqs,
+            &aws.index_queue,
+            &aws.region,
+            1,
+            1,
+            Duration::ZERO,
+            |e| docpipe::handlers::index::handle_sqs(&down, e),
+        )
+        .await
+        .unwrap();
+        if let Some(report) = report {
+            deliveries.push(Instant::now());
+            assert_eq!(report.failed_ids().len(), 1, "{:?}", report.lines);
+        }
+        let dead = aws.drain(&aws.index_dlq, 1).await;
+        if !dead.is_empty() {
+            break dead;
+        }
+    };
+    assert_eq!(deliveries.len() as u32, clock.max_receive_count);
+    // Never sooner than the backoff the clock gives (SQS rounds to whole seconds).
+    for (n, pair) in deliveries.windows(2).enumerate() {
+        let gap = pair[1] - pair[0];
+        let backoff = clock.backoff(n as u32 + 1);
+        assert!(
+            gap + Duration::from_millis(300) >= backoff,
+            "delivery {} came {gap:?} after the one before, under its backoff {backoff:?}",
+            n + 2
+        );
+    }
+
+    let service = DeadLetterService {
+        db: p.db.db.clone(),
+        vectors: p.milvus.clone(),
+    };
+    let mut batch = docpipe_tests::sqs_batch(&dead);
+    batch.records[0]
+        .attributes
+        .insert("ApproximateReceiveCount".into(), "9".into());
+    let report = docpipe::handlers::dlq::handle_sqs(&service, batch).await;
+    assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
+    let doc = p.doc(&job.doc_id).await.unwrap();
+    assert_eq!(doc.status, DocStatus::Failed);
+    let expected = format!("gave up after {} attempts: ", clock.max_receive_count);
+    assert!(
+        doc.error_message.starts_with(&expected) && doc.error_message.contains("injected"),
+        "{}",
+        doc.error_message
+    );
+    let r = run(&p, job.run_id).await;
+    assert_eq!(r.run_status, RunStatus::Failed);
+    assert_eq!(r.index_attempts as u32, clock.max_receive_count);
+    assert_eq!(
+        p.milvus.count(&job.doc_id, None).await.unwrap(),
+        0,
+        "no vectors left"
+    );
+    let kinds = run_event_kinds(&p.db, &job.doc_id).await;
+    let count = |kind: &str| {
+        kinds
+            .iter()
+            .filter(|(s, k)| s == "index" && k == kind)
+            .count() as u32
+    };
+    assert_eq!(count("attempt"), clock.max_receive_count, "{kinds:?}");
+    assert_eq!(count("backoff"), clock.max_receive_count, "{kinds:?}");
+    assert_eq!(count("gave_up"), 1, "{kinds:?}");
+    p.cleanup().await;
+}
+
+/// Every document of the batch ends `indexed`, each history shows it queued and then running.
+async fn assert_all_indexed(p: &Pipeline, doc_ids: &[String], limit: Duration) {
+    let statuses = wait_terminal(&p.db, doc_ids, limit).await;
+    let not_indexed: Vec<_> = statuses
+        .iter()
+        .filter(|(_, s)| **s != DocStatus::Indexed)
+        .collect();
+    assert_eq!(
+        statuses.len(),
+        doc_ids.len(),
+        "every upload became a document"
+    );
+    assert!(not_indexed.is_empty(), "not indexed: {not_indexed:?}");
+}
+
+#[tokio::test]
+async fn a_backlog_of_150_documents_waits_longer_than_any_lease_and_all_end_indexed() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    // Index work that takes time, as e5 on two cores does: the last documents wait in the index
+    // queue for many leases and grace periods.
+    let runner = DevRunner::spawn(
+        &p,
+        docpipe_tests::TEST_TIME_SCALE,
+        &[("DOCPIPE_HASH_DELAY_MS", "12".into())],
+    );
+    let mut doc_ids = Vec::new();
+    for path in law_paths().iter().take(150) {
+        let (name, text) = read_law(path);
+        let key = format!("uploads/backlog/{name}");
+        p.aws.put(&key, text.as_bytes()).await;
+        doc_ids.push(docpipe::ids::derived_doc_id(&p.aws.bucket, &key));
+    }
+    assert_all_indexed(&p, &doc_ids, Duration::from_secs(600)).await;
+
+    let lease = p.aws.clock.lease;
+    let client = p.db.client().await;
+    let waits: Vec<f64> = client
+        .query_typed(
+            "SELECT EXTRACT(EPOCH FROM (a.occurred_at - q.occurred_at))::float8
+             FROM run_events q JOIN run_events a ON a.run_id = q.run_id
+             WHERE q.kind = 'queued' AND q.stage = 'index' AND a.kind = 'attempt' AND a.stage = 'index'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(waits.len(), doc_ids.len(), "one index attempt each");
+    let longest = waits.iter().cloned().fold(0.0, f64::max);
+    assert!(
+        longest > 3.0 * lease.as_secs_f64(),
+        "the backlog must make documents wait several leases ({lease:?}); the longest wait was {longest:.1} s"
+    );
+    let redrives: i64 = client
+        .query_typed_one(
+            "SELECT COUNT(*) FROM run_events WHERE kind = 'redrive'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(redrives, 0, "a backlog is never re-driven");
+    drop(client);
+    for doc_id in &doc_ids {
+        let kinds = run_event_kinds(&p.db, doc_id).await;
+        let queued = kinds
+            .iter()
+            .position(|k| k == &("index".into(), "queued".into()));
+        let running = kinds
+            .iter()
+            .position(|k| k == &("index".into(), "attempt".into()));
+        assert!(
+            matches!((queued, running), (Some(q), Some(r)) if q < r),
+            "{doc_id}: {kinds:?}"
+        );
+    }
+    for doc_id in doc_ids.iter().step_by(15) {
+        let doc = p.doc(doc_id).await.unwrap();
+        assert_eq!(
+            p.milvus.count(doc_id, doc.current_run_id).await.unwrap(),
+            doc.chunk_count as usize,
+            "{doc_id}"
+        );
+    }
+    drop(runner);
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_invocation_past_its_timeout_is_stopped_and_the_document_still_ends_indexed() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let marker = std::env::temp_dir().join(docpipe_tests::unique("docpipe-hang-"));
+    // The first index call blocks its thread for an hour: only killing the process ends it.
+    let runner = DevRunner::spawn(
+        &p,
+        docpipe_tests::TEST_TIME_SCALE,
+        &[
+            ("DOCPIPE_HASH_HANG_ONCE", marker.display().to_string()),
+            // The floor this test needs: a small law with the hashing embedder indexes in well
+            // under a second in a debug build. The index function's scaled timeout (600 s × 0.01
+            // = 6 s) is above it, so it is the one that applies.
+            ("DOCPIPE_TIMEOUT_FLOOR_SECS", "5".into()),
+        ],
+    );
+    let (name, text) = read_law(&law_paths()[4]);
+    let key = format!("uploads/{name}");
+    p.aws.put(&key, text.as_bytes()).await;
+    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
+    assert_all_indexed(&p, std::slice::from_ref(&doc_id), Duration::from_secs(180)).await;
+    assert!(marker.exists(), "the hang fired");
+    let log = runner.log_text();
+    assert!(
+        log.contains("[index] timed out after 6.0 s"),
+        "the invocation was cut off: {log}"
+    );
+    let doc = p.doc(&doc_id).await.unwrap();
+    assert_eq!(
+        p.milvus.count(&doc_id, None).await.unwrap(),
+        doc.chunk_count as usize,
+        "exactly one set of vectors"
+    );
+    let r = run(&p, doc.current_run_id.unwrap()).await;
+    assert!(r.index_attempts >= 2, "{}", r.index_attempts);
+    let kinds = run_event_kinds(&p.db, &doc_id).await;
+    assert!(
+        kinds.contains(&("index".into(), "lease_expired".into())),
+        "the killed attempt's lease ran out and the next attempt says so: {kinds:?}"
+    );
+    let _ = std::fs::remove_file(&marker);
+    drop(runner);
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_templates_clock_is_consistent_and_reaches_every_resource() {
+    let template = docpipe_cli::template::Template::load(
+        &docpipe_tests::workspace_root().join("template.yaml"),
+    )
+    .unwrap();
+    // The deployed values, unscaled, pass the rules every function checks at start.
+    let clock = docpipe_tests::template_clock(1.0);
+    assert!(clock.problems().is_empty(), "{:?}", clock.problems());
+    // Each queue and function takes its value from the same parameter the environment carries.
+    let env: std::collections::HashMap<_, _> = template.clock_env().unwrap().into_iter().collect();
+    for (queue, visibility, function, timeout) in [
+        (
+            "StoreEventsQueue",
+            "DOCPIPE_STORE_VISIBILITY_SECS",
+            "StoreFunction",
+            "DOCPIPE_STORE_TIMEOUT_SECS",
+        ),
+        (
+            "ParseQueue",
+            "DOCPIPE_PARSE_VISIBILITY_SECS",
+            "ParseFunction",
+            "DOCPIPE_PARSE_TIMEOUT_SECS",
+        ),
+        (
+            "IndexQueue",
+            "DOCPIPE_INDEX_VISIBILITY_SECS",
+            "IndexFunction",
+            "DOCPIPE_INDEX_TIMEOUT_SECS",
+        ),
+    ] {
+        assert_eq!(
+            template.queue_property(queue, "VisibilityTimeout").unwrap(),
+            env.get(visibility).cloned(),
+            "{queue}"
+        );
+        assert_eq!(
+            template
+                .queue_property(queue, "MessageRetentionPeriod")
+                .unwrap(),
+            env.get("DOCPIPE_QUEUE_RETENTION_SECS").cloned(),
+            "{queue}"
+        );
+        assert_eq!(
+            template.max_receive_count(queue).unwrap(),
+            env.get("DOCPIPE_MAX_RECEIVE_COUNT").cloned(),
+            "{queue}"
+        );
+        assert_eq!(
+            template.function_timeout(function).unwrap(),
+            env.get(timeout).cloned(),
+            "{function}"
+        );
+        let source = template.event_source(queue).unwrap();
+        assert_eq!(source.function, function);
+        assert!(
+            source.max_concurrency.is_some(),
+            "{queue} sets MaximumConcurrency"
+        );
+    }
+    // A job that fails transiently is retried for longer than two index visibility periods, so an
+    // outage that long ends in `indexed`, not in the DLQ.
+    let budget: Duration = (1..clock.max_receive_count).map(|n| clock.backoff(n)).sum();
+    assert!(
+        budget > clock.index.visibility * 2,
+        "the retry budget {budget:?} does not outlast two index visibility periods"
+    );
+    // And a set that breaks a rule is refused, with the reason.
+    let mut vars: std::collections::HashMap<String, String> = env.into_iter().collect();
+    vars.insert("DOCPIPE_LEASE_SECS".into(), "4000".into());
+    let mut reader = docpipe::config::EnvReader::with_lookup(move |k| vars.get(k).cloned());
+    let _ = docpipe::clock::Clock::read(&mut reader);
+    let err = reader.finish().unwrap_err().to_string();
+    assert!(
+        err.contains("lease (4000 s) is longer than the parse queue's visibility"),
+        "{err}"
+    );
+}
