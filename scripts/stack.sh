@@ -430,6 +430,18 @@ milvus_answers() {
   [[ "$(curl -sf --max-time 5 "http://$HOST:$MILVUS_PORT/v1/vector/collections")" == *'"code":200'* ]]
 }
 milvus_health() { curl -sf -o /dev/null --max-time 2 "http://$HOST:$MILVUS_HEALTH_PORT/healthz"; }
+# A Milvus that answers /healthz and lists collections may still be half-alive: after a restart its
+# proxy can keep a dead gRPC client to a data or query node ("empty grpc client: failed to connect").
+# Only a real insert and a real search (which loads the collection) prove it serves.
+milvus_rest() { curl -sf --max-time 20 -X POST "http://$HOST:$MILVUS_PORT/v1/vector/$1" -H 'content-type: application/json' -d "$2"; }
+milvus_serves() {
+  local c=docpipe_stack_probe out
+  milvus_rest collections/drop "{\"collectionName\":\"$c\"}" >/dev/null 2>&1 || true
+  out="$(milvus_rest collections/create "{\"collectionName\":\"$c\",\"dimension\":2}")" && [[ "$out" == *'"code":200'* ]] || return 1
+  out="$(milvus_rest insert "{\"collectionName\":\"$c\",\"data\":[{\"vector\":[0.6,0.8]}]}")" && [[ "$out" == *'"code":200'* ]] || return 1
+  out="$(milvus_rest search "{\"collectionName\":\"$c\",\"vector\":[0.6,0.8],\"limit\":1}")" && [[ "$out" == *'"code":200'* ]] || return 1
+  milvus_rest collections/drop "{\"collectionName\":\"$c\"}" >/dev/null 2>&1 || true
+}
 MILVUS_WRAPPER_PAT="--data $MILVUS_DATA"
 MILVUS_CORE_PAT="$MILVUS_DATA/bin/milvus run standalone"
 
@@ -540,7 +552,16 @@ phase_milvus_wait() {
   for p in "$MILVUS_PORT" "$MILVUS_HEALTH_PORT"; do
     [[ "$(port_owner "$p")" == *"pid=$core,"* ]] || die "port $p is not served by milvus pid $core: $(port_owner "$p")"
   done
-  log "milvus ready on $HOST:$MILVUS_PORT (wrapper pid $pid, server pid $core)"
+  if ! wait_until 90 milvus_serves; then
+    [[ -z "${MILVUS_RESTARTED:-}" ]] || die "milvus answers but cannot insert and search, even after a restart"
+    warn "milvus answers but cannot insert and search (half-alive): restarting it"
+    MILVUS_RESTARTED=1
+    stop_milvus
+    phase_milvus_start
+    phase_milvus_wait
+    return
+  fi
+  log "milvus ready on $HOST:$MILVUS_PORT (wrapper pid $pid, server pid $core): a real insert and search answered"
 }
 
 phase_pdfium() {

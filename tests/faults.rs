@@ -281,3 +281,79 @@ async fn moto_frozen_in_the_middle_of_a_store_batch() {
     }
     p.cleanup().await;
 }
+
+/// Milvus stopped while documents are indexing, for longer than two visibility periods of the index
+/// queue, then started: on the template's clock (scaled) every delivery backs off, and the retry
+/// budget outlasts the outage, so all end `indexed`, none "timed out", with their backoffs recorded.
+#[tokio::test]
+async fn milvus_down_for_two_visibility_periods_while_documents_index() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let runner = docpipe_tests::DevRunner::spawn(
+        &p,
+        docpipe_tests::TEST_TIME_SCALE,
+        &[("DOCPIPE_HASH_DELAY_MS", "100".into())],
+    );
+    let mut doc_ids = Vec::new();
+    for i in 10..14 {
+        let (name, text) = law(i);
+        let key = format!("uploads/outage/{name}");
+        p.aws.put(&key, text.as_bytes()).await;
+        doc_ids.push(docpipe::ids::derived_doc_id(&p.aws.bucket, &key));
+    }
+    // Wait until indexing is under way: a worker holds an index lease.
+    let started = std::time::Instant::now();
+    loop {
+        assert!(started.elapsed() < Duration::from_secs(60), "indexing never started");
+        let holding: i64 = p
+            .db
+            .client()
+            .await
+            .query_typed_one(
+                "SELECT COUNT(*) FROM document_processing_runs WHERE index_attempts > 0 AND run_status = 'running'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if holding > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stack("stop", "milvus");
+    let outage = p.aws.clock.index.visibility * 2 + Duration::from_secs(3);
+    tokio::time::sleep(outage).await;
+    stack("up", "");
+
+    let statuses = docpipe_tests::wait_terminal(&p.db, &doc_ids, Duration::from_secs(300)).await;
+    for doc_id in &doc_ids {
+        let doc = p.doc(doc_id).await.unwrap();
+        assert_eq!(
+            statuses.get(doc_id),
+            Some(&DocStatus::Indexed),
+            "{doc_id}: {} ({})",
+            doc.error_message,
+            runner.log_text().lines().rev().take(20).collect::<Vec<_>>().join("\n")
+        );
+        assert_consistent(&p, doc_id).await;
+    }
+    let backoffs: Vec<String> =
+        p.db.column_for_doc(
+            "SELECT message FROM run_events WHERE kind = 'backoff' AND stage = 'index' AND doc_id <> $1",
+            "",
+        )
+        .await;
+    assert!(
+        !backoffs.is_empty(),
+        "the outage made index attempts fail and back off"
+    );
+    let timed_out: Vec<String> =
+        p.db.column_for_doc(
+            "SELECT message FROM document_status_history WHERE message LIKE '%timed out%' AND doc_id <> $1",
+            "",
+        )
+        .await;
+    assert!(timed_out.is_empty(), "{timed_out:?}");
+    drop(runner);
+    p.cleanup().await;
+}
