@@ -20,6 +20,8 @@ eval "$(bash scripts/stack.sh env)"
 # The functions' environment, as template.yaml gives it, pointed at the local stack. Its own
 # collection keeps this check apart from whatever the dev runner indexed with another embedder.
 { bash scripts/stack.sh env | sed 's/^export //'
+  # The clock every function checks at start: the template's values, as CloudFormation passes them.
+  "$CARGO_TARGET_DIR/debug/docpipe" template-env
   echo "DOCPIPE_EMBEDDER=hash"
   echo "DOCPIPE_MILVUS_COLLECTION=docpipe_lambda_check"
   echo "DOCPIPE_WEBHOOK_TOKEN=lambda-invoke-check"
@@ -77,7 +79,7 @@ if [[ "$status" == indexed ]]; then echo "  ok    $DOC_ID is indexed"; else echo
 
 invoke parse events/parse-sqs-job.json '"batchItemFailures":[]'
 invoke dlq events/dlq-sqs-parse-job.json '"batchItemFailures":[]'
-invoke sweeper events/sweeper-schedule.json '"swept":'
+invoke sweeper events/sweeper-schedule.json '"redriven":'
 if [[ -f functions/api/Cargo.toml && -f events/api-get-healthz.json ]]; then
   invoke api events/api-get-healthz.json '"statusCode":'
 fi

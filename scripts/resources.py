@@ -3,8 +3,10 @@
 
 Default set (what `scripts/stack.sh up` creates):
   bucket  docpipe-local
-  queues  docpipe-store-events, docpipe-parse, docpipe-index   (visibility timeouts as in template.yaml)
-          each with a DLQ <name>-dlq and a redrive policy maxReceiveCount 3
+  queues  docpipe-store-events, docpipe-parse, docpipe-index, each with a DLQ <name>-dlq
+          (no timing here: the dev runner gives each queue the template's visibility timeout,
+          retention and redrive policy when it starts, as CloudFormation does in AWS; see
+          shared/src/clock.rs)
   bucket notification: s3:ObjectCreated:* with key prefix uploads/ -> docpipe-store-events
 
 CLI:
@@ -48,10 +50,6 @@ QUEUES = {
     "parse": "parse",
     "index": "index",
 }
-# As template.yaml has them (6 × each function's timeout): a message is not handed to a second
-# worker while the first may still be working on it.
-QUEUE_VISIBILITY_TIMEOUT = {"store": 360, "parse": 1800, "index": 3600}
-DEFAULT_MAX_RECEIVE_COUNT = 3
 DLQ_RETENTION_SECONDS = 14 * 24 * 3600
 
 
@@ -161,8 +159,7 @@ def _ensure_notification(s3, bucket: str, queue_arn: str, key_prefix: str) -> bo
 
 def ensure_resources(bucket: str = DEFAULT_BUCKET, queue_prefix: str = DEFAULT_QUEUE_PREFIX,
                      key_prefix: str = DEFAULT_KEY_PREFIX, endpoint: str | None = None,
-                     region: str | None = None, visibility_timeout: int | None = None,
-                     max_receive_count: int = DEFAULT_MAX_RECEIVE_COUNT) -> dict:
+                     region: str | None = None) -> dict:
     check_names(bucket, queue_prefix)
     s3, sqs, region = clients(endpoint, region)
     queues = {}
@@ -171,11 +168,7 @@ def ensure_resources(bucket: str = DEFAULT_BUCKET, queue_prefix: str = DEFAULT_Q
         dlq_url, dlq_arn = _ensure_queue(sqs, f"{name}-dlq", {
             "MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS),
         })
-        url, arn = _ensure_queue(sqs, name, {
-            "VisibilityTimeout": str(visibility_timeout or QUEUE_VISIBILITY_TIMEOUT[logical]),
-            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn,
-                                         "maxReceiveCount": str(max_receive_count)}),
-        })
+        url, arn = _ensure_queue(sqs, name, {})
         queues[logical] = {"name": name, "url": url, "arn": arn,
                            "dlq_name": f"{name}-dlq", "dlq_url": dlq_url, "dlq_arn": dlq_arn}
     _ensure_bucket(s3, bucket, region)
@@ -256,9 +249,6 @@ def main(argv=None) -> int:
                    help="queue names are <prefix>store-events, <prefix>parse, <prefix>index (+ -dlq)")
     p.add_argument("--prefix", "--key-prefix", dest="key_prefix", default=DEFAULT_KEY_PREFIX,
                    help="key prefix that triggers the store-events notification")
-    p.add_argument("--visibility-timeout", type=int, default=None,
-                   help="one visibility timeout for every queue (default: store 360, parse 1800, index 3600)")
-    p.add_argument("--max-receive-count", type=int, default=DEFAULT_MAX_RECEIVE_COUNT)
     p.add_argument("--verify", action="store_true", help="put a probe object and wait for its event")
     p.add_argument("--delete", action="store_true", help="delete the set instead of creating it")
     p.add_argument("--format", choices=("text", "env", "json"), default="text")
@@ -284,8 +274,7 @@ def _run(a) -> int:
         print(f"deleted bucket {a.bucket} and queues {a.queue_prefix}*", file=sys.stderr)
         return 0
 
-    res = ensure_resources(a.bucket, a.queue_prefix, a.key_prefix, a.endpoint, a.region,
-                           a.visibility_timeout, a.max_receive_count)
+    res = ensure_resources(a.bucket, a.queue_prefix, a.key_prefix, a.endpoint, a.region)
     if a.verify:
         took = verify_delivery(res, a.endpoint, a.region)
         res["verified_seconds"] = round(took, 3)

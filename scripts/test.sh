@@ -15,6 +15,8 @@ if ! command -v cargo-nextest >/dev/null; then
   echo "[test] installing cargo-nextest"
   cargo install cargo-nextest --locked
 fi
+# The liveness and fault drills start dev runners of their own from this binary: it must be current.
+cargo build -p docpipe-cli --features e5
 # Everything but the fault tests runs in parallel; the fault tests stop and kill shared services, so
 # they run afterwards, alone and one at a time.
 status=0

@@ -303,7 +303,10 @@ async fn milvus_down_for_two_visibility_periods_while_documents_index() {
     // Wait until indexing is under way: a worker holds an index lease.
     let started = std::time::Instant::now();
     loop {
-        assert!(started.elapsed() < Duration::from_secs(60), "indexing never started");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "indexing never started"
+        );
         let holding: i64 = p
             .db
             .client()
@@ -333,7 +336,13 @@ async fn milvus_down_for_two_visibility_periods_while_documents_index() {
             Some(&DocStatus::Indexed),
             "{doc_id}: {} ({})",
             doc.error_message,
-            runner.log_text().lines().rev().take(20).collect::<Vec<_>>().join("\n")
+            runner
+                .log_text()
+                .lines()
+                .rev()
+                .take(20)
+                .collect::<Vec<_>>()
+                .join("\n")
         );
         assert_consistent(&p, doc_id).await;
     }

@@ -353,6 +353,10 @@ pub async fn status(args: IdArgs, out: &mut (dyn Write + Send)) -> anyhow::Resul
         state.push_str(" · being deleted");
     }
     writeln!(out, "  status    {state}")?;
+    if let Some(p) = doc.progress.as_ref().filter(|_| !doc.is_terminal()) {
+        // Queued or running, and for how long: "queued for index, 14 min".
+        writeln!(out, "  now       {}", p.summary)?;
+    }
     writeln!(
         out,
         "  file      {} · {} · {}",

@@ -27,6 +27,8 @@ enum Command {
     /// Run the dev runner: poll the pipeline's queues and invoke the same handlers Lambda runs.
     Dev(dev::DevArgs),
     /// One function process of the dev runner (its Lambda container): SQS batches in on stdin.
+    /// Print the environment the template gives every function (its clock), as KEY=VALUE lines.
+    TemplateEnv,
     #[command(hide = true)]
     Lambda {
         /// store, parse, index or dlq.
@@ -62,6 +64,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate => migrate().await,
         Command::Dev(args) => dev::run(args).await,
         Command::Lambda { function } => lambda_host::serve(&function).await,
+        Command::TemplateEnv => {
+            let template =
+                docpipe_cli::template::Template::load(&docpipe_cli::template::Template::locate())?;
+            for (name, value) in template.clock_env()? {
+                println!("{name}={value}");
+            }
+            Ok(())
+        }
         Command::Put(args) => local::put(args).await,
         Command::Docs(args) => local::docs(args).await,
         Command::Reconcile(args) => ops::reconcile(args).await,

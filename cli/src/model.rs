@@ -25,6 +25,19 @@ pub struct Doc {
     pub updated_at: Option<DateTime<Utc>>,
     pub deleting: bool,
     pub current_run: Option<Run>,
+    /// Where the current run is (the document's detail carries it; a listing does not).
+    pub progress: Option<Progress>,
+}
+
+/// The API's `progress`: queued, backing off or running, in which stage, with its attempts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Progress {
+    pub state: String,
+    pub stage: Option<String>,
+    pub attempts: i64,
+    pub redrives: i64,
+    pub summary: String,
 }
 
 impl Doc {
@@ -43,6 +56,14 @@ impl Doc {
 
     pub fn is_terminal(&self) -> bool {
         is_terminal(&self.status)
+    }
+
+    /// What a change of progress is worth a line for: a new state, stage, attempt or re-drive
+    /// (not a lease renewal, which the summary's clock shows anyway).
+    pub fn progress_key(&self) -> Option<(String, Option<String>, i64, i64)> {
+        self.progress
+            .as_ref()
+            .map(|p| (p.state.clone(), p.stage.clone(), p.attempts, p.redrives))
     }
 }
 

@@ -14,7 +14,7 @@
 use crate::client::{ClientError, ListFilter};
 use crate::commands::Conn;
 use crate::model::{is_terminal, step, Doc};
-use crate::text::truncate;
+use crate::text::truncate_middle;
 use anyhow::bail;
 use chrono::{DateTime, SecondsFormat, Utc};
 use clap::Args;
@@ -50,6 +50,8 @@ const STALL: Duration = Duration::from_secs(10);
 /// How long polls may keep failing before the watch gives up (a restarting dev runner or
 /// database answers nothing, or 503, for a while).
 const OUTAGE: Duration = Duration::from_secs(120);
+/// How many open documents have their details (their run's progress) read per poll.
+const DETAILS_PER_POLL: usize = 16;
 
 struct Entry {
     doc: Doc,
@@ -121,6 +123,7 @@ pub async fn watch(args: WatchArgs, out: &mut (dyn Write + Send)) -> anyhow::Res
     let mut last_change = Instant::now();
     let mut last_check = Instant::now();
     let mut failing_since: Option<Instant> = None;
+    let mut detail_turn = 0usize;
     loop {
         if order.iter().all(|id| docs[id].doc.is_terminal()) {
             break;
@@ -181,6 +184,38 @@ pub async fn watch(args: WatchArgs, out: &mut (dyn Write + Send)) -> anyhow::Res
                 changed = true;
             }
         }
+        // A listing says where each document is, not where its run is (queued, or running, and
+        // which attempt): the details of a few open documents per poll, in turn, say that.
+        let open: Vec<String> = order
+            .iter()
+            .filter(|id| !docs[*id].doc.is_terminal())
+            .cloned()
+            .collect();
+        if !open.is_empty() {
+            let start = detail_turn % open.len();
+            let turn: Vec<String> = open
+                .iter()
+                .cycle()
+                .skip(start)
+                .take(open.len().min(DETAILS_PER_POLL))
+                .cloned()
+                .collect();
+            detail_turn = start + turn.len();
+            let answers: Vec<Result<Value, ClientError>> = futures::stream::iter(turn)
+                .map(|id| {
+                    let client = client.clone();
+                    async move { client.document(&id).await }
+                })
+                .buffer_unordered(8)
+                .collect()
+                .await;
+            for v in answers.into_iter().flatten() {
+                let doc = Doc::from_value(&v);
+                if docs.contains_key(&doc.doc_id) {
+                    changed |= update(&mut docs, &mut ui, doc, v, out)?;
+                }
+            }
+        }
         if changed {
             last_change = Instant::now();
         } else if last_change.elapsed() > STALL && last_check.elapsed() > STALL {
@@ -238,13 +273,25 @@ fn update(
     {
         return Ok(false);
     }
+    // A listing carries no progress: keep the last one seen until a detail brings a new one.
+    let mut doc = doc;
+    if doc.progress.is_none() && doc.status == entry.doc.status {
+        doc.progress = entry.doc.progress.clone();
+    }
+    let repaint = entry.doc.progress != doc.progress;
     let same = entry.doc.status == doc.status
+        && entry.doc.progress_key() == doc.progress_key()
         && entry.doc.error_message == doc.error_message
         && entry.doc.chunk_count == doc.chunk_count
         && entry.doc.current_run_id == doc.current_run_id;
     let was = std::mem::replace(&mut entry.doc, doc);
     entry.raw = raw;
     if same {
+        if repaint {
+            // The same state, a fresher clock ("lease renewed 2 s ago"): the bar shows it, the
+            // lines do not repeat it.
+            ui.refresh(entry);
+        }
         return Ok(false);
     }
     ui.change(&was.status, entry, out)?;
@@ -253,10 +300,16 @@ fn update(
 
 /// What a bar's message says for a state.
 fn message(doc: &Doc) -> String {
+    if let Some(p) = doc.progress.as_ref().filter(|_| !doc.is_terminal()) {
+        if !p.summary.is_empty() {
+            return format!("{} · {}", doc.status, p.summary);
+        }
+    }
     match doc.status.as_str() {
         "pending" => "pending · waiting for the upload".into(),
-        "stored" => "stored · parsing".into(),
-        "parsed" => "parsed · indexing".into(),
+        // Without the run's progress it is not known whether a worker has it yet.
+        "stored" => "stored · waiting to be parsed".into(),
+        "parsed" => "parsed · waiting to be indexed".into(),
         "indexed" => format!("indexed · {} chunks", doc.chunk_count),
         "failed" if doc.error_message.is_empty() => "failed".into(),
         "failed" => format!("failed: {}", crate::text::excerpt(&doc.error_message)),
@@ -302,6 +355,12 @@ impl Ui {
         }
         out.flush()?;
         Ok(())
+    }
+
+    fn refresh(&mut self, e: &Entry) {
+        if let Ui::Bars(b) = self {
+            b.change(&e.doc);
+        }
     }
 
     fn note(&mut self, text: &str, out: &mut dyn Write) -> anyhow::Result<()> {
@@ -373,7 +432,11 @@ fn final_line(doc: &Doc) -> String {
         "failed" => "✗",
         _ => "·",
     };
-    format!("{mark} {}  {}", truncate(doc.name(), 40), message(doc))
+    format!(
+        "{mark} {}  {}",
+        truncate_middle(doc.name(), 40),
+        message(doc)
+    )
 }
 
 struct Bars {
@@ -387,6 +450,8 @@ struct Bars {
     capacity: usize,
     /// Documents added so far.
     added: usize,
+    /// What every watched document's name starts with (one folder's prefix): left off the labels.
+    shared_prefix: String,
 }
 
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -445,6 +510,7 @@ impl Bars {
             waiting: VecDeque::new(),
             capacity: rows.saturating_sub(3).max(3),
             added: 0,
+            shared_prefix: String::new(),
         }
     }
 
@@ -460,7 +526,7 @@ impl Bars {
         // Styled (and drawing nowhere) before it is added, so that its first frame is right.
         let bar = ProgressBar::with_draw_target(Some(3), ProgressDrawTarget::hidden())
             .with_style(style_of(doc))
-            .with_prefix(truncate(doc.name(), 30))
+            .with_prefix(crate::text::label(doc.name(), &self.shared_prefix, 30))
             .with_message(message(doc));
         let bar = self.mp.insert_before(&self.overall, bar);
         paint(&bar, doc);
@@ -476,6 +542,9 @@ impl Bars {
 
     /// Gives waiting documents a bar: in free rows, or in those of the oldest finished bars.
     fn rebalance(&mut self, docs: &HashMap<String, Entry>) {
+        if !self.waiting.is_empty() {
+            self.shared_prefix = crate::text::common_prefix(docs.values().map(|e| e.doc.name()));
+        }
         while let Some(id) = self.waiting.front().cloned() {
             let doc = &docs[&id].doc;
             if self.bars.len() >= self.capacity {
