@@ -66,6 +66,7 @@ demo: up
 bench:
 	bash scripts/bench.sh
 
-## load: N documents (default 1000) through an isolated dev runner: `make load N=200`
+## load: N documents (default 1000) through an isolated dev runner: `make load N=200`;
+## `make load N=300 EMBEDDER=e5-small` with the local default embedder
 load:
-	bash scripts/load.sh $(or $(N),1000)
+	EMBEDDER=$(or $(EMBEDDER),hash) bash scripts/load.sh $(or $(N),1000)

@@ -55,9 +55,21 @@ load = None
 if os.path.exists(f"{out}/load-last.json"):
     load = json.load(open(f"{out}/load-last.json"))
     ok = "all indexed" if load["indexed"] == load["n"] else f"{load['indexed']} indexed, {load['failed']} failed"
-    print(f"| end to end, scripts/load.sh ({load['n']} documents, {load['workers']} workers per stage, `hash`, debug dev runner) | "
+    print(f"| end to end, scripts/load.sh ({load['n']} documents, workers per stage: {load['workers']}, `{load.get('embedder', 'hash')}`, debug dev runner) | "
           f"**{fmt(load['docs_per_min'])} documents/min** ({ok}, {load['lost']} lost, {load['stuck']} stuck) | "
           f"— | max {load['max_pg_backends']} PostgreSQL connections, bound {load['bound']} |")
+
+if os.path.exists(f"{out}/load-e5.json"):
+    e2e = json.load(open(f"{out}/load-e5.json"))
+    raw = next((r for r in by("index") if r["embedder"] == "e5-small" and r.get("embed_s")), None)
+    if raw and e2e.get("chunks_per_s"):
+        raw_cps = raw["chunks"] / raw["embed_s"]
+        lat = e2e["latency_s"]
+        print(f"| end to end with `e5-small` ({e2e['n']} laws, {e2e['chunks']:,} chunks, first upload → last indexed, debug dev runner, "
+              f"{e2e['indexed']} indexed, {e2e['failed']} failed, {e2e['stuck']} stuck) | **{e2e['chunks_per_s']:.1f} chunks/s** | "
+              f"e5-small's own `embed_passages` (release, same run): {raw_cps:.1f} chunks/s | **{e2e['chunks_per_s'] / raw_cps:.2f}×**: "
+              f"the rest is the debug build's embedder, parse (p50 {lat['parse_work_p50'] * 1000:.0f} ms a law), "
+              f"inserts and commits (index work p50 {lat['index_work_p50']:.1f} s a law, embedding included) |")
 
 print("\n| function | init, median of starts (ms) | starts | stripped binary |")
 print("| --- | ---: | ---: | ---: |")

@@ -109,6 +109,13 @@ if [[ "$LOAD_N" -gt 0 ]]; then
   cp "$OUT/load-$LOAD_N.json" "$OUT/load-last.json"
 fi
 [[ -f "$OUT/load-last.json" ]] || log "no load figure: run scripts/load.sh"
+# End to end with the real embedder, beside e5's own speed (index-search above, same run): the gap
+# between the two is the pipeline's overhead.
+E2E_N="${BENCH_E5_LOAD_N:-24}"
+if [[ " ${EMBEDDERS[*]} " == *" e5-small "* && "$E2E_N" -gt 0 ]]; then
+  log "end to end with e5-small: scripts/load.sh $E2E_N --embedder e5-small"
+  bash scripts/load.sh "$E2E_N" --embedder e5-small --json "$OUT/load-e5.json" >"$OUT/load-e5.md"
+fi
 
 {
   echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)"

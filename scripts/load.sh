@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Load test: N documents (default 1000) through the local pipeline, isolated from the main dev runner.
 #
-#   scripts/load.sh [N] [--keep] [--workers 4] [--timeout 1800] [--json FILE]
+#   scripts/load.sh [N] [--keep] [--workers W] [--timeout 1800] [--json FILE] [--embedder e5-small]
+#   make load N=300 EMBEDDER=e5-small
 #
 # The laws corpus (corpus/laws/*.md, 378 files) is uploaded round after round under unique keys
 # (uploads/r{round}/{name}) until N objects are in the bucket, as fast as the uploaders go, and the
@@ -10,8 +11,11 @@
 # Everything is its own: database docpipe_load (created through DATABASE_DIRECT_URL, migrated through
 # PgBouncer), bucket docpipe-load with queues load-* and their notification (scripts/resources.py),
 # Milvus collection docpipe_load, and a dev runner (`docpipe dev --workers W --no-api`) started with
-# that environment and stopped at the end. DOCPIPE_EMBEDDER=hash: this measures the pipeline's
-# throughput (S3, SQS, PostgreSQL, parsing, Milvus), not e5's (see BENCHMARKS.md for e5 alone).
+# that environment and stopped at the end. The dev runner runs on the template's clock and takes its
+# workers per function from the template (ScalingConfig.MaximumConcurrency) unless --workers is
+# given. The embedder is `hash` by default (the pipeline's own throughput: S3, SQS, PostgreSQL,
+# parsing, Milvus); `--embedder e5-small` (EMBEDDER=e5-small) runs the local default, whose ~10
+# chunks/s on two cores makes the index queue a backlog: the liveness model's test under load.
 #
 # While it waits (up to --timeout seconds) for every document to be terminal, it samples every second
 # the PostgreSQL backends on docpipe_load (pg_stat_activity, direct) and PgBouncer's SHOW POOLS, and
@@ -24,13 +28,15 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$ROOT"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}"
 
-N=1000 KEEP=0 WORKERS=4 TIMEOUT=1800 JSON_OUT="" UPLOADERS="${LOAD_UPLOADERS:-8}"
+N=1000 KEEP=0 WORKERS="" TIMEOUT=1800 JSON_OUT="" UPLOADERS="${LOAD_UPLOADERS:-8}"
+EMBEDDER="${EMBEDDER:-hash}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --keep) KEEP=1 ;;
     --workers) WORKERS="$2"; shift ;;
     --timeout) TIMEOUT="$2"; shift ;;
     --json) JSON_OUT="$2"; shift ;;
+    --embedder) EMBEDDER="$2"; shift ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     [0-9]*) N="$1" ;;
     *) echo "load.sh: unknown argument $1" >&2; exit 2 ;;
@@ -104,20 +110,32 @@ milvus_drop
 sql_direct "CREATE DATABASE $DB_NAME" >/dev/null
 DATABASE_URL="$LOAD_URL" "$DOCPIPE" migrate >"$WORK/migrate.log" 2>&1 || { cat "$WORK/migrate.log" >&2; die "migrate failed"; }
 eval "$("$PY" scripts/resources.py --bucket "$BUCKET" --queue-prefix "$QUEUE_PREFIX" --format env 2>/dev/null)"
-export DATABASE_URL="$LOAD_URL" DOCPIPE_MILVUS_COLLECTION="$COLLECTION" DOCPIPE_EMBEDDER=hash \
+export DATABASE_URL="$LOAD_URL" DOCPIPE_MILVUS_COLLECTION="$COLLECTION" DOCPIPE_EMBEDDER="$EMBEDDER" \
   DOCPIPE_DB_POOL_SIZE="$POOL_SIZE"
 
-# Each of the dev runner's services (store, parse, index; the DLQ handler and the sweeper share the
-# index pool) holds a pool of DOCPIPE_DB_POOL_SIZE; this script's status query adds one client.
-POOLS=3
+# Every function process of the dev runner (a Lambda container each: store, parse and index
+# workers, one per DLQ) and the dev runner itself (its sweeper) hold a pool of DOCPIPE_DB_POOL_SIZE,
+# as each Lambda container does; PgBouncer (RDS Proxy's part) multiplexes them onto its pool. This
+# script's status query adds one client.
+worker_count() { # the template's MaximumConcurrency for a queue, unless --workers overrides it
+  [[ -n "$WORKERS" ]] && { echo "$WORKERS"; return; }
+  "$PY" - "$1" <<'PY'
+import re, sys
+text = open("template.yaml").read()
+name = {"StoreEventsQueue": "StoreMaxConcurrency", "ParseQueue": "ParseMaxConcurrency", "IndexQueue": "IndexMaxConcurrency"}[sys.argv[1]]
+print(re.search(rf"^  {name}:\n(?:    .*\n)*?    Default: (\d+)", text, re.M).group(1))
+PY
+}
+PROCESSES=$(( $(worker_count StoreEventsQueue) + $(worker_count ParseQueue) + $(worker_count IndexQueue) + 3 + 1 ))
+POOLS=$PROCESSES
 BOUND=$((POOLS * POOL_SIZE + 1))
 PGB_POOL="$(grep -E '^default_pool_size' .local/pgbouncer/pgbouncer.ini 2>/dev/null | awk -F= '{gsub(/ /,"",$2); print $2}')"
 PGB_POOL="${PGB_POOL:-20}"
 [[ $BOUND -gt $PGB_POOL ]] && BOUND=$PGB_POOL
 log "connection bound: $POOLS pools x DOCPIPE_DB_POOL_SIZE=$POOL_SIZE + 1 monitor = $BOUND (PgBouncer default_pool_size $PGB_POOL)"
 
-log "starting the dev runner: docpipe dev --workers $WORKERS --no-api (embedder hash)"
-"$DOCPIPE" dev --workers "$WORKERS" --no-api >"$RUNNER_LOG" 2>&1 &
+log "starting the dev runner: docpipe dev ${WORKERS:+--workers $WORKERS }--no-api (embedder $EMBEDDER)"
+"$DOCPIPE" dev ${WORKERS:+--workers "$WORKERS"} --no-api >"$RUNNER_LOG" 2>&1 &
 RUNNER_PID=$!
 for _ in $(seq 100); do
   grep -q "index ←" "$RUNNER_LOG" 2>/dev/null && break
@@ -218,11 +236,11 @@ FAILURES="$(sql_load "SELECT failure_stage || ': ' || left(error_message, 120), 
                       WHERE run_status = 'failed' GROUP BY 1 ORDER BY 2 DESC LIMIT 5" || true)"
 
 MACHINE="$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
-"$PY" - "$REPORT" "$SAMPLES" "$T_UPLOAD0" "$UPLOADED" "$N" "$UPLOAD_S" "$BOUND" "$POOL_SIZE" "$WORKERS" \
-  "$STUCK" "$MACHINE" "$JSON_OUT" "$FAILURES" <<'PYEOF'
+"$PY" - "$REPORT" "$SAMPLES" "$T_UPLOAD0" "$UPLOADED" "$N" "$UPLOAD_S" "$BOUND" "$POOL_SIZE" "${WORKERS:-template}" \
+  "$STUCK" "$MACHINE" "$JSON_OUT" "$FAILURES" "$EMBEDDER" "$POOLS" <<'PYEOF'
 import csv, json, os, sys
 (report, samples, t0, uploaded, n, upload_s, bound, pool, workers, stuck, machine, json_out,
- failures) = sys.argv[1:]
+ failures, embedder, pools) = sys.argv[1:]
 f = report.split("|")
 num = lambda x: float(x) if x not in ("", None) else float("nan")
 docs, indexed, failed, nonterminal, runs, chunks = (int(x or 0) for x in f[:6])
@@ -242,7 +260,7 @@ lost = max(uploaded - docs, 0)
 ok = lost == 0 and nonterminal == 0 and docs == uploaded == n
 within = (max(pgc or [0]) <= bound) and (max(sv or [0]) <= bound)
 ms = lambda s: f"{s * 1000:,.0f} ms" if s == s else "n/a"
-print(f"### Load test: {n} documents, `docpipe dev --workers {workers}`, embedder `hash`\n")
+print(f"### Load test: {n} documents, `docpipe dev` (workers: {workers}), embedder `{embedder}`\n")
 print("| measure | value |")
 print("| --- | --- |")
 print(f"| uploaded keys / documents | {uploaded} / {docs} (lost: {lost}) |")
@@ -253,6 +271,7 @@ print(f"| chunks indexed | {chunks:,} |")
 print(f"| upload time ({n} PUTs) | {float(upload_s):.1f} s |")
 print(f"| first upload → last document terminal | {wall:.1f} s |")
 print(f"| **documents per minute** | **{per_min:,.0f}** |")
+print(f"| **chunks per second** (indexed chunks / first upload → last terminal) | **{chunks / wall if wall > 0 else float('nan'):,.1f}** |")
 print(f"| store p50 / p95 (stored_at − started_at: 0 by construction, one transaction opens the run and stores it) | {ms(lat[0])} / {ms(lat[1])} |")
 print(f"| parse latency p50 / p95 (parsed_at − stored_at, queue wait included) | {ms(lat[2])} / {ms(lat[3])} |")
 print(f"| index latency p50 / p95 (indexed_at − parsed_at, queue wait included) | {ms(lat[4])} / {ms(lat[5])} |")
@@ -261,7 +280,7 @@ print(f"| index work p50 / p95 (runs.metadata index.duration_ms: fetch, embed, i
 print(f"| run p50 / p95 (indexed_at − started_at, queue waits included) | {ms(lat[6])} / {ms(lat[7])} |")
 print(f"| PostgreSQL backends on the database, max: all / client backends (1 s samples: {len(pg)}) | {max(pg or [0])} / {max(pgc or [0])} |")
 print(f"| PgBouncer server connections, max / clients max / clients waiting max | {max(sv or [0])} / {max(cl or [0])} / {max(cw or [0])} |")
-print(f"| bound: 3 pools × DOCPIPE_DB_POOL_SIZE {pool} + 1 monitor | {bound}: {'within' if within else '**exceeded**'} |")
+print(f"| bound: {pools} function processes × DOCPIPE_DB_POOL_SIZE {pool} + 1 monitor, at most PgBouncer's pool | {bound}: {'within' if within else '**exceeded**'} |")
 if failures.strip():
     print("\nFailures (stage: reason, count):\n")
     for line in failures.strip().splitlines():
@@ -274,7 +293,8 @@ if json_out:
                                       "index_p95", "run_p50", "run_p95", "parse_work_p50", "parse_work_p95",
                                       "index_work_p50", "index_work_p95"], lat)),
                "max_pg_backends": max(pg or [0]), "max_pg_clients": max(pgc or [0]), "max_pgbouncer_server": max(sv or [0]),
-               "bound": bound, "workers": int(workers)}, open(json_out, "w"))
+               "bound": bound, "workers": workers, "embedder": embedder,
+               "chunks": chunks, "chunks_per_s": chunks / wall if wall > 0 else None}, open(json_out, "w"))
 PYEOF
 
 if [[ "$STUCK" == 1 ]] || [[ "$(sql_load "SELECT count(*) FROM documents WHERE status NOT IN ('indexed','failed')")" -gt 0 ]]; then

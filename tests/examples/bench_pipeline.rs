@@ -409,13 +409,14 @@ impl Bench {
             objects: Arc::new(docpipe::adapters::S3ObjectStore::new(
                 aws.clients.s3.clone(),
             )),
+            queue: Arc::new(docpipe::adapters::SqsJobQueue::new(aws.clients.sqs.clone())),
             embedder,
             vectors: milvus.clone(),
             config: IndexConfig {
                 bucket: aws.bucket.clone(),
-                collection,
+                index_queue_url: aws.index_queue.clone(),
                 embed_batch: 32,
-                lease_secs: 60,
+                clock: aws.clock.clone(),
             },
         };
         Ok(Bench {
@@ -928,8 +929,10 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
                 &clients,
                 StoreConfig {
                     parse_queue_url: get("parse_queue"),
+                    store_queue_url: None,
                     max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
                     stage_deadline_secs: 900,
+                    clock: docpipe_tests::template_clock(1.0),
                 },
             );
             docpipe::handlers::store::handle_notification(&service, &s3_put_event(&bucket, &key))
@@ -947,11 +950,12 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
                 &clients,
                 ParseConfig {
                     bucket: bucket.clone(),
+                    parse_queue_url: get("parse_queue"),
                     index_queue_url: get("index_queue"),
                     max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
                     chunk: Default::default(),
                     limits: Default::default(),
-                    stage_deadline_secs: 900,
+                    clock: docpipe_tests::template_clock(1.0),
                 },
             );
             let (job, _) = current_job(db.clone(), doc_id.clone()).await?;
@@ -976,13 +980,14 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
             let service = IndexService {
                 db: db.clone(),
                 objects: Arc::new(docpipe::adapters::S3ObjectStore::new(clients.s3.clone())),
+                queue: Arc::new(docpipe::adapters::SqsJobQueue::new(clients.sqs.clone())),
                 embedder,
                 vectors: milvus,
                 config: IndexConfig {
                     bucket: bucket.clone(),
-                    collection: get("collection"),
+                    index_queue_url: get("index_queue"),
                     embed_batch: 32,
-                    lease_secs: 60,
+                    clock: docpipe_tests::template_clock(1.0),
                 },
             };
             let (job, _) = current_job(db.clone(), doc_id.clone()).await?;

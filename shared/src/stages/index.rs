@@ -2,12 +2,14 @@
 //! removed, and one transaction marks the run `succeeded` and the document `indexed`.
 //!
 //! Exactly one set of vectors per run: the stage claims a lease on the run before it writes (two
-//! deliveries of one message cannot both insert) and counts its attempts there. Every insert must be
-//! acknowledged for all its rows. A retry first deletes whatever an earlier, interrupted attempt of
-//! the same run left, and reads the count back with Strong consistency before committing; the first
-//! attempt has nothing to clean and skips both, which is most of a small document's time in Milvus.
-//! If the document was deleted or superseded meanwhile, the compare-and-set fails and the stage
-//! removes the vectors it wrote.
+//! deliveries of one message cannot both insert), counts its attempts there, and renews the lease
+//! while it works. Every insert must be acknowledged for all its rows. A retry first deletes whatever
+//! an earlier, interrupted attempt of the same run left, and reads the count back with Strong
+//! consistency before committing; the first attempt has nothing to clean and skips both, which is
+//! most of a small document's time in Milvus. The commit is fenced by the lease: a worker whose
+//! lease was taken over cannot mark the run indexed. Older runs' vectors are removed only after the
+//! commit succeeded, so a stale worker never removes the vectors of the run that replaced it. A
+//! worker that lost its run removes what the run wrote only when nobody committed the run.
 
 use super::lease::HeldLease;
 use crate::adapters::{ObjectStore, StorageError};
@@ -282,7 +284,21 @@ async fn embed_and_insert(
         })
         .unwrap_or_default();
     for (batch_no, batch) in chunks.chunks(deps.config.embed_batch).enumerate() {
-        if lease.is_lost() {
+        let texts: Vec<String> = batch.iter().map(embedding_text).collect();
+        let t = Instant::now();
+        let vectors = deps
+            .embedder
+            .embed_passages(&texts)
+            .await
+            .map_err(classify_embed)?;
+        timings.embed_ms += t.elapsed().as_millis();
+        // A worker that lost the run must not write another vector: the lease is confirmed right
+        // before each insert (a takeover can only follow a lease that ran out).
+        let held = lease
+            .confirm(deps.db, deps.config.clock.lease)
+            .await
+            .map_err(|e| Failure::Transient(db_err(e)))?;
+        if !held {
             let client = deps
                 .db
                 .client()
@@ -300,14 +316,6 @@ async fn embed_and_insert(
                 format!("lost the lease on run {run_id} (another worker took over)"),
             )));
         }
-        let texts: Vec<String> = batch.iter().map(embedding_text).collect();
-        let t = Instant::now();
-        let vectors = deps
-            .embedder
-            .embed_passages(&texts)
-            .await
-            .map_err(classify_embed)?;
-        timings.embed_ms += t.elapsed().as_millis();
         if vectors.len() != batch.len() {
             return Err(Failure::Permanent(
                 Stage::Embed,

@@ -59,6 +59,23 @@ impl HeldLease {
         self.lost.load(Ordering::SeqCst)
     }
 
+    /// Renews the lease now and says whether it is still this worker's. Called right before a write
+    /// outside PostgreSQL (a Milvus insert): a renewal that succeeded holds the lease for a whole
+    /// lease length, so no other worker can take the run over until well after the write.
+    pub async fn confirm(&self, db: &Db, lease: Duration) -> Result<bool, DbError> {
+        if self.is_lost() {
+            return Ok(false);
+        }
+        let client = db.client().await?;
+        let held =
+            transitions::renew_lease(&**client, self.run_id, &self.owner, lease.as_secs_f64())
+                .await?;
+        if !held {
+            self.lost.store(true, Ordering::SeqCst);
+        }
+        Ok(held)
+    }
+
     /// Stops renewing and gives the lease back, so that a redelivery can take over at once rather
     /// than wait for it to run out. Best effort: an unreleased lease simply expires.
     pub async fn release(self, db: &Db) {

@@ -11,6 +11,8 @@
 //! | 6.6 retry | the same document, a new run (`retry`), history; the new run is stored at once and parsed again | [`retry::retry`] |
 //! | 6.7 delete | mark, then originals and artifacts from S3, vectors from Milvus, then the row (cascades) | [`delete::delete`] |
 //! | 6.5 failure | run `failed` with `failure_stage` and `error_message`, document `failed`, history | [`crate::db::transitions::fail_run`] |
+//! | liveness | parse and index take the run's lease (counting the attempt) and renew it while they work; a transient failure backs off; the sweeper re-drives lost jobs | [`lease::HeldLease`], [`crate::handlers::sqs::Backoff`], [`sweep::sweep`] |
+//! | give-up | a dead-lettered job: its run's vectors removed, the run failed with its last error | [`give_up::give_up`] |
 //!
 //! Every status change goes through [`crate::db::transitions`], where each one is a single
 //! compare-and-set statement.
