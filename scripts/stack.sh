@@ -486,6 +486,22 @@ milvus.main()
 PY
 }
 
+# Milvus's root coordinator listens on 53100, inside Linux's ephemeral range (32768-60999): any
+# outgoing connection (a client retrying Milvus during an outage makes many) may take it as its
+# source port, and the next start then finds it taken. Reserved ports are never handed out as
+# source ports. Best effort: a container may not let us write the sysctl.
+reserve_milvus_ports() {
+  local f=/proc/sys/net/ipv4/ip_local_reserved_ports p have want
+  [[ -w "$f" ]] || return 0
+  read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range
+  have="$(cat "$f")"; want="$have"
+  for p in "${MILVUS_ALL_PORTS[@]}"; do
+    (( p >= lo && p <= hi )) || continue
+    [[ ",$have," == *",$p,"* ]] || want="${want:+$want,}$p"
+  done
+  [[ "$want" == "$have" ]] || { echo "$want" > "$f" 2>/dev/null && log "reserved Milvus's ports $want (no longer ephemeral source ports)"; } || true
+}
+
 phase_milvus_start() {
   local pidfile="$LOCAL/milvus.pid" core_pidfile="$LOCAL/milvus-core.pid" pid core
   pid="$(read_pid "$pidfile")"; core="$(read_pid "$core_pidfile")"
@@ -504,6 +520,7 @@ phase_milvus_start() {
     stop_milvus
   fi
   rm -f "$pidfile" "$core_pidfile"
+  reserve_milvus_ports
   require_ports_free milvus "${MILVUS_ALL_PORTS[@]}"
   local x=() c
   for c in rootCoord proxy queryCoord queryNode indexNode dataCoord dataNode; do

@@ -26,7 +26,11 @@ fn pausing_index(inner: Arc<dyn VectorIndex>) -> (HookedVectorIndex, Pause) {
         if n == 1 {
             if let Some((paused, resume)) = once.lock().unwrap().take() {
                 paused.send(()).unwrap();
-                resume.recv_timeout(Duration::from_secs(120)).unwrap();
+                // The worker's thread waits; the runtime hands its other tasks (the Milvus
+                // client's connection among them) to the other threads meanwhile.
+                tokio::task::block_in_place(|| {
+                    resume.recv_timeout(Duration::from_secs(120)).unwrap()
+                });
             }
         }
         Ok(())

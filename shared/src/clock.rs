@@ -263,12 +263,18 @@ impl RawClock {
         let stage = |i: usize| -> StageClock {
             let timeout = self.timeouts[i];
             let visibility = self.visibilities[i];
-            let function_timeout = Duration::from_secs_f64((timeout * scale).max(floor).max(1.0));
-            // The floor must not break the rule it exists beside: a scaled queue still hides a
-            // message for at least as long as an invocation may run.
-            let visibility = wait(visibility).max(Duration::from_secs_f64(
-                function_timeout.as_secs_f64().ceil(),
-            ));
+            let scaled = (timeout * scale).max(1.0);
+            let function_timeout = Duration::from_secs_f64(scaled.max(floor));
+            // The floor must not break the rule it exists beside: where it lifted a scaled
+            // timeout, the queue still hides a message for at least as long as an invocation may
+            // run. The template's own values are never lifted: they are checked as they are.
+            let visibility = if floor > scaled {
+                wait(visibility).max(Duration::from_secs_f64(
+                    function_timeout.as_secs_f64().ceil(),
+                ))
+            } else {
+                wait(visibility)
+            };
             StageClock {
                 function_timeout,
                 visibility,
