@@ -25,6 +25,13 @@ fn sweep_deps<'a>(p: &'a Pipeline, queue: &'a dyn docpipe::adapters::JobQueue) -
     }
 }
 
+/// One sweep over the pipeline's queues, on its clock.
+async fn sweep_once(p: &Pipeline) -> docpipe::stages::sweep::SweepReport {
+    sweep(&sweep_deps(p, p.parse.queue.as_ref()), 100)
+        .await
+        .expect("sweep")
+}
+
 async fn run(p: &Pipeline, run_id: i64) -> docpipe::db::runs::Run {
     docpipe::db::runs::get(&**p.db.client().await, run_id)
         .await
@@ -78,9 +85,7 @@ async fn a_run_queued_behind_others_is_left_alone_however_long_it_waits() {
         )
         .await
         .unwrap();
-    let report = sweep(&sweep_deps(&p, p.parse.queue.as_ref()), 100)
-        .await
-        .unwrap();
+    let report = sweep_once(&p).await;
     assert!(report.actions.is_empty(), "{:?}", report.actions);
     let doc = p.doc(&doc_id).await.unwrap();
     assert_eq!(doc.status, DocStatus::Stored, "{}", doc.error_message);
@@ -100,9 +105,7 @@ async fn a_run_queued_behind_others_is_left_alone_however_long_it_waits() {
         )
         .await
         .unwrap();
-    let report = sweep(&sweep_deps(&p, p.parse.queue.as_ref()), 100)
-        .await
-        .unwrap();
+    let report = sweep_once(&p).await;
     assert!(report.actions.is_empty(), "{:?}", report.actions);
     p.cleanup().await;
 }
@@ -123,15 +126,11 @@ async fn a_lost_parse_job_and_a_lost_index_job_are_redriven_and_the_document_end
     let grace = p.aws.clock.lost_job_grace + Duration::from_millis(500);
 
     // Within the grace an empty queue proves nothing (SQS's counts lag).
-    let report = sweep(&sweep_deps(&p, p.parse.queue.as_ref()), 100)
-        .await
-        .unwrap();
+    let report = sweep_once(&p).await;
     assert!(report.actions.is_empty(), "{:?}", report.actions);
 
     tokio::time::sleep(grace).await;
-    let report = sweep(&sweep_deps(&p, p.parse.queue.as_ref()), 100)
-        .await
-        .unwrap();
+    let report = sweep_once(&p).await;
     assert!(
         matches!(&report.actions[..], [Swept::Redriven { stage: Stage::Parse, reason, .. }] if reason.contains("holds no message")),
         "{:?}",
@@ -147,9 +146,7 @@ async fn a_lost_parse_job_and_a_lost_index_job_are_redriven_and_the_document_end
     // Now the index job is lost.
     assert_eq!(p.aws.drain(&p.aws.index_queue, 10).await.len(), 1);
     tokio::time::sleep(grace).await;
-    let report = sweep(&sweep_deps(&p, p.parse.queue.as_ref()), 100)
-        .await
-        .unwrap();
+    let report = sweep_once(&p).await;
     assert!(
         matches!(
             &report.actions[..],
@@ -206,9 +203,7 @@ async fn a_job_past_the_queues_retention_with_its_redrives_used_up_fails_and_say
         )
         .await
         .unwrap();
-    let report = sweep(&sweep_deps(&p, p.parse.queue.as_ref()), 100)
-        .await
-        .unwrap();
+    let report = sweep_once(&p).await;
     assert!(
         matches!(&report.actions[..], [Swept::Failed { .. }]),
         "{:?}",

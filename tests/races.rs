@@ -38,6 +38,31 @@ fn pausing_index(inner: Arc<dyn VectorIndex>) -> (HookedVectorIndex, Pause) {
     (hooked, Pause { paused, resume })
 }
 
+/// Starts indexing `job` with the pausing index and returns once the worker is frozen after its
+/// first insert: its task, and the sender that lets it go on.
+async fn index_until_paused(
+    p: &Arc<Pipeline>,
+    job: &docpipe::model::JobMessage,
+) -> (
+    tokio::task::JoinHandle<Result<IndexOutcome, docpipe::StageError>>,
+    mpsc::Sender<()>,
+) {
+    let (hooked, pause) = pausing_index(p.milvus.clone());
+    let task = {
+        let (p, job) = (p.clone(), job.clone());
+        tokio::spawn(async move {
+            let mut deps = p.index.deps();
+            deps.vectors = &hooked;
+            index_job(&deps, &job).await
+        })
+    };
+    let Pause { paused, resume } = pause;
+    tokio::task::spawn_blocking(move || paused.recv().unwrap())
+        .await
+        .unwrap();
+    (task, resume)
+}
+
 async fn assert_current_vectors(p: &Pipeline, doc_id: &str) {
     let doc = p.doc(doc_id).await.unwrap();
     assert_eq!(doc.status, DocStatus::Indexed, "{}", doc.error_message);
@@ -57,20 +82,8 @@ async fn a_worker_whose_lease_ran_out_mid_insert_never_writes_over_the_delivery_
     let job = p
         .parsed("uploads/race-a.md", read_law(&law_paths()[5]).1.as_bytes())
         .await;
-    let (hooked, pause) = pausing_index(p.milvus.clone());
     let p = Arc::new(p);
-    let hooked = Arc::new(hooked);
-    let first = {
-        let (p, hooked, job) = (p.clone(), hooked.clone(), job.clone());
-        tokio::spawn(async move {
-            let mut deps = p.index.deps();
-            deps.vectors = hooked.as_ref();
-            index_job(&deps, &job).await
-        })
-    };
-    tokio::task::spawn_blocking(move || pause.paused.recv().unwrap())
-        .await
-        .unwrap();
+    let (first, resume) = index_until_paused(&p, &job).await;
     // The first worker is frozen after its first insert: its lease runs out, as a stalled worker's
     // does, and the message's second delivery takes over and commits.
     expire_lease(&p, job.run_id).await;
@@ -78,7 +91,7 @@ async fn a_worker_whose_lease_ran_out_mid_insert_never_writes_over_the_delivery_
         .await
         .expect("second delivery");
     assert!(matches!(second, IndexOutcome::Indexed { .. }), "{second:?}");
-    pause.resume.send(()).unwrap();
+    resume.send(()).unwrap();
     let first = first.await.unwrap();
     assert!(
         first.as_ref().is_err_and(|e| e.is_retryable())
@@ -101,27 +114,15 @@ async fn a_superseded_retry_racing_its_successor_never_removes_the_successors_ve
     // New content: run 2, whose worker has older runs to prune, freezes after its first insert.
     let v2 = format!("{v1}\n\n第九百九十八条 新增的条款。\n");
     let run2 = p.parsed(key, v2.as_bytes()).await;
-    let (hooked, pause) = pausing_index(p.milvus.clone());
     let p = Arc::new(p);
-    let hooked = Arc::new(hooked);
-    let stale = {
-        let (p, hooked, job) = (p.clone(), hooked.clone(), run2.clone());
-        tokio::spawn(async move {
-            let mut deps = p.index.deps();
-            deps.vectors = hooked.as_ref();
-            index_job(&deps, &job).await
-        })
-    };
-    tokio::task::spawn_blocking(move || pause.paused.recv().unwrap())
-        .await
-        .unwrap();
+    let (stale, resume) = index_until_paused(&p, &run2).await;
     // Meanwhile newer content supersedes run 2, and run 3 goes all the way.
     let v3 = format!("{v1}\n\n第九百九十九条 再次新增的条款。\n");
     let run3 = p.parsed(key, v3.as_bytes()).await;
     assert_ne!(run3.run_id, run2.run_id);
     let done = index_job(&p.index.deps(), &run3).await.expect("run 3");
     assert!(matches!(done, IndexOutcome::Indexed { .. }), "{done:?}");
-    pause.resume.send(()).unwrap();
+    resume.send(()).unwrap();
     let stale = stale.await.unwrap();
     assert!(
         matches!(stale, Ok(IndexOutcome::Stale { .. }))
