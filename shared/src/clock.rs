@@ -9,7 +9,6 @@
 //! timing cannot be written twice and disagree.
 
 use crate::config::EnvReader;
-use crate::model::Stage;
 use std::time::Duration;
 
 /// One queue-driven function: how long an invocation may run, and how long its queue hides a
@@ -212,14 +211,6 @@ impl Clock {
         per_delivery * self.max_receive_count + self.sweep_period + self.lost_job_grace
     }
 
-    pub fn stage(&self, stage: Stage) -> StageClock {
-        match stage {
-            Stage::Store | Stage::Upload => self.store,
-            Stage::Parse | Stage::ArtifactPersist | Stage::Retry => self.parse,
-            _ => self.index,
-        }
-    }
-
     /// The backoff before delivery `receive_count + 1`: base × 2^(receive_count − 1), capped, in
     /// whole seconds as SQS takes them.
     pub fn backoff(&self, receive_count: u32) -> Duration {
@@ -227,11 +218,6 @@ impl Clock {
         let secs = self.backoff_base.as_secs_f64() * f64::from(1u32 << exponent);
         let secs = secs.min(self.backoff_max.as_secs_f64()).ceil().max(1.0);
         Duration::from_secs(secs as u64)
-    }
-
-    /// How often a worker renews its lease.
-    pub fn lease_renewal(&self) -> Duration {
-        self.lease / 3
     }
 
     fn scaled(&self, secs: f64) -> Duration {
