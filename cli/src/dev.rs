@@ -95,6 +95,11 @@ struct Feed {
 }
 
 pub async fn run(args: DevArgs) -> anyhow::Result<()> {
+    if role_keys() && !args.no_api && !args.api_only {
+        anyhow::bail!(
+            "with {ROLE_KEYS_VAR}=1 the API signs as a role of its own: serve it as a process of its own (docpipe dev --api-only) and run this one with --no-api"
+        );
+    }
     let api = if args.no_api {
         None
     } else {
@@ -117,7 +122,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let parse_dlq = env.optional("DOCPIPE_PARSE_DLQ_URL");
     let index_dlq = env.optional("DOCPIPE_INDEX_DLQ_URL");
     env.finish()?;
-    let sqs = AwsClients::new(&aws).await.sqs;
+    // The queues' set-up is CloudFormation's part; each poller is its function's event source.
+    let base_sqs = AwsClients::new(&aws).await.sqs;
+    let sqs = sqs_as(&base_sqs, "dev-runner");
 
     let mut feeds = vec![
         Feed {
@@ -229,7 +236,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
                 source.batch_size,
                 Duration::from_secs(source.batching_window_secs),
                 function_timeout,
-                sqs.clone(),
+                sqs_as(&base_sqs, feed.function),
             )));
         }
     }
@@ -259,6 +266,54 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         _ = futures::future::select_all(workers) => println!("dev runner: a worker stopped"),
     }
     Ok(())
+}
+
+/// `DOCPIPE_DEV_ROLE_KEYS=1`: every role the dev runner plays signs its requests with an access
+/// key id of its own, `docpipe-<role>`, as each function has a role of its own in AWS: each
+/// function process (`store`, `parse`, `index`, `dlq`), each queue's poller (Lambda's event source
+/// mapping, which uses its function's role), the sweeper, and the API (which then must be a process
+/// of its own, `docpipe dev --api-only`); the runner's own set-up of the queues signs as
+/// `docpipe-dev-runner`.
+/// The emulator accepts any key, so its request log tells which function made each call:
+/// `scripts/iam-check.sh` replays them against the template's policies. Off by default.
+pub const ROLE_KEYS_VAR: &str = "DOCPIPE_DEV_ROLE_KEYS";
+
+pub fn role_keys() -> bool {
+    std::env::var(ROLE_KEYS_VAR).is_ok_and(|v| v == "1")
+}
+
+pub fn role_access_key(role: &str) -> String {
+    format!("docpipe-{role}")
+}
+
+/// With role keys, this process signs as the sweeper (which runs in it) or, with `--api-only`, as
+/// the API. Called from `main` before the runtime starts (no other thread exists yet).
+pub fn adopt_role_key(args: &DevArgs) {
+    if role_keys() {
+        let role = if args.api_only { "api" } else { "sweeper" };
+        std::env::set_var("AWS_ACCESS_KEY_ID", role_access_key(role));
+    }
+}
+
+/// An SQS client that signs as `role` when role keys are on, else with the process's credentials.
+fn sqs_as(base: &aws_sdk_sqs::Client, role: &str) -> aws_sdk_sqs::Client {
+    if !role_keys() {
+        return base.clone();
+    }
+    let secret = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "test".to_string());
+    let credentials = aws_sdk_sqs::config::Credentials::new(
+        role_access_key(role),
+        secret,
+        None,
+        None,
+        "docpipe-dev-role-keys",
+    );
+    let config = base
+        .config()
+        .to_builder()
+        .credentials_provider(credentials)
+        .build();
+    aws_sdk_sqs::Client::from_conf(config)
 }
 
 fn now() -> String {

@@ -33,6 +33,10 @@ impl FunctionProcess {
         let mut child = tokio::process::Command::new(exe)
             .arg("lambda")
             .arg(function)
+            .envs(
+                crate::dev::role_keys()
+                    .then(|| ("AWS_ACCESS_KEY_ID", crate::dev::role_access_key(function))),
+            )
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())

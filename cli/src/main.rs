@@ -48,9 +48,10 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Dev(_)) {
+    if let Command::Dev(args) = &cli.command {
         // Before the runtime starts: setting the environment is only sound with one thread.
         dev::adopt_template_clock()?;
+        dev::adopt_role_key(args);
     }
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
