@@ -214,7 +214,11 @@ impl From<DbError> for ApiError {
 
 impl From<StorageError> for ApiError {
     fn from(e: StorageError) -> Self {
-        ApiError::unavailable("object storage", e)
+        match e {
+            // The API's role may not make the call: a deployment's bug, not an outage to wait out.
+            StorageError::AccessDenied { .. } => ApiError::Internal(Box::new(e)),
+            e => ApiError::unavailable("object storage", e),
+        }
     }
 }
 

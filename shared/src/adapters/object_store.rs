@@ -1,6 +1,7 @@
 //! Where originals and artifacts live.
 
 use async_trait::async_trait;
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use sha2::{Digest, Sha256};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +24,19 @@ pub enum StorageError {
     NotFound { bucket: String, key: String },
     #[error("object is larger than the limit of {limit} bytes")]
     TooLarge { limit: u64 },
+    /// S3 answered 403: the function's role does not allow the call. For a GET or HEAD of a key
+    /// that does not exist S3 answers 403, not 404, unless the role may also list the bucket
+    /// (`s3:ListBucket`, with an `s3:prefix` that matches the key). A configuration error: retrying
+    /// cannot help.
+    #[error("access denied to s3://{bucket}/{key} ({op}: {code}): the function's role does not allow this call, or (for a key that does not exist) does not allow s3:ListBucket on its prefix, so S3 answers 403 instead of 404; a configuration error, fix the role's policy in template.yaml")]
+    AccessDenied {
+        bucket: String,
+        /// The key, or the prefix of a listing.
+        key: String,
+        op: &'static str,
+        /// S3's error code (`AccessDenied`; a HEAD has no body, so `403 Forbidden` there).
+        code: String,
+    },
     #[error("object storage is unavailable ({operation})")]
     Unavailable {
         operation: &'static str,
@@ -32,7 +46,8 @@ pub enum StorageError {
 }
 
 impl StorageError {
-    /// Only an unavailable store is worth retrying; a missing or oversized object stays so.
+    /// Only an unavailable store is worth retrying; a missing or oversized object stays so, and so
+    /// does a call the role may not make.
     pub fn is_transient(&self) -> bool {
         matches!(self, StorageError::Unavailable { .. })
     }
@@ -116,6 +131,9 @@ impl S3ObjectStore {
         {
             Ok(out) => Ok(out.body),
             Err(err) => {
+                if let Some(denied) = access_denied(&err, bucket, key, "GetObject") {
+                    return Err(denied);
+                }
                 let err = err.into_service_error();
                 if err.is_no_such_key() {
                     Err(not_found(bucket, key))
@@ -125,6 +143,26 @@ impl S3ObjectStore {
             }
         }
     }
+}
+
+/// A 403 (or an `AccessDenied` code) as [`StorageError::AccessDenied`]; `None` for anything else.
+fn access_denied<E: ProvideErrorMetadata>(
+    err: &SdkError<E>,
+    bucket: &str,
+    key: &str,
+    op: &'static str,
+) -> Option<StorageError> {
+    let status = err.raw_response().map(|r| r.status().as_u16());
+    let code = err.code();
+    if status != Some(403) && code != Some("AccessDenied") {
+        return None;
+    }
+    Some(StorageError::AccessDenied {
+        bucket: bucket.to_string(),
+        key: key.to_string(),
+        op,
+        code: code.unwrap_or("403 Forbidden").to_string(),
+    })
 }
 
 fn not_found(bucket: &str, key: &str) -> StorageError {
@@ -165,6 +203,9 @@ impl ObjectStore for S3ObjectStore {
                 content_type: out.content_type().unwrap_or_default().to_string(),
             })),
             Err(err) => {
+                if let Some(denied) = access_denied(&err, bucket, key, "HeadObject") {
+                    return Err(denied);
+                }
                 let err = err.into_service_error();
                 if err.is_not_found() {
                     Ok(None)
@@ -232,7 +273,10 @@ impl ObjectStore for S3ObjectStore {
             .body(body.into())
             .send()
             .await
-            .map_err(|e| unavailable("PutObject", e.into_service_error()))?;
+            .map_err(|e| {
+                access_denied(&e, bucket, key, "PutObject")
+                    .unwrap_or_else(|| unavailable("PutObject", e.into_service_error()))
+            })?;
         Ok(())
     }
 
@@ -243,7 +287,10 @@ impl ObjectStore for S3ObjectStore {
             .key(key)
             .send()
             .await
-            .map_err(|e| unavailable("DeleteObject", e.into_service_error()))?;
+            .map_err(|e| {
+                access_denied(&e, bucket, key, "DeleteObject")
+                    .unwrap_or_else(|| unavailable("DeleteObject", e.into_service_error()))
+            })?;
         Ok(())
     }
 
@@ -272,8 +319,19 @@ impl ObjectStore for S3ObjectStore {
                 .delete(delete)
                 .send()
                 .await
-                .map_err(|e| unavailable("DeleteObjects", e.into_service_error()))?;
+                .map_err(|e| {
+                    access_denied(&e, bucket, prefix, "DeleteObjects")
+                        .unwrap_or_else(|| unavailable("DeleteObjects", e.into_service_error()))
+                })?;
             if let Some(err) = out.errors().first() {
+                if err.code() == Some("AccessDenied") {
+                    return Err(StorageError::AccessDenied {
+                        bucket: bucket.to_string(),
+                        key: err.key().unwrap_or(prefix).to_string(),
+                        op: "DeleteObjects",
+                        code: "AccessDenied".to_string(),
+                    });
+                }
                 return Err(unavailable(
                     "DeleteObjects",
                     format!(
@@ -301,7 +359,10 @@ impl ObjectStore for S3ObjectStore {
                 .set_continuation_token(token)
                 .send()
                 .await
-                .map_err(|e| unavailable("ListObjectsV2", e.into_service_error()))?;
+                .map_err(|e| {
+                    access_denied(&e, bucket, prefix, "ListObjectsV2")
+                        .unwrap_or_else(|| unavailable("ListObjectsV2", e.into_service_error()))
+                })?;
             keys.extend(
                 out.contents()
                     .iter()
@@ -351,5 +412,99 @@ impl ObjectStore for S3ObjectStore {
             .await
             .map_err(|e| unavailable("presign GetObject", e.into_service_error()))?;
         Ok(presigned.uri().to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// An S3 endpoint that refuses every request as S3 refuses a role without the permission.
+    async fn refusing_s3() -> S3ObjectStore {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>";
+                    let answer = format!(
+                        "HTTP/1.1 403 Forbidden\r\ncontent-type: application/xml\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = socket.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        let config = aws_sdk_s3::Config::builder()
+            .behavior_version_latest()
+            .region(aws_sdk_s3::config::Region::new("us-east-1"))
+            .endpoint_url(format!("http://{addr}"))
+            .credentials_provider(aws_sdk_s3::config::Credentials::new(
+                "docpipe-test",
+                "test",
+                None,
+                None,
+                "test",
+            ))
+            .force_path_style(true)
+            .build();
+        S3ObjectStore::new(aws_sdk_s3::Client::from_conf(config))
+    }
+
+    fn assert_denied(result: Result<impl std::fmt::Debug, StorageError>, want_op: &str) {
+        match result {
+            Err(e @ StorageError::AccessDenied { .. }) => {
+                let StorageError::AccessDenied { op, key, .. } = &e else {
+                    unreachable!()
+                };
+                assert_eq!(*op, want_op);
+                assert_eq!(key, "uploads/missing.pdf");
+                assert!(!e.is_transient(), "{e}");
+                let text = e.to_string();
+                assert!(
+                    text.contains("s3://docs/uploads/missing.pdf")
+                        && text.contains("s3:ListBucket"),
+                    "{text}"
+                );
+            }
+            other => panic!("{want_op}: expected AccessDenied, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_403_is_access_denied_and_permanent_for_every_call() {
+        let store = refusing_s3().await;
+        let key = "uploads/missing.pdf";
+        // A HEAD's 403 has no body (no error code): the status alone says it.
+        assert_denied(store.head("docs", key).await, "HeadObject");
+        assert_denied(store.get("docs", key, 1024).await, "GetObject");
+        assert_denied(store.sha256("docs", key, 1024).await, "GetObject");
+        assert_denied(
+            store.put("docs", key, b"x".to_vec(), "text/plain").await,
+            "PutObject",
+        );
+        assert_denied(store.delete("docs", key).await, "DeleteObject");
+        assert_denied(store.list("docs", key).await, "ListObjectsV2");
+    }
+
+    #[test]
+    fn only_an_unavailable_store_is_transient() {
+        let denied = StorageError::AccessDenied {
+            bucket: "b".into(),
+            key: "k".into(),
+            op: "GetObject",
+            code: "AccessDenied".into(),
+        };
+        assert!(!denied.is_transient());
+        assert!(unavailable("GetObject", "connection refused").is_transient());
     }
 }
