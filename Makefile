@@ -7,7 +7,7 @@ SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/docpipe/target
 DOCPIPE := $(CARGO_TARGET_DIR)/debug/docpipe
 
-.PHONY: up down env status test demo bench load build lint layers lint-template
+.PHONY: up down env status test demo bench load build lint layers lint-template iam-check
 
 # The e5 engine is compiled into the CLI (dev runner) and the tests: `make up` fetches its source.
 FEATURES := --features docpipe-cli/e5,docpipe-tests/e5
@@ -54,7 +54,12 @@ layers:
 test: up lint
 	bash scripts/test.sh $(FEATURES)
 	bash scripts/lambda-invoke.sh
+	bash scripts/iam-check.sh
 	bash scripts/schemathesis.sh
+
+## iam-check: every call each function made in a drill, against its role in template.yaml (make up first)
+iam-check:
+	bash scripts/iam-check.sh
 
 ## demo: the stack and the dev runner, then 62 laws uploaded through the API with the docpipe CLI,
 ## watched until each is indexed or failed, a summary and two searches (idempotent: a second run
