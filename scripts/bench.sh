@@ -96,7 +96,8 @@ DOCPIPE_EMBEDDER=bedrock RUST_LOG=warn "$BENCH" init --bin-dir "$CARGO_TARGET_DI
   --starts "$INIT_STARTS" store parse index dlq sweeper api >>"$RESULTS"
 
 # 5. Peak RSS per stage on the corpus's largest supported file.
-LARGEST="$(find "$CORPUS" -path "$CORPUS/malformed" -prune -o -type f \
+# Scans have no text layer to parse until OCR lands; malformed files are refused by design.
+LARGEST="$(find "$CORPUS" \( -path "$CORPUS/malformed" -o -path "$CORPUS/scanned" \) -prune -o -type f \
   \( -iname '*.pdf' -o -iname '*.docx' -o -iname '*.html' -o -iname '*.htm' -o -iname '*.md' -o -iname '*.txt' \) \
   -printf '%s\t%p\n' | sort -n | tail -1 | cut -f2)"
 log "peak RSS per stage: $LARGEST"

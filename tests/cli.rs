@@ -30,6 +30,7 @@ impl Cli {
             download_url_ttl: Duration::from_secs(300),
             webhook_token: None,
             stage_deadline_secs: 900,
+            max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
             max_body_bytes: 64 * 1024,
             max_receive_count: Some(p.aws.clock.max_receive_count),
         };

@@ -388,6 +388,7 @@ async fn sql_looking_registration_fields_are_stored_verbatim_and_the_tables_surv
         download_url_ttl: Duration::from_secs(300),
         webhook_token: None,
         stage_deadline_secs: 900,
+        max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
         max_body_bytes: 64 * 1024,
         max_receive_count: Some(p.aws.clock.max_receive_count),
     };

@@ -71,6 +71,40 @@ async fn a_sentence_from_an_article_finds_its_law_in_the_top_five_for_twenty_law
 }
 
 #[tokio::test]
+async fn a_retry_reads_the_original_again_rather_than_trust_the_old_digest() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (name, text) = laws(1).remove(0);
+    let key = format!("reread/{name}");
+    let doc_id = p.ingest(&key, text.as_bytes()).await;
+    // The object is replaced and its event has not been handled yet.
+    let replaced = format!("{text}\n\n第九百九十九条 替换后的条款。\n");
+    p.aws.put(&key, replaced.as_bytes()).await;
+    let retried = docpipe::stages::retry::retry(
+        &docpipe::stages::retry::RetryDeps {
+            db: &p.db.db,
+            objects: p.store.objects.as_ref(),
+            queue: p.store.queue.as_ref(),
+            parse_queue_url: &p.aws.parse_queue,
+            stage_deadline_secs: 900,
+            max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
+        },
+        &doc_id,
+    )
+    .await
+    .unwrap();
+    let want = docpipe_tests::sha256_hex(replaced.as_bytes());
+    let doc = p.doc(&doc_id).await.unwrap();
+    assert_eq!(doc.content_sha256, want);
+    assert_eq!(doc.size_bytes, replaced.len() as i64);
+    let run = docpipe::db::runs::get(&**p.db.client().await, retried.run_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(run.content_sha256, want);
+    p.cleanup().await;
+}
+
+#[tokio::test]
 async fn a_reindex_after_a_retry_leaves_exactly_the_new_runs_vectors() {
     let p = Pipeline::new(Pipeline::hash()).await;
     let (name, text) = laws(1).remove(0);
@@ -83,6 +117,7 @@ async fn a_reindex_after_a_retry_leaves_exactly_the_new_runs_vectors() {
             queue: p.store.queue.as_ref(),
             parse_queue_url: &p.aws.parse_queue,
             stage_deadline_secs: 900,
+            max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
         },
         &doc_id,
     )
@@ -328,6 +363,7 @@ async fn reconcile_reports_orphans_in_a_dry_run_and_removes_them_when_applied() 
         p.milvus.as_ref(),
         &p.aws.bucket,
         false,
+        usize::MAX,
     )
     .await
     .unwrap();
@@ -350,6 +386,7 @@ async fn reconcile_reports_orphans_in_a_dry_run_and_removes_them_when_applied() 
         p.milvus.as_ref(),
         &p.aws.bucket,
         true,
+        usize::MAX,
     )
     .await
     .unwrap();
@@ -371,6 +408,7 @@ async fn reconcile_reports_orphans_in_a_dry_run_and_removes_them_when_applied() 
         p.milvus.as_ref(),
         &p.aws.bucket,
         false,
+        usize::MAX,
     )
     .await
     .unwrap();

@@ -1,12 +1,17 @@
 //! A stale index worker never touches the current run: a worker paused mid-insert (by a hook on the
 //! real Milvus index) while its lease runs out and another delivery commits, or while its run is
 //! superseded by a new upload whose run commits. Each ends with exactly `chunk_count` vectors of the
-//! current run, counted with Strong consistency.
+//! current run, counted with Strong consistency. A delete that races store or index wins, and
+//! what a racing stage left behind is removed even when its own clean-up failed.
 
+use docpipe::events::{decode_notification, Notification};
 use docpipe::model::DocStatus;
 use docpipe::stages::index::{index_job, IndexOutcome};
-use docpipe_tests::{law_paths, read_law, HookedVectorIndex, Pipeline};
+use docpipe_tests::{
+    law_paths, read_law, s3_put_event, DevRunner, HookedObjectStore, HookedVectorIndex, Pipeline,
+};
 use docpipe_vector::VectorIndex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -147,4 +152,180 @@ async fn expire_lease(p: &Pipeline, run_id: i64) {
         )
         .await
         .unwrap();
+}
+
+/// A delete that commits while store is between its hash and its insert wins: the late store
+/// finds the tombstone and drops its event, so the document does not come back. An upload made
+/// after the delete, with the very same content, is a new document.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_delete_while_store_hashes_wins_and_a_later_upload_is_a_new_document() {
+    use docpipe::stages::store::{store_object, StoreOutcome};
+    let p = Arc::new(Pipeline::new(Pipeline::hash()).await);
+    let key = "race/delete-while-hashing.md";
+    let (_, v1) = read_law(&law_paths()[3]);
+    let doc_id = p.ingest(key, v1.as_bytes()).await;
+    assert!(p.milvus.count(&doc_id, None).await.unwrap() > 0);
+
+    // New content lands; its store stops right after hashing it.
+    let v2 = format!("{v1}\n\n第九百九十九条 新增的条款。\n");
+    p.aws.put(key, v2.as_bytes()).await;
+    let event = s3_put_event(&p.aws.bucket, key);
+    let (hashed_tx, hashed) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let gate = Mutex::new(Some((hashed_tx, go_rx)));
+    let mut hooked = HookedObjectStore::new(p.store.objects.clone());
+    hooked.after_sha256 = Box::new(move |_| {
+        if let Some((hashed, go)) = gate.lock().unwrap().take() {
+            hashed.send(()).unwrap();
+            tokio::task::block_in_place(|| go.recv_timeout(Duration::from_secs(120)).unwrap());
+        }
+    });
+    let store = {
+        let p = p.clone();
+        tokio::spawn(async move {
+            let mut deps = p.store.deps();
+            deps.objects = &hooked;
+            let Notification::Created(objects) = decode_notification(&event).unwrap() else {
+                panic!("an upload event")
+            };
+            store_object(&deps, &objects[0]).await
+        })
+    };
+    tokio::task::spawn_blocking(move || hashed.recv().unwrap())
+        .await
+        .unwrap();
+    docpipe::stages::delete::delete(&delete_deps(&p), &doc_id)
+        .await
+        .expect("delete");
+    go.send(()).unwrap();
+    let outcome = store.await.unwrap().expect("store");
+    assert!(
+        matches!(outcome, StoreOutcome::Stale { .. }),
+        "the delete wins: {outcome:?}"
+    );
+    assert!(p.doc(&doc_id).await.is_none(), "the document stays deleted");
+    assert!(p.aws.keys(key).await.is_empty(), "no original");
+    assert!(p
+        .aws
+        .keys(&docpipe::artifacts::doc_prefix(&doc_id))
+        .await
+        .is_empty());
+    assert_eq!(p.milvus.count(&doc_id, None).await.unwrap(), 0);
+    assert!(
+        p.aws.drain(&p.aws.parse_queue, 10).await.is_empty(),
+        "no parse job for what was deleted"
+    );
+
+    // The same bytes uploaded again after the delete: a new document, indexed.
+    p.aws.put(key, v2.as_bytes()).await;
+    let outcome =
+        docpipe::handlers::store::handle_notification(&p.store, &s3_put_event(&p.aws.bucket, key))
+            .await
+            .expect("store");
+    assert!(outcome.contains("stored"), "{outcome}");
+    p.drive(&doc_id).await;
+    assert_current_vectors(&p, &doc_id).await;
+    p.cleanup().await;
+}
+
+/// A delete races an index worker that inserts after the delete removed the vectors; the worker's
+/// clean-up finds Milvus down. The outbox keeps the removal, and the sweeper, on the template's
+/// schedule in a dev runner, carries it out: nobody runs a command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn vectors_left_by_a_racing_delete_while_milvus_was_down_are_removed_by_the_sweeper() {
+    let mut p = Pipeline::new(Pipeline::hash()).await;
+    p.index.config.embed_batch = 4;
+    let job = p
+        .parsed(
+            "race/cleanup-outbox.md",
+            read_law(&law_paths()[7]).1.as_bytes(),
+        )
+        .await;
+    let p = Arc::new(p);
+    let milvus_down = Arc::new(AtomicBool::new(false));
+    let (paused_tx, paused) = mpsc::channel();
+    let (resume, resume_rx) = mpsc::channel::<()>();
+    let once = Mutex::new(Some((paused_tx, resume_rx)));
+    let mut hooked = HookedVectorIndex::new(p.milvus.clone());
+    // The worker stops just before its second insert (its lease confirmed), until let go.
+    hooked.before_insert = Box::new(move |n| {
+        if n == 2 {
+            if let Some((paused, resume)) = once.lock().unwrap().take() {
+                paused.send(()).unwrap();
+                tokio::task::block_in_place(|| {
+                    resume.recv_timeout(Duration::from_secs(120)).unwrap()
+                });
+            }
+        }
+        Ok(())
+    });
+    let down = milvus_down.clone();
+    hooked.before_delete = Box::new(move |_| {
+        if down.load(Ordering::SeqCst) {
+            Err(docpipe_tests::vector_outage("delete"))
+        } else {
+            Ok(())
+        }
+    });
+    let worker = {
+        let (p, job) = (p.clone(), job.clone());
+        tokio::spawn(async move {
+            let mut deps = p.index.deps();
+            deps.vectors = &hooked;
+            index_job(&deps, &job).await
+        })
+    };
+    tokio::task::spawn_blocking(move || paused.recv().unwrap())
+        .await
+        .unwrap();
+    docpipe::stages::delete::delete(&delete_deps(&p), &job.doc_id)
+        .await
+        .expect("delete");
+    milvus_down.store(true, Ordering::SeqCst);
+    resume.send(()).unwrap();
+    let outcome = worker.await.unwrap();
+    assert!(
+        matches!(outcome, Ok(IndexOutcome::Stale { .. })),
+        "the lost run is done with its message: {outcome:?}"
+    );
+    let orphans = p.milvus.count(&job.doc_id, None).await.unwrap();
+    assert!(orphans > 0, "the insert after the delete left vectors");
+    assert_eq!(pending_cleanups(&p, &job.doc_id).await, 1);
+
+    let runner = DevRunner::spawn(&p, docpipe_tests::TEST_TIME_SCALE, &[]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while p.milvus.count(&job.doc_id, None).await.unwrap() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sweeper never removed the orphans: {}",
+            runner.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    while pending_cleanups(&p, &job.doc_id).await > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the outbox row stayed: {}",
+            runner.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(p.doc(&job.doc_id).await.is_none());
+    drop(runner);
+    p.cleanup().await;
+}
+
+fn delete_deps(p: &Pipeline) -> docpipe::stages::delete::DeleteDeps<'_> {
+    docpipe::stages::delete::DeleteDeps {
+        db: &p.db.db,
+        objects: p.store.objects.as_ref(),
+        vectors: p.milvus.as_ref(),
+        artifacts_bucket: &p.aws.bucket,
+    }
+}
+
+async fn pending_cleanups(p: &Pipeline, doc_id: &str) -> i64 {
+    docpipe::db::cleanups::pending(&**p.db.client().await, doc_id)
+        .await
+        .unwrap()
 }

@@ -402,3 +402,47 @@ async fn several_pools_through_pgbouncer_store_concurrently_without_statement_er
         );
     }
 }
+
+#[tokio::test]
+async fn failing_a_run_that_is_no_longer_current_writes_no_history_row() {
+    use docpipe::db::transitions;
+    use docpipe::model::{Stage, Trigger};
+    let f = fixture(MAX).await;
+    let key = "uploads/two-runs.txt";
+    f.aws.put(key, b"version one").await;
+    f.deliver(key).await;
+    let doc = f.doc(key).await.unwrap();
+    let old_run = doc.current_run_id.unwrap();
+    // A second run opens while the first is still running. The schema's one-running-run index
+    // forbids that today; it is dropped in this test's own database, so that fail_run's own guard
+    // is what is tested, not the index that hides it.
+    let client = f.db.client().await;
+    client
+        .batch_execute("DROP INDEX uq_runs_one_running_per_doc")
+        .await
+        .unwrap();
+    let new_run = transitions::open_run(&**client, &doc.doc_id, Trigger::Retry, "test", 900)
+        .await
+        .unwrap();
+    let before = f.history(&doc.doc_id).await;
+    assert!(
+        transitions::fail_run(
+            &**client,
+            &doc.doc_id,
+            old_run,
+            Stage::Parse,
+            "late failure"
+        )
+        .await
+        .unwrap(),
+        "the old run itself fails"
+    );
+    assert_eq!(
+        f.history(&doc.doc_id).await,
+        before,
+        "the document's history is about its current run"
+    );
+    let doc = f.doc(key).await.unwrap();
+    assert_eq!(doc.current_run_id, Some(new_run));
+    assert_eq!(doc.status, DocStatus::Pending);
+}

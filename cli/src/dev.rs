@@ -248,12 +248,21 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         tick.tick().await;
         loop {
             tick.tick().await;
-            match docpipe::stages::sweep::sweep(&sweeper.deps(), 500).await {
-                Ok(report) => {
+            match sweeper.run_once().await {
+                Ok((report, kept)) => {
                     for action in &report.actions {
                         println!("{} [sweep] {}", now(), describe_sweep(action));
                     }
-                    for problem in &report.problems {
+                    if kept.removed() > 0 || kept.tombstones_pruned > 0 {
+                        println!(
+                            "{} [sweep] housekeeping: {} clean-ups carried out, {} removed by the reconcile, {} tombstones pruned",
+                            now(),
+                            kept.cleanups.removed,
+                            kept.reconciled.total(),
+                            kept.tombstones_pruned
+                        );
+                    }
+                    for problem in report.problems.iter().chain(&kept.problems) {
                         println!("{} [sweep] left for the next sweep: {problem}", now());
                     }
                 }

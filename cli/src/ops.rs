@@ -31,7 +31,8 @@ pub async fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
     )
     .await?;
     let report =
-        docpipe::reconcile::reconcile(&db, &objects, &vectors, &bucket, args.apply).await?;
+        docpipe::reconcile::reconcile(&db, &objects, &vectors, &bucket, args.apply, usize::MAX)
+            .await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());

@@ -37,6 +37,16 @@ impl StageError {
         }
     }
 
+    /// A database error: permanent when the data is at fault ([`DbError::is_data_error`]),
+    /// transient otherwise.
+    pub fn from_db(stage: Stage, e: crate::db::DbError) -> Self {
+        if e.is_data_error() {
+            StageError::permanent(stage, format!("the data does not fit: {}", chain(&e)))
+        } else {
+            StageError::transient(stage, e)
+        }
+    }
+
     pub fn is_retryable(&self) -> bool {
         matches!(self, StageError::Transient { .. })
     }

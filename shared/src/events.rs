@@ -19,6 +19,9 @@ pub struct ObjectRef {
     pub size: Option<u64>,
     pub etag: Option<String>,
     pub event_name: String,
+    /// When the event says the object was created (S3's `eventTime`, EventBridge's `time`), in
+    /// milliseconds since the epoch; `None` when absent or unreadable.
+    pub event_time_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +73,8 @@ struct Records {
 struct S3Record {
     #[serde(rename = "eventName", default)]
     event_name: String,
+    #[serde(rename = "eventTime", default)]
+    event_time: Option<String>,
     s3: S3Entity,
 }
 
@@ -97,6 +102,8 @@ struct ObjectEntity {
 struct EventBridgeEvent {
     #[serde(rename = "detail-type")]
     detail_type: String,
+    #[serde(default)]
+    time: Option<String>,
     detail: EventBridgeDetail,
 }
 
@@ -113,6 +120,38 @@ fn lenient_u64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D:
         Some(Value::String(s)) => s.parse().ok(),
         _ => None,
     })
+}
+
+/// The (bucket, key) pairs a notification names, read as loosely as possible: for the record of a
+/// notification that could not be decoded. Keys are decoded as S3 encodes them, and cut so that
+/// the record fits.
+pub fn named_objects(value: &Value) -> Vec<(String, String)> {
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
+    let mut named = Vec::new();
+    if let Some(records) = value.get("Records").and_then(Value::as_array) {
+        for record in records.iter().take(MAX_RECORDS) {
+            let s3 = record.get("s3");
+            let bucket = text(s3.and_then(|s| s.pointer("/bucket/name")));
+            let key = decode_key(&text(s3.and_then(|s| s.pointer("/object/key"))));
+            if !bucket.is_empty() || !key.is_empty() {
+                named.push((bucket, key.replace('\0', "")));
+            }
+        }
+    } else if let Some(detail) = value.get("detail") {
+        let bucket = text(detail.pointer("/bucket/name"));
+        let key = text(detail.pointer("/object/key"));
+        if !bucket.is_empty() || !key.is_empty() {
+            named.push((bucket, key.replace('\0', "")));
+        }
+    }
+    named
+}
+
+/// An RFC 3339 time as milliseconds since the epoch.
+fn epoch_ms(time: Option<&str>) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(time?)
+        .ok()
+        .map(|t| t.timestamp_millis())
 }
 
 /// S3 notification keys are form-urlencoded: `+` is a space, then percent-decoding.
@@ -196,6 +235,7 @@ fn decode_records(value: &Value) -> Result<Notification, DecodeError> {
                 .etag
                 .map(|e| e.trim_matches('"').to_string()),
             event_name: record.event_name,
+            event_time_ms: epoch_ms(record.event_time.as_deref()),
         });
     }
     if created.is_empty() {
@@ -233,6 +273,7 @@ fn decode_eventbridge(value: &Value) -> Result<Notification, DecodeError> {
         size: event.detail.object.size,
         etag: event.detail.object.etag,
         event_name: "ObjectCreated:EventBridge".into(),
+        event_time_ms: epoch_ms(event.time.as_deref()),
     }]))
 }
 

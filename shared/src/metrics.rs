@@ -94,6 +94,19 @@ pub fn runs_redriven(count: usize) {
     );
 }
 
+/// What the sweeper's housekeeping removed: clean-ups carried out, what the reconcile found and
+/// removed (documents' vectors and artifact objects), and tombstones past their retention.
+pub fn housekeeping(cleanups: usize, reconciled: usize, tombstones: usize) {
+    emit(
+        &[("stage", "sweep")],
+        &[
+            ("CleanupsCarriedOut", "Count", cleanups as f64),
+            ("ReconcileRemoved", "Count", reconciled as f64),
+            ("TombstonesPruned", "Count", tombstones as f64),
+        ],
+    );
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -22,6 +22,14 @@ pub struct Report {
 }
 
 impl Report {
+    /// Documents and objects this report covers (what it removed, when applied).
+    pub fn total(&self) -> usize {
+        self.orphan_vector_docs.len()
+            + self.stale_run_vectors.len()
+            + self.failed_doc_vectors.len()
+            + self.orphan_artifacts.len()
+    }
+
     pub fn is_clean(&self) -> bool {
         self.orphan_vector_docs.is_empty()
             && self.stale_run_vectors.is_empty()
@@ -70,17 +78,37 @@ async fn doc_states(db: &Db, ids: &[String]) -> Result<HashMap<String, DocState>
         .collect())
 }
 
+/// The newest run id PostgreSQL has handed out. Every removal is bounded by it, so a run opened
+/// while the reconcile works (a new upload under a key whose document was just deleted, say) keeps
+/// what it writes.
+async fn run_horizon(db: &Db) -> Result<i64, DbError> {
+    let client = db.client().await?;
+    let row = client
+        .query_typed_one(
+            "SELECT COALESCE(pg_sequence_last_value(
+                 pg_get_serial_sequence('document_processing_runs', 'run_id')), 0)",
+            &[],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+/// Finds what PostgreSQL does not vouch for; with `apply`, removes at most `limit` documents' worth
+/// of vectors and `limit` artifact objects (the scheduled run is bounded; the rest waits for the
+/// next one).
 pub async fn reconcile(
     db: &Db,
     objects: &dyn ObjectStore,
     vectors: &dyn VectorIndex,
     bucket: &str,
     apply: bool,
+    limit: usize,
 ) -> Result<Report, ReconcileError> {
     let mut report = Report {
         applied: apply,
         ..Report::default()
     };
+    let horizon = run_horizon(db).await?;
 
     let ids = vectors.doc_ids().await?;
     let states = doc_states(db, &ids).await?;
@@ -132,16 +160,22 @@ pub async fn reconcile(
     }
 
     if apply {
+        report.orphan_vector_docs.truncate(limit);
+        report.failed_doc_vectors.truncate(limit);
+        report.stale_run_vectors.truncate(limit);
+        report.orphan_artifacts.truncate(limit);
         for id in report
             .orphan_vector_docs
             .iter()
             .chain(&report.failed_doc_vectors)
         {
-            vectors.delete_doc(id).await?;
+            vectors.delete_runs_up_to(id, horizon).await?;
         }
         for (id, _) in &report.stale_run_vectors {
+            // An indexed document's other vectors are older runs': a newer run would have moved
+            // the document out of `indexed`.
             if let Some(run) = states.get(id).and_then(|s| s.current_run_id) {
-                vectors.delete_other_runs(id, run).await?;
+                vectors.delete_runs_up_to(id, run - 1).await?;
             }
         }
         for key in &report.orphan_artifacts {

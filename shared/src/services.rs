@@ -7,10 +7,11 @@ use crate::config::{
     StoreConfig,
 };
 use crate::db::{Db, DbError};
+use crate::stages::housekeeping::{HousekeepingDeps, HousekeepingReport};
 use crate::stages::index::IndexDeps;
 use crate::stages::parse::ParseDeps;
 use crate::stages::store::StoreDeps;
-use crate::stages::sweep::SweepDeps;
+use crate::stages::sweep::{SweepDeps, SweepError, SweepReport};
 use docpipe_embed::Embedder;
 use docpipe_vector::{MilvusIndex, VectorIndex};
 use std::sync::Arc;
@@ -225,7 +226,10 @@ impl IndexService {
 pub struct SweepService {
     pub db: Db,
     pub queue: Arc<dyn JobQueue>,
+    pub objects: Arc<dyn ObjectStore>,
     pub vectors: Arc<dyn VectorIndex>,
+    /// The documents bucket: artifacts, and the originals a finished delete removes.
+    pub bucket: String,
     pub parse_queue_url: String,
     pub index_queue_url: String,
     pub clock: Clock,
@@ -239,6 +243,7 @@ impl SweepService {
         let milvus = MilvusConfig::read(&mut env);
         let parse_queue_url = env.url("DOCPIPE_PARSE_QUEUE_URL");
         let index_queue_url = env.url("DOCPIPE_INDEX_QUEUE_URL");
+        let bucket = env.required("DOCPIPE_BUCKET");
         let clock = Clock::read(&mut env);
         env.finish()?;
         let db = connect_db(&db_config, &aws_config).await?;
@@ -246,7 +251,9 @@ impl SweepService {
         Ok(SweepService {
             db,
             queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
+            objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
             vectors: connect_vectors(&milvus).await?,
+            bucket,
             parse_queue_url,
             index_queue_url,
             clock,
@@ -263,7 +270,33 @@ impl SweepService {
             clock: &self.clock,
         }
     }
+
+    pub fn housekeeping_deps(&self) -> HousekeepingDeps<'_> {
+        HousekeepingDeps {
+            db: &self.db,
+            objects: self.objects.as_ref(),
+            vectors: self.vectors.as_ref(),
+            bucket: &self.bucket,
+            clock: &self.clock,
+        }
+    }
+
+    /// One scheduled run: lost jobs first, then what failures left behind.
+    pub async fn run_once(&self) -> Result<(SweepReport, HousekeepingReport), SweepError> {
+        let swept = crate::stages::sweep::sweep(&self.deps(), SWEEP_LIMIT).await?;
+        let kept = crate::stages::housekeeping::housekeeping(
+            &self.housekeeping_deps(),
+            HOUSEKEEPING_LIMIT,
+        )
+        .await;
+        Ok((swept, kept))
+    }
 }
+
+/// Runs per stage one sweep looks at.
+pub const SWEEP_LIMIT: i64 = 500;
+/// Clean-ups, and each kind of reconcile removal, one sweep carries out.
+pub const HOUSEKEEPING_LIMIT: usize = 200;
 
 /// The DLQ function's clients: it fails the run (PostgreSQL) and removes its vectors (Milvus).
 pub struct DeadLetterService {

@@ -372,7 +372,7 @@ pub fn s3_put_event(bucket: &str, key: &str) -> serde_json::Value {
             "eventVersion": "2.1",
             "eventSource": "aws:s3",
             "awsRegion": "us-east-1",
-            "eventTime": "2026-11-30T00:00:00.000Z",
+            "eventTime": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             "eventName": "ObjectCreated:Put",
             "s3": {
                 "s3SchemaVersion": "1.0",
@@ -747,6 +747,9 @@ pub struct HookedObjectStore {
     /// Called with the key just written; an error is returned to the stage as the put's.
     #[allow(clippy::type_complexity)]
     pub after_put: Box<dyn Fn(&str) -> Result<(), docpipe::adapters::StorageError> + Send + Sync>,
+    /// Called with the key after its sha256 was computed (the window before the store's insert).
+    #[allow(clippy::type_complexity)]
+    pub after_sha256: Box<dyn Fn(&str) + Send + Sync>,
     /// How often an object's bytes were read (`get` and `sha256`).
     pub body_reads: std::sync::atomic::AtomicUsize,
 }
@@ -756,6 +759,7 @@ impl HookedObjectStore {
         HookedObjectStore {
             inner,
             after_put: Box::new(|_| Ok(())),
+            after_sha256: Box::new(|_| {}),
             body_reads: Default::default(),
         }
     }
@@ -782,7 +786,9 @@ impl docpipe::adapters::ObjectStore for HookedObjectStore {
         l: u64,
     ) -> Result<docpipe::adapters::ContentDigest, docpipe::adapters::StorageError> {
         self.read_body();
-        self.inner.sha256(b, k, l).await
+        let digest = self.inner.sha256(b, k, l).await?;
+        (self.after_sha256)(k);
+        Ok(digest)
     }
     async fn get(
         &self,
@@ -843,6 +849,9 @@ pub struct HookedVectorIndex {
     pub before_insert: Box<dyn Fn(usize) -> Result<(), docpipe_vector::VectorError> + Send + Sync>,
     #[allow(clippy::type_complexity)]
     pub after_insert: Box<dyn Fn(usize) -> Result<(), docpipe_vector::VectorError> + Send + Sync>,
+    /// Called with the doc_id before every delete (of a document, a run or other runs).
+    #[allow(clippy::type_complexity)]
+    pub before_delete: Box<dyn Fn(&str) -> Result<(), docpipe_vector::VectorError> + Send + Sync>,
     pub inserts: std::sync::atomic::AtomicUsize,
 }
 
@@ -852,6 +861,7 @@ impl HookedVectorIndex {
             inner,
             before_insert: Box::new(|_| Ok(())),
             after_insert: Box::new(|_| Ok(())),
+            before_delete: Box::new(|_| Ok(())),
             inserts: Default::default(),
         }
     }
@@ -890,13 +900,20 @@ impl docpipe_vector::VectorIndex for HookedVectorIndex {
         (self.after_insert)(n)
     }
     async fn delete_doc(&self, d: &str) -> Result<(), docpipe_vector::VectorError> {
+        (self.before_delete)(d)?;
         self.inner.delete_doc(d).await
     }
     async fn delete_other_runs(&self, d: &str, k: i64) -> Result<(), docpipe_vector::VectorError> {
+        (self.before_delete)(d)?;
         self.inner.delete_other_runs(d, k).await
     }
     async fn delete_run(&self, d: &str, r: i64) -> Result<(), docpipe_vector::VectorError> {
+        (self.before_delete)(d)?;
         self.inner.delete_run(d, r).await
+    }
+    async fn delete_runs_up_to(&self, d: &str, r: i64) -> Result<(), docpipe_vector::VectorError> {
+        (self.before_delete)(d)?;
+        self.inner.delete_runs_up_to(d, r).await
     }
     async fn count(&self, d: &str, r: Option<i64>) -> Result<usize, docpipe_vector::VectorError> {
         self.inner.count(d, r).await

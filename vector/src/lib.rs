@@ -90,6 +90,11 @@ pub trait VectorIndex: Send + Sync {
     /// Deletes the vectors of one run of a document.
     async fn delete_run(&self, doc_id: &str, run_id: i64) -> Result<(), VectorError>;
 
+    /// Deletes the document's vectors of every run up to and including `max_run`. Run ids only
+    /// grow, so a background job that read PostgreSQL when `max_run` was the newest run can never
+    /// remove what a run opened after that wrote.
+    async fn delete_runs_up_to(&self, doc_id: &str, max_run: i64) -> Result<(), VectorError>;
+
     /// Counts a document's vectors (optionally of one run) with Strong consistency, so it
     /// sees every write acknowledged before the call.
     async fn count(&self, doc_id: &str, run_id: Option<i64>) -> Result<usize, VectorError>;

@@ -613,6 +613,11 @@ impl VectorIndex for MilvusIndex {
         self.delete_where("delete_run", filter).await
     }
 
+    async fn delete_runs_up_to(&self, doc_id: &str, max_run: i64) -> Result<(), VectorError> {
+        let filter = format!("{} and {F_RUN_ID} <= {max_run}", expr::doc_eq(doc_id));
+        self.delete_where("delete_runs_up_to", filter).await
+    }
+
     async fn count(&self, doc_id: &str, run_id: Option<i64>) -> Result<usize, VectorError> {
         let mut filter = expr::doc_eq(doc_id);
         if let Some(run_id) = run_id {

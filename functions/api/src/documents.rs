@@ -46,7 +46,7 @@ fn check_text(field: &str, value: &str, max_chars: usize) -> Result<(), ApiError
     Ok(())
 }
 
-fn page_limit(limit: Option<i64>) -> Result<i64, ApiError> {
+pub fn page_limit(limit: Option<i64>) -> Result<i64, ApiError> {
     match limit {
         None => Ok(DEFAULT_PAGE),
         Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
@@ -572,6 +572,7 @@ pub async fn retry_document(
         queue: state.queue.as_ref(),
         parse_queue_url: &state.config.parse_queue_url,
         stage_deadline_secs: state.config.stage_deadline_secs,
+        max_bytes: state.config.max_bytes,
     };
     match retry::retry(&deps, &doc_id).await {
         Ok(retried) => {

@@ -58,6 +58,9 @@ impl VectorIndex for LazyMilvus {
     async fn delete_run(&self, doc_id: &str, run_id: i64) -> Result<(), VectorError> {
         self.get().await?.delete_run(doc_id, run_id).await
     }
+    async fn delete_runs_up_to(&self, doc_id: &str, max_run: i64) -> Result<(), VectorError> {
+        self.get().await?.delete_runs_up_to(doc_id, max_run).await
+    }
     async fn count(&self, doc_id: &str, run_id: Option<i64>) -> Result<usize, VectorError> {
         self.get().await?.count(doc_id, run_id).await
     }

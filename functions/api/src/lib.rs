@@ -13,6 +13,7 @@
 //! GET    /documents/{doc_id}/download       a presigned GET of the original
 //! POST   /documents/{doc_id}/retry          a new run (202); Idempotency-Key honoured
 //! DELETE /documents/{doc_id}                seed 000 §6.7 (204; 204 again once deleted)
+//! GET    /intake-failures                   uploads that did not become a document; cursor
 //! POST   /search                            validated hits
 //! POST   /notifications/s3                  S3-compatible webhook (bearer token)
 //! GET    /healthz                           database, S3, Milvus
@@ -23,6 +24,7 @@ pub mod audit;
 pub mod context;
 pub mod documents;
 pub mod health;
+pub mod intake;
 pub mod lazy_index;
 pub mod notifications;
 pub mod problem;
@@ -94,6 +96,11 @@ fn table() -> Routes {
             Method::POST,
             "/documents/{doc_id}/retry",
             post(documents::retry_document),
+        ),
+        (
+            Method::GET,
+            "/intake-failures",
+            get(intake::list_intake_failures),
         ),
         (Method::POST, "/search", post(search::search_chunks)),
         (

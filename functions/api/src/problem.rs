@@ -271,6 +271,7 @@ impl From<RetryError> for ApiError {
             }
             RetryError::NotRetryable { .. } => ApiError::conflict("not-retryable", detail),
             RetryError::OriginalMissing { .. } => ApiError::conflict("original-missing", detail),
+            RetryError::TooLarge { .. } => ApiError::conflict("original-too-large", detail),
             RetryError::Db(e) => e.into(),
             RetryError::Storage(e) => e.into(),
             RetryError::Queue(e) => e.into(),

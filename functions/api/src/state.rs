@@ -41,6 +41,8 @@ pub struct ApiConfig {
     pub webhook_token: Option<Secret>,
     /// A run's deadline per stage (`DOCPIPE_STAGE_DEADLINE_SECS`, default 900).
     pub stage_deadline_secs: i64,
+    /// The largest original a retry re-reads (`DOCPIPE_MAX_BYTES`, as the store function's).
+    pub max_bytes: u64,
     /// The largest request body accepted (`DOCPIPE_API_MAX_BODY_BYTES`, default 64 KiB).
     pub max_body_bytes: usize,
     /// Deliveries of a job before its queue gives up (`DOCPIPE_MAX_RECEIVE_COUNT`, the template's
@@ -63,6 +65,7 @@ impl ApiConfig {
             download_url_ttl: Duration::from_secs(download),
             webhook_token: env.optional("DOCPIPE_WEBHOOK_TOKEN").map(Secret::new),
             stage_deadline_secs: env.parsed_or("DOCPIPE_STAGE_DEADLINE_SECS", 900i64),
+            max_bytes: env.parsed_or("DOCPIPE_MAX_BYTES", docpipe::config::DEFAULT_MAX_BYTES),
             max_body_bytes: env.parsed_or("DOCPIPE_API_MAX_BODY_BYTES", 64 * 1024usize),
             max_receive_count: env
                 .optional("DOCPIPE_MAX_RECEIVE_COUNT")

@@ -11,16 +11,19 @@ async fn main() -> Result<(), Error> {
     let service = SweepService::from_env().await?;
     let service = &service;
     lambda_runtime::run(service_fn(move |_: LambdaEvent<Value>| async move {
-        let report = docpipe::stages::sweep::sweep(&service.deps(), 500).await?;
+        let (report, kept) = service.run_once().await?;
         docpipe::metrics::runs_swept(report.failed());
         docpipe::metrics::runs_redriven(report.redriven());
-        for problem in &report.problems {
+        for problem in report.problems.iter().chain(&kept.problems) {
             tracing::warn!(problem, "sweep left something for the next run");
         }
         Ok::<Value, Error>(json!({
             "failed": report.failed(),
             "redriven": report.redriven(),
-            "problems": report.problems,
+            "cleanups_carried_out": kept.cleanups.removed,
+            "reconcile_removed": kept.reconciled.total(),
+            "tombstones_pruned": kept.tombstones_pruned,
+            "problems": report.problems.iter().chain(&kept.problems).collect::<Vec<_>>(),
         }))
     }))
     .await

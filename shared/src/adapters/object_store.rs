@@ -10,6 +10,8 @@ pub struct ObjectHead {
     /// Without the quotes S3 puts around it.
     pub etag: String,
     pub content_type: String,
+    /// `Last-Modified`, in milliseconds since the epoch (S3 gives whole seconds).
+    pub last_modified_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,6 +203,7 @@ impl ObjectStore for S3ObjectStore {
                     .trim_matches('"')
                     .to_string(),
                 content_type: out.content_type().unwrap_or_default().to_string(),
+                last_modified_ms: out.last_modified().and_then(|t| t.to_millis().ok()),
             })),
             Err(err) => {
                 if let Some(denied) = access_denied(&err, bucket, key, "HeadObject") {

@@ -48,6 +48,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0007_liveness",
         sql: include_str!("../../../migrations/0007_liveness.sql"),
     },
+    Migration {
+        version: 8,
+        name: "0008_tombstones_cleanups_intake",
+        sql: include_str!("../../../migrations/0008_tombstones_cleanups_intake.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

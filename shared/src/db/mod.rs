@@ -6,13 +6,16 @@
 //! no `SET`, no temp tables, only transaction-scoped advisory locks.
 
 pub mod audit;
+pub mod cleanups;
 pub mod documents;
 pub mod idempotency;
+pub mod intake;
 pub mod migrate;
 pub mod run_events;
 pub mod runs;
 pub mod snapshot;
 pub mod tls;
+pub mod tombstones;
 pub mod transitions;
 pub mod views;
 
@@ -56,6 +59,24 @@ impl DbError {
 
     pub fn is_unique_violation(&self) -> bool {
         self.sql_state() == Some("23505")
+    }
+
+    /// The data, not the database, is at fault: a data exception (class 22: a value too long for
+    /// its column, bytes that are not valid in the encoding, a number out of range) or a check
+    /// violation (23514). Retrying cannot help. A foreign-key violation (23503) is not one: it
+    /// means a concurrent delete, and the retry finds the document gone.
+    pub fn is_data_error(&self) -> bool {
+        self.sql_state()
+            .is_some_and(|s| s.starts_with("22") || s == "23514")
+    }
+}
+
+/// The longest prefix of `value` that fits a `VARCHAR(max_chars)` column (PostgreSQL counts
+/// characters, not bytes), cut at a character boundary.
+pub fn fit(value: &str, max_chars: usize) -> &str {
+    match value.char_indices().nth(max_chars) {
+        Some((end, _)) => &value[..end],
+        None => value,
     }
 }
 

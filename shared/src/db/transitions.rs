@@ -66,6 +66,8 @@ pub struct StoredObject<'a> {
     pub size_bytes: i64,
     pub sha256: &'a str,
     pub etag: &'a str,
+    /// Merged into the document's `metadata` (the full values of fields cut to their column).
+    pub metadata: &'a serde_json::Value,
 }
 
 /// Seed 000 §6.2: `pending → stored`, recording what was stored; the run is now queued for parse
@@ -77,13 +79,15 @@ pub async fn mark_stored(
     run_id: i64,
     object: &StoredObject<'_>,
 ) -> Result<bool, DbError> {
+    let metadata = object.metadata.to_string();
     let rows = c
         .query_typed(
             "WITH doc AS (
                  UPDATE documents SET status = 'stored', file_name = $3, object_name = $4,
                         source_bucket = $5, content_type = $6, size_bytes = $7,
                         content_sha256 = $8, source_etag = $9, updated_at = NOW(),
-                        doc_name = CASE WHEN doc_name = '' THEN $3 ELSE doc_name END
+                        doc_name = CASE WHEN doc_name = '' THEN $3 ELSE doc_name END,
+                        metadata = metadata || $10::jsonb
                  WHERE doc_id = $1 AND current_run_id = $2 AND status = 'pending' AND deleting_at IS NULL
                  RETURNING doc_id),
              run AS (
@@ -108,6 +112,7 @@ pub async fn mark_stored(
                 (&object.size_bytes, Type::INT8),
                 (&object.sha256, Type::VARCHAR),
                 (&object.etag, Type::VARCHAR),
+                (&metadata, Type::TEXT),
             ],
         )
         .await?;
@@ -124,6 +129,8 @@ pub async fn fail_run(
     stage: Stage,
     message: &str,
 ) -> Result<bool, DbError> {
+    // The history row goes with the document's change: a superseded run fails alone, silently,
+    // since the document's history is about its current run.
     let rows = c
         .query_typed(
             "WITH prev AS (SELECT status FROM documents WHERE doc_id = $1 AND current_run_id = $2),
@@ -135,11 +142,13 @@ pub async fn fail_run(
              doc AS (
                  UPDATE documents SET status = 'failed', error_message = $4, updated_at = NOW()
                  WHERE doc_id = $1 AND current_run_id = $2 AND EXISTS (SELECT 1 FROM run)
-                 RETURNING doc_id)
-             INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
-             SELECT $1, $2, COALESCE((SELECT status FROM prev), ''), 'failed', $3, $4
-             FROM run
-             RETURNING event_id",
+                 RETURNING doc_id),
+             history AS (
+                 INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
+                 SELECT $1, $2, COALESCE((SELECT status FROM prev), ''), 'failed', $3, $4
+                 FROM doc
+                 RETURNING event_id)
+             SELECT run_id FROM run",
             &[
                 (&doc_id, Type::VARCHAR),
                 (&run_id, Type::INT8),

@@ -40,6 +40,16 @@ where
         let id = message.message_id.clone().unwrap_or_default();
         match handle(message).await {
             Ok(line) => report.lines.push(line),
+            Err(err) if err.is_retryable() && id.is_empty() => {
+                // An empty item identifier makes Lambda fail the whole batch, redelivering the
+                // messages that succeeded. SQS gives every message an id, so a record without
+                // one did not come from a queue and has nowhere to go back to.
+                let text = crate::error::chain(&err);
+                tracing::error!(error = %text, class = "transient", "a record without a messageId failed: it cannot be returned to its queue");
+                report
+                    .lines
+                    .push(format!("failed, not retried (no messageId): {text}"));
+            }
             Err(err) if err.is_retryable() => {
                 let text = crate::error::chain(&err);
                 tracing::warn!(message_id = %id, error = %text, class = "transient", "message will be redelivered");
@@ -131,5 +141,33 @@ impl Backoff<'_> {
         if let Err(e) = recorded {
             tracing::warn!(run_id, error = %crate::error::chain(&e), "could not record the backoff");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_record_without_a_message_id_never_spoils_the_batch_response() {
+        let mut batch = SqsEvent::default();
+        for id in [Some("m-1"), None, Some("m-3")] {
+            let mut m = SqsMessage::default();
+            m.message_id = id.map(String::from);
+            m.body = Some("x".into());
+            batch.records.push(m);
+        }
+        let report = for_each_message(batch, |_| async {
+            Err(StageError::transient(Stage::Store, "the database is down"))
+        })
+        .await;
+        let ids: Vec<&str> = report
+            .response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect();
+        assert_eq!(ids, ["m-1", "m-3"], "no empty identifier");
+        assert_eq!(report.lines.len(), 3);
     }
 }

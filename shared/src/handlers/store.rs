@@ -61,8 +61,18 @@ pub async fn handle_notification(
     service: &StoreService,
     value: &Value,
 ) -> Result<String, StageError> {
-    let notification = events::decode_notification(value)
-        .map_err(|e| StageError::permanent(Stage::Store, e.to_string()))?;
+    let notification = match events::decode_notification(value) {
+        Ok(notification) => notification,
+        Err(e) => {
+            // A notification that names an object (say, with a key no row can hold) is an
+            // upload that reached the store function: it is recorded, not just logged.
+            let reason = e.to_string();
+            for (bucket, key) in events::named_objects(value) {
+                record_intake_failure(service, &bucket, &key, &reason, 0).await?;
+            }
+            return Err(StageError::permanent(Stage::Store, reason));
+        }
+    };
     let objects = match notification {
         Notification::Test => {
             tracing::info!(stage = "store", "s3:TestEvent acknowledged");
@@ -78,9 +88,21 @@ pub async fn handle_notification(
     let mut lines = Vec::with_capacity(objects.len());
     for object in &objects {
         let started = std::time::Instant::now();
-        let outcome = store_object(&deps, object).await.inspect_err(|e| {
-            crate::metrics::stage_failed(Stage::Store, e.class());
-        })?;
+        let outcome = match store_object(&deps, object).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                crate::metrics::stage_failed(Stage::Store, e.class());
+                if e.is_retryable() {
+                    return Err(e);
+                }
+                // Permanent with no document to fail (a value the schema refuses, say): the
+                // upload ends as a recorded intake failure, and the other objects go on.
+                let reason = crate::error::chain(&e);
+                record_intake_failure(service, &object.bucket, &object.key, &reason, 0).await?;
+                lines.push(format!("{}: refused: {reason}", object.key));
+                continue;
+            }
+        };
         match &outcome {
             StoreOutcome::Stored { .. } => {
                 crate::metrics::stage_completed(Stage::Store, started.elapsed().as_millis() as u64)
@@ -95,6 +117,33 @@ pub async fn handle_notification(
         lines.push(describe(&object.key, &outcome));
     }
     Ok(lines.join("; "))
+}
+
+/// Records an upload that did not become a document. A database that cannot take the record makes
+/// the event transient: it comes back rather than vanish.
+pub async fn record_intake_failure(
+    service: &StoreService,
+    bucket: &str,
+    key: &str,
+    reason: &str,
+    deliveries: i32,
+) -> Result<(), StageError> {
+    let client = service
+        .db
+        .client()
+        .await
+        .map_err(|e| StageError::transient(Stage::Store, e))?;
+    crate::db::intake::record(&**client, bucket, key, reason, deliveries)
+        .await
+        .map_err(|e| StageError::transient(Stage::Store, e))?;
+    tracing::error!(
+        stage = "store",
+        bucket,
+        key,
+        reason,
+        "upload refused: recorded as an intake failure"
+    );
+    Ok(())
 }
 
 fn describe(key: &str, outcome: &StoreOutcome) -> String {
@@ -120,6 +169,7 @@ fn describe(key: &str, outcome: &StoreOutcome) -> String {
             run_id,
             reason,
         } => format!("{doc_id} run {run_id}: failed at store: {reason}"),
+        StoreOutcome::Stale { doc_id, why } => format!("{doc_id}: stale event dropped: {why}"),
         StoreOutcome::ObjectMissing { doc_id, failed_run } => match failed_run {
             Some(run) => format!("{doc_id} run {run}: failed at store: {key} no longer exists"),
             None => format!("{doc_id}: {key} no longer exists, nothing to do"),

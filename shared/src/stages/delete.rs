@@ -7,7 +7,7 @@
 
 use crate::adapters::{ObjectStore, StorageError};
 use crate::artifacts;
-use crate::db::{documents, Db, DbError, Type};
+use crate::db::{cleanups, documents, tombstones, Db, DbError, Type};
 use docpipe_vector::{VectorError, VectorIndex};
 
 pub struct DeleteDeps<'a> {
@@ -36,9 +36,13 @@ pub struct Deleted {
     pub objects_removed: usize,
 }
 
+/// Marks the document, then removes everything of it. The mark, the tombstone that keeps a late
+/// upload event from bringing the document back, and the outbox row that lets the sweeper finish
+/// an interrupted delete are one transaction.
 pub async fn delete(deps: &DeleteDeps<'_>, doc_id: &str) -> Result<Deleted, DeleteError> {
-    let client = deps.db.client().await?;
-    let marked = client
+    let mut client = deps.db.client().await?;
+    let tx = client.transaction().await.map_err(DbError::from)?;
+    let marked = tx
         .query_typed_opt(
             "UPDATE documents SET deleting_at = COALESCE(deleting_at, NOW()), updated_at = NOW()
              WHERE doc_id = $1 RETURNING doc_id",
@@ -49,6 +53,17 @@ pub async fn delete(deps: &DeleteDeps<'_>, doc_id: &str) -> Result<Deleted, Dele
     if marked.is_none() {
         return Err(DeleteError::NotFound(doc_id.to_string()));
     }
+    tombstones::record(&*tx, doc_id).await?;
+    cleanups::record(&*tx, cleanups::Kind::Document, doc_id, None, "deleted").await?;
+    tx.commit().await.map_err(DbError::from)?;
+    drop(client);
+    finish(deps, doc_id).await
+}
+
+/// The removals of a marked document, then its row; repeatable until it succeeds (the API's
+/// `DELETE` again, or the sweeper working off the outbox).
+pub async fn finish(deps: &DeleteDeps<'_>, doc_id: &str) -> Result<Deleted, DeleteError> {
+    let client = deps.db.client().await?;
     let doc = documents::get(&**client, doc_id)
         .await?
         .ok_or_else(|| DeleteError::NotFound(doc_id.to_string()))?;
@@ -67,14 +82,16 @@ pub async fn delete(deps: &DeleteDeps<'_>, doc_id: &str) -> Result<Deleted, Dele
         .await?;
     deps.vectors.delete_doc(doc_id).await?;
 
-    let client = deps.db.client().await?;
-    client
-        .execute_typed(
-            "DELETE FROM documents WHERE doc_id = $1",
-            &[(&doc_id, Type::VARCHAR)],
-        )
-        .await
-        .map_err(DbError::from)?;
+    let mut client = deps.db.client().await?;
+    let tx = client.transaction().await.map_err(DbError::from)?;
+    tx.execute_typed(
+        "DELETE FROM documents WHERE doc_id = $1",
+        &[(&doc_id, Type::VARCHAR)],
+    )
+    .await
+    .map_err(DbError::from)?;
+    cleanups::done_for(&*tx, cleanups::Kind::Document, doc_id).await?;
+    tx.commit().await.map_err(DbError::from)?;
     tracing::info!(
         doc_id,
         stage = "delete",

@@ -15,10 +15,12 @@ use super::lease::HeldLease;
 use crate::adapters::{ObjectStore, StorageError};
 use crate::artifacts;
 use crate::config::IndexConfig;
+use crate::db::cleanups::{self, Kind};
 use crate::db::transitions::{self, IndexCounts};
 use crate::db::{documents, Db, DbError};
 use crate::error::StageError;
 use crate::model::{DocStatus, JobMessage, Stage};
+use crate::stages::cleanup::{record_and_try, Carried, CleanupDeps};
 use docpipe_embed::{EmbedError, Embedder};
 use docpipe_parse::VectorChunk;
 use docpipe_vector::{ChunkRecord, VectorError, VectorIndex};
@@ -53,7 +55,7 @@ pub enum IndexOutcome {
 }
 
 fn db_err(e: DbError) -> StageError {
-    StageError::transient(Stage::Index, e)
+    StageError::from_db(Stage::Index, e)
 }
 
 fn vector_err(e: VectorError) -> StageError {
@@ -249,6 +251,9 @@ async fn load_chunks(
                 format!("the chunks artifact {key} is larger than {limit} bytes"),
             ))
         }
+        Err(e @ StorageError::AccessDenied { .. }) => {
+            return Err(Failure::Permanent(Stage::Index, crate::error::chain(&e)))
+        }
         Err(e) => return Err(Failure::Transient(StageError::transient(Stage::Index, e))),
     };
     let chunks: Vec<VectorChunk> = artifacts::decode_items(&body)
@@ -369,27 +374,29 @@ async fn commit(
 ) -> Result<bool, DbError> {
     let mut client = deps.db.client().await?;
     let tx = client.transaction().await?;
-    if documents::lock(&*tx, doc_id).await?.is_none() {
-        return Ok(false);
+    let moved = documents::lock(&*tx, doc_id).await?.is_some()
+        && transitions::mark_indexed(
+            &*tx,
+            doc_id,
+            lease.run_id,
+            &lease.owner,
+            &IndexCounts {
+                chunks: chunks as i32,
+                embedding_model: deps.embedder.model_id(),
+                index_name: deps.vectors.collection(),
+                metadata,
+            },
+        )
+        .await?;
+    if !moved {
+        // The decision that this worker's vectors are not the run's, and the clean-up it owes.
+        cleanups::record(&*tx, Kind::VectorsRun, doc_id, Some(lease.run_id), LOST).await?;
     }
-    let moved = transitions::mark_indexed(
-        &*tx,
-        doc_id,
-        lease.run_id,
-        &lease.owner,
-        &IndexCounts {
-            chunks: chunks as i32,
-            embedding_model: deps.embedder.model_id(),
-            index_name: deps.vectors.collection(),
-            metadata,
-        },
-    )
-    .await?;
-    if moved {
-        tx.commit().await?;
-    }
+    tx.commit().await?;
     Ok(moved)
 }
+
+const LOST: &str = "the run was lost while its vectors were written";
 
 /// A reindex never leaves two runs' vectors behind. This runs only after the run's commit, so the
 /// vectors it removes are never the current run's; if Milvus fails here, search still shows only
@@ -414,38 +421,32 @@ pub fn embedding_text(chunk: &VectorChunk) -> String {
 }
 
 /// The run was lost while its vectors were written (deleted, superseded, or taken over). What this
-/// worker wrote is removed, unless another delivery of the same run committed it: then those
-/// vectors are the run's, and they stay.
+/// worker wrote is removed through the clean-up outbox, unless another delivery of the same run
+/// committed it: then those vectors are the run's, and they stay. If the removal fails, the
+/// outbox keeps it for the sweeper, and this message is done.
 async fn abandon(
     deps: &IndexDeps<'_>,
     doc_id: &str,
     run_id: i64,
 ) -> Result<IndexOutcome, StageError> {
-    let client = deps.db.client().await.map_err(db_err)?;
-    let run = crate::db::runs::get(&**client, run_id)
+    let cleanup = CleanupDeps {
+        db: deps.db,
+        objects: deps.objects,
+        vectors: Some(deps.vectors),
+        artifacts_bucket: &deps.config.bucket,
+        clock: &deps.config.clock,
+    };
+    let carried = record_and_try(&cleanup, Kind::VectorsRun, doc_id, Some(run_id), LOST)
         .await
         .map_err(db_err)?;
-    drop(client);
-    let committed = run.is_some_and(|r| r.run_status == crate::model::RunStatus::Succeeded);
-    if !committed {
-        deps.vectors
-            .delete_run(doc_id, run_id)
-            .await
-            .map_err(vector_err)?;
-        warn!(
-            doc_id,
-            run_id,
-            stage = "index",
-            "run lost during indexing: its vectors were removed"
-        );
-    }
+    warn!(doc_id, run_id, stage = "index", outcome = ?carried, "run lost during indexing");
     Ok(IndexOutcome::Stale {
         doc_id: doc_id.to_string(),
         run_id,
-        why: if committed {
-            "another delivery of the run committed it first".into()
-        } else {
-            "the document moved on while it was indexed".into()
+        why: match carried {
+            Carried::NotNeeded(why) => format!("the run was lost here, but {why}"),
+            Carried::Removed => "the document moved on while it was indexed".into(),
+            Carried::Postponed(why) => format!("the document moved on while it was indexed; {why}"),
         },
     })
 }

@@ -17,9 +17,11 @@
 //! Every status change goes through [`crate::db::transitions`], where each one is a single
 //! compare-and-set statement.
 
+pub mod cleanup;
 pub mod current;
 pub mod delete;
 pub mod give_up;
+pub mod housekeeping;
 pub mod index;
 pub mod lease;
 pub mod parse;

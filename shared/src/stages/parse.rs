@@ -10,10 +10,12 @@ use super::lease::HeldLease;
 use crate::adapters::{JobQueue, ObjectStore, StorageError};
 use crate::artifacts::{self, Artifact};
 use crate::config::ParseConfig;
+use crate::db::cleanups::Kind;
 use crate::db::transitions::{self, ParseCounts};
 use crate::db::{documents, snapshot, Db, DbError};
 use crate::error::StageError;
 use crate::model::{DocStatus, JobMessage, Stage};
+use crate::stages::cleanup::{record_and_try, CleanupDeps};
 use docpipe_parse::{Hint, ParsedDocument, VectorChunk};
 use std::time::Instant;
 use tracing::{info, warn};
@@ -51,7 +53,7 @@ pub enum ParseOutcome {
 }
 
 fn db_err(e: DbError) -> StageError {
-    StageError::transient(Stage::Parse, e)
+    StageError::from_db(Stage::Parse, e)
 }
 
 fn storage_err(e: StorageError) -> StageError {
@@ -121,6 +123,9 @@ async fn parse_stored(
             let reason = format!("the original is larger than the limit of {limit} bytes");
             return fail(deps, doc_id, run_id, reason).await;
         }
+        Err(e @ StorageError::AccessDenied { .. }) => {
+            return fail(deps, doc_id, run_id, crate::error::chain(&e)).await;
+        }
         Err(e) => return Err(StageError::transient(Stage::Parse, e)),
     };
     let fetched_ms = started.elapsed().as_millis() as u64;
@@ -158,16 +163,22 @@ async fn parse_stored(
     let writing = Instant::now();
     // Four independent objects: written side by side, one round trip instead of four. Each body
     // moves into its request, so the artifacts are held in memory once.
-    futures::future::try_join_all(written.iter().zip(bodies).map(|(artifact, body)| {
-        deps.objects.put(
-            &deps.config.bucket,
-            &artifact.object_name,
-            body,
-            "application/json",
-        )
-    }))
-    .await
-    .map_err(storage_err)?;
+    let written_all =
+        futures::future::try_join_all(written.iter().zip(bodies).map(|(artifact, body)| {
+            deps.objects.put(
+                &deps.config.bucket,
+                &artifact.object_name,
+                body,
+                "application/json",
+            )
+        }))
+        .await;
+    match written_all {
+        Err(e @ StorageError::AccessDenied { .. }) => {
+            return fail(deps, doc_id, run_id, crate::error::chain(&e)).await;
+        }
+        other => other.map_err(storage_err)?,
+    };
     let timings = Timings {
         started,
         fetch_ms: fetched_ms,
@@ -279,32 +290,30 @@ async fn commit(
 
 /// The document moved on while this message was parsing. If the run is still current (a duplicate
 /// got there first) its artifacts are the winner's too and stay; otherwise they are this run's
-/// leftovers and are removed, so a deleted or superseded document keeps no orphan objects.
+/// leftovers and go, through the clean-up outbox, so a removal that fails is retried by the
+/// sweeper rather than forgotten.
 async fn abandon(
     deps: &ParseDeps<'_>,
     doc_id: &str,
     run_id: i64,
 ) -> Result<ParseOutcome, StageError> {
-    let client = deps.db.client().await.map_err(db_err)?;
-    let doc = documents::get(&**client, doc_id).await.map_err(db_err)?;
-    drop(client);
-    let current = doc
-        .as_ref()
-        .is_some_and(|d| d.deleting_at.is_none() && d.current_run_id == Some(run_id));
-    if !current {
-        let removed = deps
-            .objects
-            .delete_prefix(&deps.config.bucket, &artifacts::run_prefix(doc_id, run_id))
-            .await
-            .map_err(storage_err)?;
-        warn!(
-            doc_id,
-            run_id,
-            stage = "parse",
-            removed,
-            "run no longer current: its artifacts were removed"
-        );
-    }
+    let cleanup = CleanupDeps {
+        db: deps.db,
+        objects: deps.objects,
+        vectors: None,
+        artifacts_bucket: &deps.config.bucket,
+        clock: &deps.config.clock,
+    };
+    let carried = record_and_try(
+        &cleanup,
+        Kind::ArtifactsRun,
+        doc_id,
+        Some(run_id),
+        "the run was lost while it was parsed",
+    )
+    .await
+    .map_err(db_err)?;
+    warn!(doc_id, run_id, stage = "parse", outcome = ?carried, "run no longer current");
     Ok(ParseOutcome::Stale {
         doc_id: doc_id.to_string(),
         run_id,

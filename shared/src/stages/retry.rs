@@ -17,6 +17,8 @@ pub struct RetryDeps<'a> {
     pub queue: &'a dyn JobQueue,
     pub parse_queue_url: &'a str,
     pub stage_deadline_secs: i64,
+    /// The largest original the retry re-reads.
+    pub max_bytes: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +37,8 @@ pub enum RetryError {
         "document {doc_id} cannot be retried from status {status}: it has no stored original yet"
     )]
     NotRetryable { doc_id: String, status: DocStatus },
+    #[error("the original is larger than the limit of {limit} bytes (DOCPIPE_MAX_BYTES): upload a smaller one")]
+    TooLarge { limit: u64 },
     #[error("the original s3://{bucket}/{key} no longer exists: upload it again")]
     OriginalMissing { bucket: String, key: String },
     #[error("the database is unavailable")]
@@ -75,6 +79,22 @@ pub async fn retry(deps: &RetryDeps<'_>, doc_id: &str) -> Result<Retried, RetryE
             bucket: doc.source_bucket.clone(),
             key: doc.object_name.clone(),
         })?;
+    // The original is read again: the object under the key may have been replaced since it was
+    // stored (its own event may still be on its way), and the run records what it will parse.
+    let digest = match deps
+        .objects
+        .sha256(&doc.source_bucket, &doc.object_name, deps.max_bytes)
+        .await
+    {
+        Ok(digest) => digest,
+        Err(crate::adapters::StorageError::NotFound { bucket, key }) => {
+            return Err(RetryError::OriginalMissing { bucket, key })
+        }
+        Err(crate::adapters::StorageError::TooLarge { limit }) => {
+            return Err(RetryError::TooLarge { limit })
+        }
+        Err(e) => return Err(e.into()),
+    };
 
     let mut client = deps.db.client().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
@@ -128,9 +148,10 @@ pub async fn retry(deps: &RetryDeps<'_>, doc_id: &str) -> Result<Retried, RetryE
             key: &doc.object_name,
             file_name: &doc.file_name,
             content_type: &doc.content_type,
-            size_bytes: head.size as i64,
-            sha256: &doc.content_sha256,
+            size_bytes: digest.bytes as i64,
+            sha256: &digest.sha256,
             etag: &head.etag,
+            metadata: &serde_json::json!({}),
         },
     )
     .await?;

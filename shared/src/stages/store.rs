@@ -10,8 +10,9 @@ use crate::adapters::JobQueue;
 use crate::adapters::{ObjectHead, ObjectStore, StorageError};
 use crate::config::StoreConfig;
 use crate::db::documents::{self, Document};
+use crate::db::tombstones::{self, VersionTime};
 use crate::db::transitions::{self, StoredObject};
-use crate::db::{Db, DbError, Type};
+use crate::db::{fit, Db, DbError, Type};
 use crate::error::StageError;
 use crate::events::ObjectRef;
 use crate::ids;
@@ -43,6 +44,9 @@ pub enum StoreOutcome {
         run_id: i64,
         reason: String,
     },
+    /// The event names a version of the object created before the object was deleted: the delete
+    /// wins, and the event is dropped.
+    Stale { doc_id: String, why: String },
     /// The object no longer exists. A run waiting for it failed; otherwise nothing changed.
     ObjectMissing {
         doc_id: String,
@@ -51,11 +55,16 @@ pub enum StoreOutcome {
 }
 
 fn db_err(e: DbError) -> StageError {
-    StageError::transient(Stage::Store, e)
+    StageError::from_db(Stage::Store, e)
 }
 
+/// A store that is away is worth retrying; a call the role may not make (S3's 403) is not.
 fn storage_err(e: StorageError) -> StageError {
-    StageError::transient(Stage::Store, e)
+    if e.is_transient() {
+        StageError::transient(Stage::Store, e)
+    } else {
+        StageError::permanent(Stage::Store, crate::error::chain(&e))
+    }
 }
 
 pub async fn store_object(
@@ -77,7 +86,15 @@ pub async fn store_object(
             "the object is {} bytes, over the limit of {} bytes (DOCPIPE_MAX_BYTES)",
             head.size, deps.config.max_bytes
         );
-        return reject(deps, &doc_id, bucket, &key, &head, reason).await;
+        return reject(
+            deps,
+            &doc_id,
+            (bucket, &key),
+            &head,
+            object.event_time_ms,
+            reason,
+        )
+        .await;
     }
 
     let digest = match deps
@@ -92,17 +109,43 @@ pub async fn store_object(
         Err(StorageError::TooLarge { limit }) => {
             let reason =
                 format!("the object grew past the limit of {limit} bytes while it was read");
-            return reject(deps, &doc_id, bucket, &key, &head, reason).await;
+            return reject(
+                deps,
+                &doc_id,
+                (bucket, &key),
+                &head,
+                object.event_time_ms,
+                reason,
+            )
+            .await;
+        }
+        Err(e @ StorageError::AccessDenied { .. }) => {
+            let reason = crate::error::chain(&e);
+            return reject(
+                deps,
+                &doc_id,
+                (bucket, &key),
+                &head,
+                object.event_time_ms,
+                reason,
+            )
+            .await;
         }
         Err(e) => return Err(storage_err(e)),
     };
 
+    let version = VersionTime::of(head.last_modified_ms, object.event_time_ms);
     let mut client = deps.db.client().await.map_err(db_err)?;
     let tx = client.transaction().await.map_err(|e| db_err(e.into()))?;
-    let file_name = ids::file_name_of(&key);
-    let doc = documents::lock_or_create(&*tx, &doc_id, bucket, &key, file_name)
+    let names = Names::of(&key, &head);
+    let doc = documents::lock_or_create(&*tx, &doc_id, bucket, &key, names.file_name)
         .await
         .map_err(db_err)?;
+    // After the row lock: a delete that committed before it is seen here, whether it is still
+    // removing (the row is marked) or done (the row was just inserted again, and rolls back).
+    if let Some(why) = deleted_since(&*tx, bucket, &key, version).await? {
+        return stale(&doc_id, why);
+    }
     if doc.deleting_at.is_some() {
         return Err(StageError::transient(
             Stage::Store,
@@ -116,11 +159,6 @@ pub async fn store_object(
         return duplicate(deps, &doc_id).await;
     }
     let run_id = run_for_new_content(&*tx, &doc, deps.config, &digest.sha256).await?;
-    let content_type = if head.content_type.is_empty() {
-        "application/octet-stream"
-    } else {
-        head.content_type.as_str()
-    };
     let stored = transitions::mark_stored(
         &*tx,
         &doc_id,
@@ -128,11 +166,12 @@ pub async fn store_object(
         &StoredObject {
             bucket,
             key: &key,
-            file_name,
-            content_type,
+            file_name: names.file_name,
+            content_type: names.content_type,
             size_bytes: digest.bytes as i64,
             sha256: &digest.sha256,
             etag: &head.etag,
+            metadata: &names.full_values(),
         },
     )
     .await
@@ -150,6 +189,75 @@ pub async fn store_object(
 
     send_parse(deps, &doc_id, run_id).await?;
     Ok(StoreOutcome::Stored { doc_id, run_id })
+}
+
+/// The names a document row holds, each cut to its column at a character boundary (a file name
+/// keeps its last 512 characters, so its extension); what was cut is kept whole in the document's
+/// `metadata.original`.
+struct Names<'a> {
+    file_name: &'a str,
+    content_type: &'a str,
+    full_file_name: &'a str,
+    full_content_type: &'a str,
+}
+
+const CONTENT_TYPE_CHARS: usize = 128;
+
+impl<'a> Names<'a> {
+    fn of(key: &'a str, head: &'a ObjectHead) -> Names<'a> {
+        // The column keeps the name's end (its extension); the whole name goes to metadata.
+        let full_file_name = key.rsplit('/').next().unwrap_or(key);
+        let full_content_type = if head.content_type.is_empty() {
+            "application/octet-stream"
+        } else {
+            head.content_type.as_str()
+        };
+        Names {
+            file_name: ids::file_name_of(key),
+            content_type: fit(full_content_type, CONTENT_TYPE_CHARS),
+            full_file_name,
+            full_content_type,
+        }
+    }
+
+    /// `{"original": {...}}` with the values that did not fit, or `{}`.
+    fn full_values(&self) -> serde_json::Value {
+        let mut original = serde_json::Map::new();
+        if self.file_name.len() < self.full_file_name.len() {
+            original.insert("file_name".into(), self.full_file_name.into());
+        }
+        if self.content_type.len() < self.full_content_type.len() {
+            original.insert("content_type".into(), self.full_content_type.into());
+        }
+        if original.is_empty() {
+            serde_json::json!({})
+        } else {
+            serde_json::json!({ "original": original })
+        }
+    }
+}
+
+/// Why this version of the object is stale: it was deleted after the version was created.
+async fn deleted_since(
+    tx: &impl GenericClient,
+    bucket: &str,
+    key: &str,
+    version: Option<VersionTime>,
+) -> Result<Option<String>, StageError> {
+    let deleted_at = tombstones::deleted_after(tx, bucket, key, version)
+        .await
+        .map_err(db_err)?;
+    Ok(deleted_at.map(|at| {
+        format!("s3://{bucket}/{key} was deleted at {at}, after this version of it was created")
+    }))
+}
+
+fn stale(doc_id: &str, why: String) -> Result<StoreOutcome, StageError> {
+    info!(doc_id, stage = "store", why = %why, "stale upload event dropped: the delete wins");
+    Ok(StoreOutcome::Stale {
+        doc_id: doc_id.to_string(),
+        why,
+    })
 }
 
 /// Notifications may spell a key two ways (see [`ObjectRef::raw_key`]): the first that exists wins.
@@ -294,16 +402,21 @@ async fn run_for_new_content(
 async fn reject(
     deps: &StoreDeps<'_>,
     doc_id: &str,
-    bucket: &str,
-    key: &str,
+    (bucket, key): (&str, &str),
     head: &ObjectHead,
+    event_time_ms: Option<i64>,
     reason: String,
 ) -> Result<StoreOutcome, StageError> {
     let mut client = deps.db.client().await.map_err(db_err)?;
     let tx = client.transaction().await.map_err(|e| db_err(e.into()))?;
-    let doc = documents::lock_or_create(&*tx, doc_id, bucket, key, ids::file_name_of(key))
+    let names = Names::of(key, head);
+    let doc = documents::lock_or_create(&*tx, doc_id, bucket, key, names.file_name)
         .await
         .map_err(db_err)?;
+    let version = VersionTime::of(head.last_modified_ms, event_time_ms);
+    if let Some(why) = deleted_since(&*tx, bucket, key, version).await? {
+        return stale(doc_id, why);
+    }
     if !head.etag.is_empty() && doc.source_etag == head.etag && doc.current_run_id.is_some() {
         drop(tx);
         drop(client);
@@ -312,15 +425,17 @@ async fn reject(
     let run_id = run_for_new_content(&*tx, &doc, deps.config, "unread").await?;
     tx.execute_typed(
         "UPDATE documents SET object_name = $2, file_name = $3, size_bytes = $4, source_etag = $5,
-                content_type = $6, content_sha256 = '', updated_at = NOW()
+                content_type = $6, content_sha256 = '', updated_at = NOW(),
+                metadata = metadata || $7::jsonb
          WHERE doc_id = $1",
         &[
             (&doc_id, Type::VARCHAR),
             (&key, Type::VARCHAR),
-            (&ids::file_name_of(key), Type::VARCHAR),
+            (&names.file_name, Type::VARCHAR),
             (&(head.size as i64), Type::INT8),
             (&head.etag, Type::VARCHAR),
-            (&head.content_type, Type::VARCHAR),
+            (&names.content_type, Type::VARCHAR),
+            (&names.full_values().to_string(), Type::TEXT),
         ],
     )
     .await

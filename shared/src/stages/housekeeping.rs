@@ -1,0 +1,91 @@
+//! The sweeper's second duty, on the same schedule: what a failure left behind is removed without
+//! anyone running a command. Each pass is bounded, and what it did is reported as a metric.
+//!
+//! 1. The clean-up outbox: removals a stage or a delete decided on but could not finish.
+//! 2. The reconcile: vectors and artifacts PostgreSQL does not vouch for, whatever left them.
+//! 3. Tombstones older than any notification can wait (twice the queue's retention).
+
+use crate::adapters::ObjectStore;
+use crate::clock::Clock;
+use crate::db::{tombstones, Db};
+use crate::reconcile::{self, Report};
+use crate::stages::cleanup::{self, CleanupDeps, CleanupReport};
+use docpipe_vector::VectorIndex;
+
+pub struct HousekeepingDeps<'a> {
+    pub db: &'a Db,
+    pub objects: &'a dyn ObjectStore,
+    pub vectors: &'a dyn VectorIndex,
+    pub bucket: &'a str,
+    pub clock: &'a Clock,
+}
+
+#[derive(Debug, Default)]
+pub struct HousekeepingReport {
+    pub cleanups: CleanupReport,
+    pub reconciled: Report,
+    pub tombstones_pruned: u64,
+    /// What failed this time (tried again next time).
+    pub problems: Vec<String>,
+}
+
+impl HousekeepingReport {
+    /// Vectors' documents and objects removed by this pass.
+    pub fn removed(&self) -> usize {
+        self.cleanups.removed + self.reconciled.total()
+    }
+}
+
+/// One pass; `limit` bounds the clean-ups and each kind of reconcile removal.
+pub async fn housekeeping(deps: &HousekeepingDeps<'_>, limit: usize) -> HousekeepingReport {
+    let mut report = HousekeepingReport::default();
+    let cleanup_deps = CleanupDeps {
+        db: deps.db,
+        objects: deps.objects,
+        vectors: Some(deps.vectors),
+        artifacts_bucket: deps.bucket,
+        clock: deps.clock,
+    };
+    match cleanup::run_due(&cleanup_deps, limit as i64).await {
+        Ok(done) => {
+            report.problems.extend(done.failed.iter().cloned());
+            report.cleanups = done;
+        }
+        Err(e) => report
+            .problems
+            .push(format!("clean-ups: {}", crate::error::chain(&e))),
+    }
+    match reconcile::reconcile(
+        deps.db,
+        deps.objects,
+        deps.vectors,
+        deps.bucket,
+        true,
+        limit,
+    )
+    .await
+    {
+        Ok(found) => report.reconciled = found,
+        Err(e) => report
+            .problems
+            .push(format!("reconcile: {}", crate::error::chain(&e))),
+    }
+    let keep = deps.clock.retention.as_secs() as i64 * tombstones::RETENTION_FACTOR;
+    match deps.db.client().await {
+        Ok(client) => match tombstones::prune(&**client, keep).await {
+            Ok(n) => report.tombstones_pruned = n,
+            Err(e) => report
+                .problems
+                .push(format!("tombstones: {}", crate::error::chain(&e))),
+        },
+        Err(e) => report
+            .problems
+            .push(format!("tombstones: {}", crate::error::chain(&e))),
+    }
+    crate::metrics::housekeeping(
+        report.cleanups.removed,
+        report.reconciled.total(),
+        report.tombstones_pruned as usize,
+    );
+    report
+}
