@@ -295,3 +295,114 @@ async fn a_dead_lettered_upload_with_no_run_is_an_intake_failure_and_a_healthy_r
     assert_eq!(doc.status, DocStatus::Indexed);
     p.cleanup().await;
 }
+
+/// `MaximumRetryAttempts` of the store function's asynchronous invocations, from template.yaml.
+fn template_async_retries() -> u32 {
+    let text =
+        std::fs::read_to_string(docpipe_tests::workspace_root().join("template.yaml")).unwrap();
+    // serde_yaml keeps the template's short-form tags (`!Ref`, `!GetAtt`) as tagged values.
+    let template: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    template["Resources"]["StoreFunction"]["Properties"]["EventInvokeConfig"]
+        ["MaximumRetryAttempts"]
+        .as_u64()
+        .expect("the store function has an on-failure destination") as u32
+}
+
+/// NotificationMode=direct: S3 invokes store asynchronously. A store that fails every time (its
+/// database is unreachable) is retried as Lambda retries it, then its invocation record reaches
+/// the store DLQ, which the DLQ function decodes: the registered upload's run fails with the
+/// store's error, and an upload with no document is an intake failure.
+#[tokio::test]
+async fn in_direct_mode_a_store_that_always_fails_ends_as_a_recorded_failure() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let unreachable = docpipe::db::Db::connect(&docpipe::config::DbConfig {
+        url: docpipe::config::Secret::new("postgres://docpipe@127.0.0.1:9/docpipe"),
+        pool_size: 1,
+        secret_arn: None,
+        ca_bundle: None,
+    })
+    .unwrap();
+    let failing_store = docpipe::services::StoreService::new(
+        unreachable,
+        &p.aws.clients,
+        p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+    );
+    let registered = docpipe::stages::register::register(
+        &p.db.db,
+        &p.aws.bucket,
+        &docpipe::stages::register::Registration {
+            file_name: "direct.md".into(),
+            content_type: "text/markdown".into(),
+            ..Default::default()
+        },
+        900,
+    )
+    .await
+    .unwrap();
+    let (_, law) = read_law(&law_paths()[5]);
+    p.aws.put(&registered.object_name, law.as_bytes()).await;
+    p.aws.put("direct/unregistered.md", law.as_bytes()).await;
+    let retries = template_async_retries();
+    let destination = docpipe::adapters::SqsJobQueue::new(p.aws.clients.sqs.clone());
+    for key in [registered.object_name.as_str(), "direct/unregistered.md"] {
+        let mut invocations = 0;
+        let outcome = docpipe::async_invoke::invoke(
+            "arn:aws:lambda:us-east-1:123456789012:function:store",
+            s3_put_event(&p.aws.bucket, key),
+            retries,
+            p.aws.clock.scale,
+            (&destination, &p.aws.store_dlq),
+            |event| {
+                invocations += 1;
+                let store = &failing_store;
+                async move { docpipe::handlers::store::handle_event(store, event).await }
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            outcome,
+            docpipe::async_invoke::AsyncOutcome::SentToDestination {
+                attempts: retries + 1
+            }
+        );
+        assert_eq!(invocations, retries + 1);
+    }
+
+    let records = p.aws.drain(&p.aws.store_dlq, 10).await;
+    assert_eq!(records.len(), 2, "one invocation record per event");
+    for (i, body) in records.into_iter().enumerate() {
+        let report = docpipe::handlers::dlq::handle_sqs(
+            &dead_letter_service(&p),
+            dead_letter(body, &format!("r-{i}"), 1),
+        )
+        .await;
+        assert!(
+            report.response.batch_item_failures.is_empty(),
+            "{:?}",
+            report.lines
+        );
+    }
+    let doc = p.doc(&registered.doc_id).await.unwrap();
+    assert_eq!(doc.status, DocStatus::Failed);
+    assert!(
+        doc.error_message
+            .contains(&format!("gave up after {} attempts", retries + 1)),
+        "{}",
+        doc.error_message
+    );
+    assert!(
+        doc.error_message.contains("database"),
+        "the store's own error: {}",
+        doc.error_message
+    );
+    let failures = intake_failures(&p).await;
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0].object_name, "direct/unregistered.md");
+    assert_eq!(failures[0].deliveries as u32, retries + 1);
+    assert!(
+        failures[0].reason.contains("database"),
+        "{}",
+        failures[0].reason
+    );
+}

@@ -75,6 +75,9 @@ pub async fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
 pub struct ImportArgs {
     /// A JSON array of document records (the old documents.json).
     file: std::path::PathBuf,
+    /// The bucket the records' originals (`object_name`) are in; DOCPIPE_BUCKET without it.
+    #[arg(long)]
+    source_bucket: Option<String>,
     #[arg(long)]
     json: bool,
 }
@@ -83,10 +86,14 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
     let mut env = EnvReader::from_process();
     let db_config = DbConfig::read(&mut env);
     let aws = AwsConfig::read(&mut env);
+    let bucket = match args.source_bucket {
+        Some(bucket) => bucket,
+        None => env.required("DOCPIPE_BUCKET"),
+    };
     env.finish()?;
     let db = docpipe::services::connect_db(&db_config, &aws).await?;
     let text = std::fs::read_to_string(&args.file)?;
-    let report = docpipe::legacy::import(&db, &text).await?;
+    let report = docpipe::legacy::import(&db, &text, &bucket).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -1,7 +1,14 @@
-//! Seed 000 §7.3: existing document records (the old `documents.json`) loaded into `documents`.
-//! Idempotent (a record whose doc_id exists is skipped), creates no runs (history for those
-//! documents starts with their next retry), and refuses bad records one by one with the reason,
-//! never the whole file.
+//! Seed 000 §7.3: existing document records (the old `documents.json`) loaded into `documents`,
+//! through the state machine. Idempotent (a record whose doc_id exists is skipped), and refuses bad
+//! records one by one with the reason, never the whole file.
+//!
+//! What an imported record means here: nothing of it is parsed or indexed in *this* system (its
+//! old vectors live elsewhere), so a record the old system called `indexed` (or anything but
+//! `failed`) would lie if it kept that status: search finds none of it. Each record therefore
+//! arrives as `failed` at stage `import`, with one run and one history row that say it was
+//! imported and what its old status was (`metadata.import.legacy_status`). Its original is
+//! recorded in its source bucket, so a retry processes it (`POST /documents/{id}/retry` reads it
+//! again and indexes it) and a delete removes it.
 
 use crate::db::{Db, DbError, Type};
 use crate::model::DocStatus;
@@ -110,8 +117,20 @@ fn check(doc: &LegacyDocument) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses and loads a JSON array of records.
-pub async fn import(db: &Db, json: &str) -> Result<ImportReport, ImportError> {
+/// Why an imported record is `failed`, in its own words.
+fn imported_message(doc: &LegacyDocument) -> String {
+    match doc.status.as_str() {
+        "failed" if !doc.error_message.is_empty() => {
+            format!("imported as failed: {}", doc.error_message)
+        }
+        status => format!(
+            "imported from a legacy record ({status}); nothing of it is indexed here: retry it to process it"
+        ),
+    }
+}
+
+/// Parses and loads a JSON array of records; `source_bucket` is where their originals are.
+pub async fn import(db: &Db, json: &str, source_bucket: &str) -> Result<ImportReport, ImportError> {
     let values: Vec<serde_json::Value> =
         serde_json::from_str(json).map_err(|e| ImportError::NotAnArray(e.to_string()))?;
     let mut report = ImportReport::default();
@@ -143,21 +162,30 @@ pub async fn import(db: &Db, json: &str) -> Result<ImportReport, ImportError> {
             let mut v = serde_json::to_value(d).expect("records serialise");
             v["created_at"] = serde_json::json!(d.created_at.unwrap_or(now));
             v["updated_at"] = serde_json::json!(d.updated_at.or(d.created_at).unwrap_or(now));
+            v["status"] = "failed".into();
+            v["error_message"] = imported_message(d).into();
+            v["source_bucket"] = source_bucket.into();
+            v["metadata"]["import"] =
+                serde_json::json!({ "legacy_status": d.status, "legacy_chunk_count": d.chunk_count });
             v
         })
         .collect();
     let payload = serde_json::Value::Array(rows).to_string();
-    let client = db.client().await?;
-    // One statement for the whole file; a record whose doc_id exists is left untouched.
-    let inserted = client
+    let mut client = db.client().await?;
+    let tx = client.transaction().await.map_err(DbError::from)?;
+    // One statement for the whole file; a record whose doc_id exists is left untouched. Each new
+    // one then gets its run (failed at `import`) and its history row, in the same transaction (a
+    // second statement: a statement's own CTEs cannot see the rows it inserts).
+    let inserted = tx
         .query_typed(
             "INSERT INTO documents (doc_id, doc_name, file_name, object_name, content_type,
                  size_bytes, status, regulation_type, version, summary, summary_latency_ms,
                  chunk_count, parser_name, index_name, error_message, metadata, created_at,
-                 updated_at)
+                 updated_at, source_bucket)
              SELECT doc_id, doc_name, file_name, object_name, content_type, size_bytes, status,
-                    regulation_type, version, summary, summary_latency_ms, chunk_count,
-                    parser_name, index_name, error_message, metadata, created_at, updated_at
+                    regulation_type, version, summary, summary_latency_ms, 0,
+                    parser_name, index_name, error_message, metadata, created_at, updated_at,
+                    source_bucket
              FROM jsonb_populate_recordset(NULL::documents, $1::jsonb)
              ON CONFLICT (doc_id) DO NOTHING
              RETURNING doc_id",
@@ -165,6 +193,24 @@ pub async fn import(db: &Db, json: &str) -> Result<ImportReport, ImportError> {
         )
         .await
         .map_err(DbError::from)?;
+    let new_ids: Vec<String> = inserted.iter().map(|r| r.get(0)).collect();
+    tx.execute_typed(
+        "WITH run AS (
+             INSERT INTO document_processing_runs (doc_id, trigger_type, run_status,
+                 failure_stage, error_message, finished_at, metadata)
+             SELECT doc_id, 'upload', 'failed', 'import', error_message, NOW(),
+                    jsonb_build_object('import', metadata->'import')
+             FROM documents WHERE doc_id = ANY($1)
+             RETURNING run_id, doc_id, error_message),
+         history AS (
+             INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
+             SELECT doc_id, run_id, '', 'failed', 'import', error_message FROM run)
+         UPDATE documents d SET current_run_id = run.run_id FROM run WHERE d.doc_id = run.doc_id",
+        &[(&new_ids, Type::VARCHAR_ARRAY)],
+    )
+    .await
+    .map_err(DbError::from)?;
+    tx.commit().await.map_err(DbError::from)?;
     let inserted: std::collections::HashSet<String> = inserted.iter().map(|r| r.get(0)).collect();
     for d in good {
         if inserted.contains(&d.doc_id) {

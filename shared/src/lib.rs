@@ -9,6 +9,7 @@
 
 pub mod adapters;
 pub mod artifacts;
+pub mod async_invoke;
 pub mod clock;
 pub mod config;
 pub mod db;

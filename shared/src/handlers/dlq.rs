@@ -43,6 +43,7 @@ async fn record_lost_upload(
     upload: &events::ObjectRef,
     outcome: &GiveUpOutcome,
     attempts: u32,
+    last_error: Option<&str>,
 ) -> Result<Option<String>, StageError> {
     if matches!(outcome, GiveUpOutcome::Failed { .. }) {
         return Ok(None);
@@ -65,9 +66,12 @@ async fn record_lost_upload(
     if taken_in {
         return Ok(None);
     }
-    let reason = format!(
-        "the store function gave up on the upload after {attempts} deliveries (its errors are in the store function's log)"
-    );
+    let reason = match last_error {
+        Some(error) => format!("the store function gave up on the upload after {attempts} attempts: {error}"),
+        None => format!(
+            "the store function gave up on the upload after {attempts} deliveries (its errors are in the store function's log)"
+        ),
+    };
     crate::db::intake::record(
         &**client,
         &upload.bucket,
@@ -92,36 +96,54 @@ pub async fn handle_sqs(service: &DeadLetterService, batch: SqsEvent) -> BatchRe
             .and_then(|n| n.parse::<u32>().ok())
             .unwrap_or(0);
         let body = message.body.unwrap_or_default();
-        // A parse or index job names its run; a store-events message is an S3 notification.
+        // A parse or index job names its run; a store-events message is an S3 notification; a
+        // store invoked directly (NotificationMode=direct) that failed all its asynchronous
+        // attempts arrives as Lambda's invocation record around the notification.
+        let mut attempts = attempts;
+        let mut last_error = None;
         let targets: Vec<Target> = match JobMessage::decode(&body) {
             Ok(job) => vec![Target {
                 doc_id: job.doc_id,
                 run_id: Some(job.run_id),
                 upload: None,
             }],
-            Err(_) => match events::decode_notification_str(&body) {
-                Ok(Notification::Created(objects)) => {
-                    let mut targets = Vec::with_capacity(objects.len());
-                    for object in objects {
-                        let doc_id = upload_doc_id(&service.db, &object.bucket, &object.key)
-                            .await
-                            .map_err(|e| StageError::transient(Stage::Sweep, e))?;
-                        targets.push(Target {
-                            doc_id,
-                            run_id: None,
-                            upload: Some(object),
-                        });
+            Err(_) => {
+                let value: Option<serde_json::Value> = serde_json::from_str(&body).ok();
+                let notification = match value
+                    .as_ref()
+                    .and_then(crate::async_invoke::decode_invocation_record)
+                {
+                    Some((payload, invoked, error)) => {
+                        attempts = invoked;
+                        last_error = Some(error).filter(|e| !e.is_empty());
+                        events::decode_notification(&payload)
                     }
-                    targets
+                    None => events::decode_notification_str(&body),
+                };
+                match notification {
+                    Ok(Notification::Created(objects)) => {
+                        let mut targets = Vec::with_capacity(objects.len());
+                        for object in objects {
+                            let doc_id = upload_doc_id(&service.db, &object.bucket, &object.key)
+                                .await
+                                .map_err(|e| StageError::transient(Stage::Sweep, e))?;
+                            targets.push(Target {
+                                doc_id,
+                                run_id: None,
+                                upload: Some(object),
+                            });
+                        }
+                        targets
+                    }
+                    Ok(_) => return Ok("dead letter without a document: nothing to record".into()),
+                    Err(e) => {
+                        return Err(StageError::permanent(
+                            Stage::Sweep,
+                            format!("unreadable dead letter dropped: {e}"),
+                        ))
+                    }
                 }
-                Ok(_) => return Ok("dead letter without a document: nothing to record".into()),
-                Err(e) => {
-                    return Err(StageError::permanent(
-                        Stage::Sweep,
-                        format!("unreadable dead letter dropped: {e}"),
-                    ))
-                }
-            },
+            }
         };
         let mut lines = Vec::new();
         for target in targets {
@@ -131,11 +153,15 @@ pub async fn handle_sqs(service: &DeadLetterService, batch: SqsEvent) -> BatchRe
                 &target.doc_id,
                 target.run_id,
                 attempts,
+                last_error.as_deref(),
             )
             .await
             .map_err(|e| StageError::transient(Stage::Sweep, e))?;
             if let Some(upload) = &target.upload {
-                if let Some(line) = record_lost_upload(service, upload, &outcome, attempts).await? {
+                if let Some(line) =
+                    record_lost_upload(service, upload, &outcome, attempts, last_error.as_deref())
+                        .await?
+                {
                     lines.push(line);
                     continue;
                 }

@@ -40,7 +40,8 @@ pub enum GiveUpError {
     Vectors(#[from] docpipe_vector::VectorError),
 }
 
-/// Records the give-up. A give-up that names no run (an upload notification) finds the document's
+/// Records the give-up; `last_error` is the error the dead letter itself carries (an asynchronous
+/// invocation's record does), used when the run recorded none. A give-up that names no run (an upload notification) finds the document's
 /// current run only while that run is still waiting for its store: it must never fail a newer,
 /// healthy run that has moved on. What the run wrote to Milvus goes first, so a failed run leaves
 /// nothing searchable; if Milvus is down the give-up is returned to its queue and tried again.
@@ -50,6 +51,7 @@ pub async fn give_up(
     doc_id: &str,
     run_id: Option<i64>,
     deliveries: u32,
+    last_error: Option<&str>,
 ) -> Result<GiveUpOutcome, GiveUpError> {
     let client = db.client().await?;
     let Some(doc) = documents::get(&**client, doc_id).await? else {
@@ -82,7 +84,7 @@ pub async fn give_up(
         vectors.delete_run(doc_id, run_id).await?;
     }
     let client = db.client().await?;
-    Ok(give_up_run(&**client, &doc, run_id, deliveries).await?)
+    Ok(give_up_run(&**client, &doc, run_id, deliveries, last_error).await?)
 }
 
 async fn give_up_run(
@@ -90,6 +92,7 @@ async fn give_up_run(
     doc: &documents::Document,
     run_id: i64,
     deliveries: u32,
+    last_error: Option<&str>,
 ) -> Result<GiveUpOutcome, DbError> {
     let doc_id = doc.doc_id.as_str();
     let run = runs::get(c, run_id).await?;
@@ -105,6 +108,7 @@ async fn give_up_run(
         .get("last_error")
         .and_then(|e| e.get("message"))
         .and_then(|m| m.as_str())
+        .or(last_error)
         .unwrap_or("no error was recorded (the function may have timed out or crashed)");
     // The run counts its own attempts across deliveries and re-drives; a delivery that failed
     // before it could take the lease is counted only by the queue.

@@ -65,7 +65,12 @@ pub async fn retry(deps: &RetryDeps<'_>, doc_id: &str) -> Result<Retried, RetryE
         .await?
         .ok_or_else(|| RetryError::NotFound(doc_id.to_string()))?;
     drop(client);
-    if doc.object_name.is_empty() || doc.content_sha256.is_empty() {
+    // A stored original is all a retry needs: it reads it again (an imported record has no
+    // digest yet).
+    if doc.object_name.is_empty()
+        || doc.source_bucket.is_empty()
+        || doc.status == DocStatus::Pending
+    {
         return Err(RetryError::NotRetryable {
             doc_id: doc_id.to_string(),
             status: doc.status,
