@@ -401,6 +401,43 @@ async fn errors_are_one_line_with_the_problem_title_and_detail() {
     cli.p.cleanup().await;
 }
 
+#[tokio::test]
+async fn intake_failures_are_listed_by_the_api_and_the_cli_newest_first() {
+    let cli = Cli::new().await;
+    assert!(cli
+        .ok(&["intake-failures"])
+        .await
+        .contains("0 intake failures"));
+    for key in ["intake/first\u{0}.md", "intake/second\u{0}.md"] {
+        docpipe::handlers::store::handle_notification(
+            &cli.p.store,
+            &docpipe_tests::s3_put_event(&cli.p.aws.bucket, key),
+        )
+        .await
+        .expect_err("a key with a NUL is refused");
+    }
+    let page = cli.json(&["intake-failures"]).await;
+    let names: Vec<&str> = page["intake_failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["object_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["intake/second.md", "intake/first.md"]);
+    assert!(page["next_cursor"].is_null());
+    let text = cli.ok(&["intake-failures", "--limit", "1"]).await;
+    assert!(
+        text.contains(&format!("s3://{}/intake/second.md", cli.p.aws.bucket)),
+        "{text}"
+    );
+    assert!(text.contains("NUL"), "the reason: {text}");
+    assert!(text.contains("1 intake failures"), "{text}");
+    let (line, status, _) = cli.fails(&["intake-failures", "--limit", "0"]).await;
+    assert!(line.contains("--limit"), "{line}");
+    assert_eq!(status, None, "refused before any request");
+    cli.p.cleanup().await;
+}
+
 /// Runs `watch` in the background while the test moves documents along, stage by stage.
 #[tokio::test]
 async fn watch_prints_each_state_change_until_every_document_is_terminal() {
