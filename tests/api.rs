@@ -1107,6 +1107,26 @@ async fn bad_input_is_always_a_problem_and_never_a_server_error() {
             "validation-failed",
             "long version",
         ),
+        (
+            json!({"file_name": "a.md", "regulation_type": "类".repeat(129)}),
+            "validation-failed",
+            "regulation type wider than its column",
+        ),
+        (
+            json!({"file_name": "a.md", "doc_name": "名".repeat(513)}),
+            "validation-failed",
+            "doc name wider than its column",
+        ),
+        (
+            json!({"file_name": format!("{}.md", "f".repeat(510))}),
+            "validation-failed",
+            "file name wider than its column",
+        ),
+        (
+            json!({"file_name": "a.md", "content_type": format!("text/plain; x={}", "c".repeat(120))}),
+            "validation-failed",
+            "content type wider than its column",
+        ),
     ] {
         let a = post_raw(serde_json::to_vec(&body).unwrap(), json_ct).await;
         assert_problem(&a, 422, kind, what);
