@@ -95,19 +95,10 @@ async fn an_imported_record_is_indexed_by_a_retry_and_its_original_goes_with_a_d
     let report = import(&p.db.db, &file, &p.aws.bucket).await.unwrap();
     assert_eq!(report.imported, ["legacy-law"]);
 
-    let retried = docpipe::stages::retry::retry(
-        &docpipe::stages::retry::RetryDeps {
-            db: &p.db.db,
-            objects: p.store.objects.as_ref(),
-            queue: p.store.queue.as_ref(),
-            parse_queue_url: &p.aws.parse_queue,
-            stage_deadline_secs: 900,
-            max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
-        },
-        "legacy-law",
-    )
-    .await
-    .expect("an imported record with its original can be retried");
+    let retried = p
+        .retry("legacy-law")
+        .await
+        .expect("an imported record with its original can be retried");
     p.drive("legacy-law").await;
     let doc = p.doc("legacy-law").await.unwrap();
     assert_eq!(doc.status, docpipe::model::DocStatus::Indexed);
@@ -123,17 +114,9 @@ async fn an_imported_record_is_indexed_by_a_retry_and_its_original_goes_with_a_d
             > 0
     );
 
-    docpipe::stages::delete::delete(
-        &docpipe::stages::delete::DeleteDeps {
-            db: &p.db.db,
-            objects: p.store.objects.as_ref(),
-            vectors: p.milvus.as_ref(),
-            artifacts_bucket: &p.aws.bucket,
-        },
-        "legacy-law",
-    )
-    .await
-    .unwrap();
+    docpipe::stages::delete::delete(&p.delete_deps(), "legacy-law")
+        .await
+        .unwrap();
     assert!(
         p.aws.keys("raw/imported.md").await.is_empty(),
         "the original is removed"

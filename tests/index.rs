@@ -79,19 +79,7 @@ async fn a_retry_reads_the_original_again_rather_than_trust_the_old_digest() {
     // The object is replaced and its event has not been handled yet.
     let replaced = format!("{text}\n\n第九百九十九条 替换后的条款。\n");
     p.aws.put(&key, replaced.as_bytes()).await;
-    let retried = docpipe::stages::retry::retry(
-        &docpipe::stages::retry::RetryDeps {
-            db: &p.db.db,
-            objects: p.store.objects.as_ref(),
-            queue: p.store.queue.as_ref(),
-            parse_queue_url: &p.aws.parse_queue,
-            stage_deadline_secs: 900,
-            max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
-        },
-        &doc_id,
-    )
-    .await
-    .unwrap();
+    let retried = p.retry(&doc_id).await.unwrap();
     let want = docpipe_tests::sha256_hex(replaced.as_bytes());
     let doc = p.doc(&doc_id).await.unwrap();
     assert_eq!(doc.content_sha256, want);
@@ -110,19 +98,7 @@ async fn a_reindex_after_a_retry_leaves_exactly_the_new_runs_vectors() {
     let (name, text) = laws(1).remove(0);
     let doc_id = p.ingest(&format!("uploads/{name}"), text.as_bytes()).await;
     let first_run = p.doc(&doc_id).await.unwrap().current_run_id.unwrap();
-    let retried = docpipe::stages::retry::retry(
-        &docpipe::stages::retry::RetryDeps {
-            db: &p.db.db,
-            objects: p.store.objects.as_ref(),
-            queue: p.store.queue.as_ref(),
-            parse_queue_url: &p.aws.parse_queue,
-            stage_deadline_secs: 900,
-            max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
-        },
-        &doc_id,
-    )
-    .await
-    .unwrap();
+    let retried = p.retry(&doc_id).await.unwrap();
     assert_ne!(retried.run_id, first_run);
     // The old run's vectors still answer until the new run is indexed.
     assert!(p.milvus.count(&doc_id, Some(first_run)).await.unwrap() > 0);
@@ -296,13 +272,7 @@ async fn a_delete_leaves_nothing_searchable_and_nothing_behind() {
     let key = format!("uploads/{name}");
     let doc_id = p.ingest(&key, text.as_bytes()).await;
     assert!(!p.aws.keys(&format!("artifacts/{doc_id}/")).await.is_empty());
-    let deps = docpipe::stages::delete::DeleteDeps {
-        db: &p.db.db,
-        objects: p.store.objects.as_ref(),
-        vectors: p.milvus.as_ref(),
-        artifacts_bucket: &p.aws.bucket,
-    };
-    let deleted = docpipe::stages::delete::delete(&deps, &doc_id)
+    let deleted = docpipe::stages::delete::delete(&p.delete_deps(), &doc_id)
         .await
         .unwrap();
     assert_eq!(
@@ -329,7 +299,7 @@ async fn a_delete_leaves_nothing_searchable_and_nothing_behind() {
             .get::<_, i64>(0);
     assert_eq!(leftovers, 0, "the cascades removed every row");
     assert!(matches!(
-        docpipe::stages::delete::delete(&deps, &doc_id).await,
+        docpipe::stages::delete::delete(&p.delete_deps(), &doc_id).await,
         Err(docpipe::stages::delete::DeleteError::NotFound(_))
     ));
     p.cleanup().await;

@@ -236,18 +236,7 @@ fn dead_letter_service(p: &Pipeline) -> DeadLetterService {
 #[tokio::test]
 async fn a_dead_lettered_registered_upload_fails_its_own_waiting_run() {
     let p = Pipeline::new(Pipeline::hash()).await;
-    let registered = docpipe::stages::register::register(
-        &p.db.db,
-        &p.aws.bucket,
-        &docpipe::stages::register::Registration {
-            file_name: "registered.md".into(),
-            content_type: "text/markdown".into(),
-            ..Default::default()
-        },
-        900,
-    )
-    .await
-    .unwrap();
+    let registered = p.register("registered.md").await;
     let event = s3_put_event(&p.aws.bucket, &registered.object_name).to_string();
     let report =
         docpipe::handlers::dlq::handle_sqs(&dead_letter_service(&p), dead_letter(event, "m-1", 8))
@@ -327,18 +316,7 @@ async fn in_direct_mode_a_store_that_always_fails_ends_as_a_recorded_failure() {
         &p.aws.clients,
         p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
     );
-    let registered = docpipe::stages::register::register(
-        &p.db.db,
-        &p.aws.bucket,
-        &docpipe::stages::register::Registration {
-            file_name: "direct.md".into(),
-            content_type: "text/markdown".into(),
-            ..Default::default()
-        },
-        900,
-    )
-    .await
-    .unwrap();
+    let registered = p.register("direct.md").await;
     let (_, law) = read_law(&law_paths()[5]);
     p.aws.put(&registered.object_name, law.as_bytes()).await;
     p.aws.put("direct/unregistered.md", law.as_bytes()).await;

@@ -22,13 +22,19 @@ struct Pause {
     resume: mpsc::Sender<()>,
 }
 
-fn pausing_index(inner: Arc<dyn VectorIndex>) -> (HookedVectorIndex, Pause) {
+/// An insert hook that stops the worker at its `at`-th insert, once, until the test lets it go.
+#[allow(clippy::type_complexity)]
+fn pause_at(
+    at: usize,
+) -> (
+    Box<dyn Fn(usize) -> Result<(), docpipe_vector::VectorError> + Send + Sync>,
+    Pause,
+) {
     let (paused_tx, paused) = mpsc::channel();
     let (resume, resume_rx) = mpsc::channel::<()>();
     let once = Mutex::new(Some((paused_tx, resume_rx)));
-    let mut hooked = HookedVectorIndex::new(inner);
-    hooked.after_insert = Box::new(move |n| {
-        if n == 1 {
+    let hook = Box::new(move |n| {
+        if n == at {
             if let Some((paused, resume)) = once.lock().unwrap().take() {
                 paused.send(()).unwrap();
                 // The worker's thread waits; the runtime hands its other tasks (the Milvus
@@ -40,7 +46,14 @@ fn pausing_index(inner: Arc<dyn VectorIndex>) -> (HookedVectorIndex, Pause) {
         }
         Ok(())
     });
-    (hooked, Pause { paused, resume })
+    (hook, Pause { paused, resume })
+}
+
+fn pausing_index(inner: Arc<dyn VectorIndex>) -> (HookedVectorIndex, Pause) {
+    let mut hooked = HookedVectorIndex::new(inner);
+    let (hook, pause) = pause_at(1);
+    hooked.after_insert = hook;
+    (hooked, pause)
 }
 
 /// Starts indexing `job` with the pausing index and returns once the worker is frozen after its
@@ -194,7 +207,7 @@ async fn a_delete_while_store_hashes_wins_and_a_later_upload_is_a_new_document()
     tokio::task::spawn_blocking(move || hashed.recv().unwrap())
         .await
         .unwrap();
-    docpipe::stages::delete::delete(&delete_deps(&p), &doc_id)
+    docpipe::stages::delete::delete(&p.delete_deps(), &doc_id)
         .await
         .expect("delete");
     go.send(()).unwrap();
@@ -243,22 +256,10 @@ async fn vectors_left_by_a_racing_delete_while_milvus_was_down_are_removed_by_th
         .await;
     let p = Arc::new(p);
     let milvus_down = Arc::new(AtomicBool::new(false));
-    let (paused_tx, paused) = mpsc::channel();
-    let (resume, resume_rx) = mpsc::channel::<()>();
-    let once = Mutex::new(Some((paused_tx, resume_rx)));
     let mut hooked = HookedVectorIndex::new(p.milvus.clone());
     // The worker stops just before its second insert (its lease confirmed), until let go.
-    hooked.before_insert = Box::new(move |n| {
-        if n == 2 {
-            if let Some((paused, resume)) = once.lock().unwrap().take() {
-                paused.send(()).unwrap();
-                tokio::task::block_in_place(|| {
-                    resume.recv_timeout(Duration::from_secs(120)).unwrap()
-                });
-            }
-        }
-        Ok(())
-    });
+    let (hook, Pause { paused, resume }) = pause_at(2);
+    hooked.before_insert = hook;
     let down = milvus_down.clone();
     hooked.before_delete = Box::new(move |_| {
         if down.load(Ordering::SeqCst) {
@@ -278,7 +279,7 @@ async fn vectors_left_by_a_racing_delete_while_milvus_was_down_are_removed_by_th
     tokio::task::spawn_blocking(move || paused.recv().unwrap())
         .await
         .unwrap();
-    docpipe::stages::delete::delete(&delete_deps(&p), &job.doc_id)
+    docpipe::stages::delete::delete(&p.delete_deps(), &job.doc_id)
         .await
         .expect("delete");
     milvus_down.store(true, Ordering::SeqCst);
@@ -313,15 +314,6 @@ async fn vectors_left_by_a_racing_delete_while_milvus_was_down_are_removed_by_th
     assert!(p.doc(&job.doc_id).await.is_none());
     drop(runner);
     p.cleanup().await;
-}
-
-fn delete_deps(p: &Pipeline) -> docpipe::stages::delete::DeleteDeps<'_> {
-    docpipe::stages::delete::DeleteDeps {
-        db: &p.db.db,
-        objects: p.store.objects.as_ref(),
-        vectors: p.milvus.as_ref(),
-        artifacts_bucket: &p.aws.bucket,
-    }
 }
 
 async fn pending_cleanups(p: &Pipeline, doc_id: &str) -> i64 {

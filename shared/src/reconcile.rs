@@ -110,7 +110,10 @@ pub async fn reconcile(
     };
     let horizon = run_horizon(db).await?;
 
-    let ids = vectors.doc_ids().await?;
+    // One pass over the collection gives every document's runs and their counts: no query per
+    // document.
+    let doc_runs = vectors.doc_runs().await?;
+    let ids: Vec<String> = doc_runs.keys().cloned().collect();
     let states = doc_states(db, &ids).await?;
     for id in &ids {
         match states.get(id) {
@@ -118,8 +121,9 @@ pub async fn reconcile(
             Some(s) if s.deleting => report.orphan_vector_docs.push(id.clone()),
             Some(s) if s.status == "indexed" => {
                 let current = s.current_run_id.unwrap_or_default();
-                let all = vectors.count(id, None).await?;
-                let kept = vectors.count(id, Some(current)).await?;
+                let runs = &doc_runs[id];
+                let all: usize = runs.values().sum();
+                let kept = runs.get(&current).copied().unwrap_or(0);
                 if all > kept {
                     report.stale_run_vectors.push((id.clone(), all - kept));
                 }

@@ -679,6 +679,48 @@ impl Pipeline {
         self.aws.drain(&self.aws.index_queue, 100).await;
     }
 
+    /// The delete stage's dependencies, over this pipeline's stores.
+    pub fn delete_deps(&self) -> docpipe::stages::delete::DeleteDeps<'_> {
+        docpipe::stages::delete::DeleteDeps {
+            db: &self.db.db,
+            objects: self.store.objects.as_ref(),
+            vectors: self.milvus.as_ref(),
+            artifacts_bucket: &self.aws.bucket,
+        }
+    }
+
+    /// `POST /documents/{id}/retry`'s stage, as the API runs it.
+    pub async fn retry(
+        &self,
+        doc_id: &str,
+    ) -> Result<docpipe::stages::retry::Retried, docpipe::stages::retry::RetryError> {
+        let deps = docpipe::stages::retry::RetryDeps {
+            db: &self.db.db,
+            objects: self.store.objects.as_ref(),
+            queue: self.store.queue.as_ref(),
+            parse_queue_url: &self.aws.parse_queue,
+            stage_deadline_secs: 900,
+            max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
+        };
+        docpipe::stages::retry::retry(&deps, doc_id).await
+    }
+
+    /// Registers a document through the API's stage; it waits for its upload.
+    pub async fn register(&self, file_name: &str) -> docpipe::stages::register::Registered {
+        docpipe::stages::register::register(
+            &self.db.db,
+            &self.aws.bucket,
+            &docpipe::stages::register::Registration {
+                file_name: file_name.into(),
+                content_type: "text/markdown".into(),
+                ..Default::default()
+            },
+            900,
+        )
+        .await
+        .expect("register")
+    }
+
     pub async fn doc(&self, doc_id: &str) -> Option<docpipe::db::documents::Document> {
         docpipe::db::documents::get(&**self.db.client().await, doc_id)
             .await
@@ -918,8 +960,8 @@ impl docpipe_vector::VectorIndex for HookedVectorIndex {
     async fn count(&self, d: &str, r: Option<i64>) -> Result<usize, docpipe_vector::VectorError> {
         self.inner.count(d, r).await
     }
-    async fn doc_ids(&self) -> Result<Vec<String>, docpipe_vector::VectorError> {
-        self.inner.doc_ids().await
+    async fn doc_runs(&self) -> Result<docpipe_vector::DocRuns, docpipe_vector::VectorError> {
+        self.inner.doc_runs().await
     }
     async fn search(
         &self,

@@ -62,6 +62,9 @@ pub struct VectorHit {
     pub doc_name: String,
 }
 
+/// doc_id → run_id → vectors of that run.
+pub type DocRuns = std::collections::BTreeMap<String, std::collections::BTreeMap<i64, usize>>;
+
 /// The narrow interface the pipeline stages and the API use, so they can be tested without a
 /// vector database.
 #[async_trait::async_trait]
@@ -99,9 +102,10 @@ pub trait VectorIndex: Send + Sync {
     /// sees every write acknowledged before the call.
     async fn count(&self, doc_id: &str, run_id: Option<i64>) -> Result<usize, VectorError>;
 
-    /// Every distinct doc_id present, sorted (for a reconcile job). Pages through the whole
-    /// collection, so it is meant for background jobs, not request paths.
-    async fn doc_ids(&self) -> Result<Vec<String>, VectorError>;
+    /// How many vectors each run of each document holds, documents sorted (for a reconcile job):
+    /// one pass through the whole collection, so it is meant for background jobs, not request
+    /// paths.
+    async fn doc_runs(&self) -> Result<DocRuns, VectorError>;
 
     /// The `top_k` nearest chunks to `vector` that pass `filters`, best first.
     async fn search(

@@ -1,4 +1,4 @@
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use milvus::v2::error::Error as MilvusError;
 
 use crate::error::{is_collection_missing, is_not_loaded, VectorError};
 use crate::expr::{self, quote, truncate_utf8};
-use crate::{ChunkRecord, SearchFilters, VectorHit, VectorIndex};
+use crate::{ChunkRecord, DocRuns, SearchFilters, VectorHit, VectorIndex};
 
 const F_CHUNK_ID: &str = "chunk_id";
 const F_DOC_ID: &str = "doc_id";
@@ -637,9 +637,9 @@ impl VectorIndex for MilvusIndex {
         }
     }
 
-    async fn doc_ids(&self) -> Result<Vec<String>, VectorError> {
+    async fn doc_runs(&self) -> Result<DocRuns, VectorError> {
         let page = self.options.page_size.clamp(1, MAX_QUERY_WINDOW);
-        let mut docs = BTreeSet::new();
+        let mut docs = DocRuns::new();
         let mut cursor: Option<String> = None;
         loop {
             // Milvus returns a limited query in primary-key order (2.3's query iterator relies
@@ -649,15 +649,27 @@ impl VectorIndex for MilvusIndex {
                 None => format!("{F_CHUNK_ID} >= \"\""),
             };
             let Some(response) = self
-                .query("doc_ids", filter, &[F_CHUNK_ID, F_DOC_ID], Some(page))
+                .query(
+                    "doc_runs",
+                    filter,
+                    &[F_CHUNK_ID, F_DOC_ID, F_RUN_ID],
+                    Some(page),
+                )
                 .await?
             else {
-                return Ok(Vec::new());
+                return Ok(DocRuns::new());
             };
             let results = response.results();
-            let chunk_ids = varchar_column("doc_ids", results.get_output_field(F_CHUNK_ID))?;
-            let doc_ids = varchar_column("doc_ids", results.get_output_field(F_DOC_ID))?;
-            docs.extend(doc_ids.iter().cloned());
+            let chunk_ids = varchar_column("doc_runs", results.get_output_field(F_CHUNK_ID))?;
+            let doc_ids = varchar_column("doc_runs", results.get_output_field(F_DOC_ID))?;
+            let run_ids = int64_column("doc_runs", results.get_output_field(F_RUN_ID))?;
+            for (doc, run) in doc_ids.iter().zip(run_ids) {
+                *docs
+                    .entry(doc.clone())
+                    .or_default()
+                    .entry(*run)
+                    .or_default() += 1;
+            }
             if chunk_ids.len() < page {
                 break;
             }
@@ -667,7 +679,7 @@ impl VectorIndex for MilvusIndex {
             }
             cursor = last;
         }
-        Ok(docs.into_iter().collect())
+        Ok(docs)
     }
 
     async fn search(

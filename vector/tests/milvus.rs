@@ -283,9 +283,16 @@ async fn doc_ids_pages_through_everything() {
     let (first, second) = records.split_at(records.len() / 2);
     index.insert(second).await.unwrap();
     index.insert(first).await.unwrap();
-    let ids = index.doc_ids().await.unwrap();
+    let runs = index.doc_runs().await.unwrap();
     let expected: Vec<String> = (0..12).map(|d| format!("doc-{d:02}")).collect();
-    assert_eq!(ids, expected);
+    assert_eq!(runs.keys().cloned().collect::<Vec<_>>(), expected);
+    for (d, id) in expected.iter().enumerate() {
+        assert_eq!(
+            runs[id].iter().map(|(r, n)| (*r, *n)).collect::<Vec<_>>(),
+            [(1, d % 4 + 1)],
+            "{id}: one run, every vector counted"
+        );
+    }
 }
 
 #[tokio::test]

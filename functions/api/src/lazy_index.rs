@@ -64,8 +64,8 @@ impl VectorIndex for LazyMilvus {
     async fn count(&self, doc_id: &str, run_id: Option<i64>) -> Result<usize, VectorError> {
         self.get().await?.count(doc_id, run_id).await
     }
-    async fn doc_ids(&self) -> Result<Vec<String>, VectorError> {
-        self.get().await?.doc_ids().await
+    async fn doc_runs(&self) -> Result<docpipe_vector::DocRuns, VectorError> {
+        self.get().await?.doc_runs().await
     }
     async fn search(
         &self,

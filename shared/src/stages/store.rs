@@ -81,12 +81,9 @@ pub async fn store_object(
     if let Some(outcome) = duplicate_by_etag(deps, &doc_id, &head).await? {
         return Ok(outcome);
     }
-    if head.size > deps.config.max_bytes {
-        let reason = format!(
-            "the object is {} bytes, over the limit of {} bytes (DOCPIPE_MAX_BYTES)",
-            head.size, deps.config.max_bytes
-        );
-        return reject(
+    // A permanent refusal of this object: its run fails at `store` with the reason.
+    let refuse = |reason: String| {
+        reject(
             deps,
             &doc_id,
             (bucket, &key),
@@ -94,7 +91,13 @@ pub async fn store_object(
             object.event_time_ms,
             reason,
         )
-        .await;
+    };
+    if head.size > deps.config.max_bytes {
+        let reason = format!(
+            "the object is {} bytes, over the limit of {} bytes (DOCPIPE_MAX_BYTES)",
+            head.size, deps.config.max_bytes
+        );
+        return refuse(reason).await;
     }
 
     let digest = match deps
@@ -109,27 +112,11 @@ pub async fn store_object(
         Err(StorageError::TooLarge { limit }) => {
             let reason =
                 format!("the object grew past the limit of {limit} bytes while it was read");
-            return reject(
-                deps,
-                &doc_id,
-                (bucket, &key),
-                &head,
-                object.event_time_ms,
-                reason,
-            )
-            .await;
+            return refuse(reason).await;
         }
         Err(e @ StorageError::AccessDenied { .. }) => {
             let reason = crate::error::chain(&e);
-            return reject(
-                deps,
-                &doc_id,
-                (bucket, &key),
-                &head,
-                object.event_time_ms,
-                reason,
-            )
-            .await;
+            return refuse(reason).await;
         }
         Err(e) => return Err(storage_err(e)),
     };
