@@ -2,7 +2,7 @@
 //! run's vectors, duplicates leave one set, and every hit is checked against PostgreSQL.
 
 use docpipe::model::{DocStatus, RunStatus};
-use docpipe::search::{search, Filters};
+use docpipe::search::{Filters, Mode};
 use docpipe::stages::index::{index_job, IndexOutcome};
 use docpipe_tests::{article_lines, law_paths, law_probe, read_law};
 use docpipe_tests::{vector_outage, HookedVectorIndex, Pipeline};
@@ -47,16 +47,9 @@ async fn a_sentence_from_an_article_finds_its_law_in_the_top_five_for_twenty_law
     let mut misses = Vec::new();
     for (doc_id, text) in &ingested {
         let sentence = law_probe(text);
-        let result = search(
-            &p.db.db,
-            p.index.embedder.as_ref(),
-            p.milvus.as_ref(),
-            &sentence,
-            5,
-            &Filters::default(),
-        )
-        .await
-        .unwrap();
+        let result = p
+            .search(&sentence, 5, Mode::Hybrid, &Filters::default())
+            .await;
         assert!(result.hits.len() <= 5);
         assert!(
             result.hits.windows(2).all(|w| w[0].score >= w[1].score),
@@ -149,16 +142,9 @@ async fn a_hit_whose_document_row_is_gone_is_never_returned() {
         .await
         .unwrap();
     assert!(p.milvus.count(gone, None).await.unwrap() > 0);
-    let result = search(
-        &p.db.db,
-        p.index.embedder.as_ref(),
-        p.milvus.as_ref(),
-        &law_probe(text),
-        10,
-        &Filters::default(),
-    )
-    .await
-    .unwrap();
+    let result = p
+        .search(&law_probe(text), 10, Mode::Hybrid, &Filters::default())
+        .await;
     assert!(
         result.hits.iter().all(|h| &h.doc_id != gone),
         "{:?}",
@@ -425,16 +411,7 @@ async fn e5_small_finds_laws_by_chinese_and_english_questions() {
         ),
         ("protection and restoration of wetlands", "wetland"),
     ] {
-        let result = search(
-            &p.db.db,
-            p.index.embedder.as_ref(),
-            p.milvus.as_ref(),
-            query,
-            5,
-            &Filters::default(),
-        )
-        .await
-        .unwrap();
+        let result = p.search(query, 5, Mode::Hybrid, &Filters::default()).await;
         assert!(
             result.hits.iter().any(|h| h.doc_id == ids[want]),
             "{query:?} did not find the {want} law: {:?}",

@@ -354,6 +354,7 @@ fn segment(s: &str) -> String {
 /// The search request body the API expects.
 pub fn search_request(
     query: &str,
+    mode: Option<&str>,
     top_k: Option<u32>,
     doc_ids: &[String],
     regulation_type: Option<&str>,
@@ -361,6 +362,9 @@ pub fn search_request(
     tags: &[String],
 ) -> Value {
     let mut body = json!({ "query": query });
+    if let Some(m) = mode {
+        body["mode"] = json!(m);
+    }
     if let Some(k) = top_k {
         body["top_k"] = json!(k);
     }
@@ -398,19 +402,20 @@ mod tests {
     #[test]
     fn search_bodies_carry_only_what_was_given() {
         assert_eq!(
-            search_request("q", None, &[], None, None, &[]),
+            search_request("q", None, None, &[], None, None, &[]),
             json!({"query": "q"})
         );
         assert_eq!(
             search_request(
                 "q",
+                Some("keyword"),
                 Some(3),
                 &["doc_1".into()],
                 Some("law"),
                 None,
                 &["a".into()]
             ),
-            json!({"query": "q", "top_k": 3,
+            json!({"query": "q", "mode": "keyword", "top_k": 3,
                    "filters": {"doc_ids": ["doc_1"], "regulation_type": "law", "tags": ["a"]}})
         );
     }

@@ -45,7 +45,7 @@ pub enum ApiCommand {
     Retry(IdArgs),
     /// Delete a document, its objects and its vectors.
     Rm(IdArgs),
-    /// Semantic search over the indexed chunks.
+    /// Search the indexed articles (hybrid by default: dense and keyword, fused).
     Search(SearchArgs),
     /// A document's heading tree.
     Tree(TreeArgs),
@@ -545,8 +545,11 @@ pub async fn rm(args: IdArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()
 
 #[derive(Args, Debug)]
 pub struct SearchArgs {
-    /// What to look for, in any language the embedder knows.
+    /// What to look for: everyday words, exact terms, or an article ("劳动合同法第39条").
     pub query: String,
+    /// dense (vectors), keyword (BM25) or hybrid (both, fused; the API's default).
+    #[arg(long, value_parser = ["dense", "keyword", "hybrid"])]
+    pub mode: Option<String>,
     /// How many hits (1–50; the API's default is 10).
     #[arg(long)]
     pub top_k: Option<u32>,
@@ -557,7 +560,7 @@ pub struct SearchArgs {
     pub regulation_type: Option<String>,
     #[arg(long)]
     pub version: Option<String>,
-    /// Only documents with all of these tags (comma-separated).
+    /// Only documents with any of these tags (comma-separated).
     #[arg(long, value_delimiter = ',')]
     pub tags: Vec<String>,
     #[command(flatten)]
@@ -567,6 +570,7 @@ pub struct SearchArgs {
 pub async fn search(args: SearchArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
     let body = search_request(
         &args.query,
+        args.mode.as_deref(),
         args.top_k,
         &args.doc_ids,
         args.regulation_type.as_deref(),
@@ -594,7 +598,9 @@ pub async fn search(args: SearchArgs, out: &mut (dyn Write + Send)) -> anyhow::R
         } else {
             format!("p.{}", h.page_start)
         };
-        let section = if h.section_path.is_empty() {
+        let section = if !h.citation.is_empty() {
+            h.citation.clone()
+        } else if h.section_path.is_empty() {
             "-".to_string()
         } else {
             h.section_path.join(" › ")

@@ -131,7 +131,8 @@ pub struct Counts {
 pub struct Hit {
     pub doc_id: String,
     pub doc_name: String,
-    pub chunk_id: String,
+    pub citation: String,
+    pub chunk_id: Option<String>,
     pub score: f64,
     pub text: String,
     pub section_path: Vec<String>,

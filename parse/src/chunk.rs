@@ -80,7 +80,26 @@ pub fn chunk(doc: &ParsedDocument, cfg: &ChunkConfig) -> Vec<VectorChunk> {
     out
 }
 
-#[cfg(test)]
+/// The pieces [`chunk`] cuts one block's text into, without their metadata: what search shows of
+/// an article it found by keyword.
+pub fn chunk_text(text: &str, cfg: &ChunkConfig) -> Vec<String> {
+    let block = SemanticBlock {
+        semantic_id: String::new(),
+        block_type: String::new(),
+        page_start: 0,
+        page_end: 0,
+        section_path: Vec::new(),
+        section_level: 0,
+        section_title: String::new(),
+        source_ids: Vec::new(),
+        text: text.to_string(),
+    };
+    chunk_block(&block, cfg)
+        .into_iter()
+        .map(|c| c.text)
+        .collect()
+}
+
 fn chunk_block(block: &SemanticBlock, cfg: &ChunkConfig) -> Vec<VectorChunk> {
     let mut out = Vec::new();
     chunk_block_into(block, cfg, &mut Scratch::default(), &mut out);

@@ -6,6 +6,7 @@
 //! the text into section-scoped semantic blocks; [`chunk`] cuts those blocks into token-bounded
 //! chunks that never cross a block boundary.
 
+pub mod article_ref;
 mod blocks;
 mod chunk;
 mod detect;
@@ -23,7 +24,7 @@ mod text;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-pub use chunk::estimate_tokens;
+pub use chunk::{chunk_text, estimate_tokens};
 pub use error::ParseError;
 pub use model::{
     BlockKind, ChunkConfig, Format, Hint, LayoutBlock, Limits, ParsedDocument, SemanticBlock,

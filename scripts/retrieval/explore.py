@@ -30,8 +30,13 @@ K = 50
 WORDY = re.compile(r"[\w\u3400-\u9fff]")
 
 
+# The word lists docpipe's keyword analyzer uses (shared/src/analyzer/), so these figures and the
+# Rust index drop the same words.
+WORD_LISTS = os.path.join(HERE, "..", "..", "shared", "src", "analyzer")
+
+
 def word_list(name):
-    with open(os.path.join(HERE, name), encoding="utf-8") as f:
+    with open(os.path.join(WORD_LISTS, name), encoding="utf-8") as f:
         return {l.strip() for l in f if l.strip() and not l.startswith("#")}
 
 

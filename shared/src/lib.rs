@@ -8,6 +8,7 @@
 //! - [`handlers`]: what a Lambda invocation does with its event (the binaries only call these).
 
 pub mod adapters;
+pub mod analyzer;
 pub mod artifacts;
 pub mod async_invoke;
 pub mod clock;

@@ -23,7 +23,7 @@ use docpipe::config::{DbConfig, IndexConfig, ParseConfig, Secret, StoreConfig};
 use docpipe::db::{Db, Type};
 use docpipe::model::{DocStatus, JobMessage};
 use docpipe::parse::{SemanticBlock, StructureNode, VectorChunk};
-use docpipe::search::{search, Filters};
+use docpipe::search::{search, Filters, Mode, Query, SearchCache, SearchDeps};
 use docpipe::services::{AwsClients, IndexService, ParseService, StoreService};
 use docpipe::stages::index::{index_job, IndexOutcome};
 use docpipe::stages::parse::{parse_job, ParseOutcome};
@@ -640,34 +640,41 @@ async fn run_index_search(
     queries.truncate(queries_n);
     let top_k = 5;
     let filters = Filters::default();
-    for (_, q) in queries.iter().take(5) {
-        search(
-            &bench.db.db,
-            embedder.as_ref(),
-            bench.milvus.as_ref(),
-            q,
+    let cache = SearchCache::default();
+    let deps = SearchDeps {
+        db: &bench.db.db,
+        embedder: embedder.as_ref(),
+        vectors: bench.milvus.as_ref(),
+        cache: &cache,
+    };
+    fn ask<'q>(text: &'q str, mode: Mode, top_k: usize, filters: &'q Filters) -> Query<'q> {
+        Query {
+            text,
             top_k,
-            &filters,
-        )
-        .await?;
+            mode,
+            filters,
+        }
+    }
+    for (_, q) in queries.iter().take(5) {
+        search(&deps, &ask(q, Mode::Hybrid, top_k, &filters)).await?;
     }
     let mut full_ms = Vec::new();
+    let mut dense_ms = Vec::new();
+    let mut keyword_ms = Vec::new();
     let mut found = 0usize;
     for (doc_id, q) in &queries {
         let t = Instant::now();
-        let result = search(
-            &bench.db.db,
-            embedder.as_ref(),
-            bench.milvus.as_ref(),
-            q,
-            top_k,
-            &filters,
-        )
-        .await?;
+        let result = search(&deps, &ask(q, Mode::Hybrid, top_k, &filters)).await?;
         full_ms.push(t.elapsed().as_secs_f64() * 1e3);
         if result.hits.iter().any(|h| &h.doc_id == doc_id) {
             found += 1;
         }
+        let t = Instant::now();
+        search(&deps, &ask(q, Mode::Dense, top_k, &filters)).await?;
+        dense_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        search(&deps, &ask(q, Mode::Keyword, top_k, &filters)).await?;
+        keyword_ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let mut embed_ms = Vec::new();
     let mut query_vectors = Vec::new();
@@ -676,8 +683,8 @@ async fn run_index_search(
         query_vectors.push(embedder.embed_query(q).await?);
         embed_ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    // search() asks Milvus for top_k * 2 + 10 hits; the raw search asks for as many.
-    let wanted = top_k * 2 + 10;
+    // search() asks Milvus for twice its article candidates in chunks; the raw search as many.
+    let wanted = docpipe::search::CANDIDATES * 2;
     let mut raw_ms = Vec::new();
     for v in &query_vectors {
         let t = Instant::now();
@@ -697,6 +704,8 @@ async fn run_index_search(
         "found_own_law_top5": found,
         "search_p50_ms": percentile(&full_ms, 0.5),
         "search_p99_ms": percentile(&full_ms, 0.99),
+        "dense_search_p50_ms": percentile(&dense_ms, 0.5),
+        "keyword_search_p50_ms": percentile(&keyword_ms, 0.5),
         "embed_query_p50_ms": percentile(&embed_ms, 0.5),
         "raw_milvus_p50_ms": percentile(&raw_ms, 0.5),
         "raw_milvus_p99_ms": percentile(&raw_ms, 0.99),

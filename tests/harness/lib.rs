@@ -689,6 +689,34 @@ impl Pipeline {
         }
     }
 
+    /// `POST /search` as the API runs it (a fresh cache each call, so nothing is remembered
+    /// between the steps of a test).
+    pub async fn search(
+        &self,
+        query: &str,
+        top_k: usize,
+        mode: docpipe::search::Mode,
+        filters: &docpipe::search::Filters,
+    ) -> docpipe::search::SearchResult {
+        let cache = docpipe::search::SearchCache::default();
+        docpipe::search::search(
+            &docpipe::search::SearchDeps {
+                db: &self.db.db,
+                embedder: self.index.embedder.as_ref(),
+                vectors: self.milvus.as_ref(),
+                cache: &cache,
+            },
+            &docpipe::search::Query {
+                text: query,
+                top_k,
+                mode,
+                filters,
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("search {query:?} ({mode:?}): {e}"))
+    }
+
     /// `POST /documents/{id}/retry`'s stage, as the API runs it.
     pub async fn retry(
         &self,

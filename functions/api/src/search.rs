@@ -1,11 +1,11 @@
-//! `POST /search`: the query embedded, Milvus asked, and every hit vouched for by PostgreSQL
-//! before it is returned (`docpipe::search`).
+//! `POST /search`: articles by dense, keyword or hybrid retrieval, every hit vouched for by
+//! PostgreSQL before it is returned (`docpipe::search`).
 
 use crate::problem::{ApiError, ApiJson};
 use crate::state::ApiState;
 use axum::extract::State;
 use axum::Json;
-use docpipe::search::{search, Filters, SearchResult, MAX_TOP_K};
+use docpipe::search::{search, Filters, Mode, Query, SearchDeps, SearchResult, MAX_TOP_K};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -21,6 +21,9 @@ pub struct SearchRequest {
     pub top_k: Option<i64>,
     #[serde(default, deserialize_with = "filters_object")]
     pub filters: Option<Filters>,
+    /// `dense`, `keyword` or `hybrid` (the default).
+    #[serde(default)]
+    pub mode: Option<Mode>,
 }
 
 /// serde reads a struct from a JSON array too (`"filters": []`); the spec says an object or null.
@@ -101,12 +104,18 @@ pub async fn search_chunks(
     let top_k = check(&request)?;
     let filters = request.filters.unwrap_or_default();
     let result = search(
-        &state.db,
-        state.embedder.as_ref(),
-        state.vectors.as_ref(),
-        &request.query,
-        top_k,
-        &filters,
+        &SearchDeps {
+            db: &state.db,
+            embedder: state.embedder.as_ref(),
+            vectors: state.vectors.as_ref(),
+            cache: &state.search_cache,
+        },
+        &Query {
+            text: &request.query,
+            top_k,
+            mode: request.mode.unwrap_or_default(),
+            filters: &filters,
+        },
     )
     .await?;
     Ok(Json(result))

@@ -122,6 +122,8 @@ pub struct ApiState {
     pub queue: Arc<dyn JobQueue>,
     pub embedder: Arc<dyn Embedder>,
     pub vectors: Arc<dyn VectorIndex>,
+    /// Law titles and BM25's N, shared by searches for a few seconds.
+    pub search_cache: docpipe::search::SearchCache,
     /// The store stage, for the S3-compatible webhook.
     pub store: StoreService,
     pub config: ApiConfig,
@@ -202,6 +204,7 @@ impl ApiState {
             queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
             embedder,
             vectors,
+            search_cache: Default::default(),
             config,
             actor_source,
         }

@@ -53,6 +53,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0008_tombstones_cleanups_intake",
         sql: include_str!("../../../migrations/0008_tombstones_cleanups_intake.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_keyword_index",
+        sql: include_str!("../../../migrations/0009_keyword_index.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

@@ -5,11 +5,13 @@
 //! transaction mode hands the next transaction a server that never saw it. No session state either:
 //! no `SET`, no temp tables, only transaction-scoped advisory locks.
 
+pub mod articles;
 pub mod audit;
 pub mod cleanups;
 pub mod documents;
 pub mod idempotency;
 pub mod intake;
+pub mod keyword;
 pub mod migrate;
 pub mod run_events;
 pub mod runs;

@@ -16,12 +16,14 @@ fn fit(s: &str, max_chars: usize) -> &str {
 }
 
 /// Seed 000 §6.3 steps 4–5: the document's snapshot becomes this parse's, replacing the previous one.
+/// The keyword rows of the old blocks go first, with their document frequencies.
 pub async fn replace(
     c: &impl GenericClient,
     doc_id: &str,
     nodes: &[StructureNode],
     blocks: &[SemanticBlock],
 ) -> Result<(), DbError> {
+    super::keyword::remove(c, doc_id).await?;
     c.execute_typed(
         "DELETE FROM structure_nodes WHERE doc_id = $1",
         &[(&doc_id, Type::VARCHAR)],

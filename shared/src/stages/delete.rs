@@ -7,7 +7,7 @@
 
 use crate::adapters::{ObjectStore, StorageError};
 use crate::artifacts;
-use crate::db::{cleanups, documents, tombstones, Db, DbError, Type};
+use crate::db::{cleanups, documents, keyword, tombstones, Db, DbError, Type};
 use docpipe_vector::{VectorError, VectorIndex};
 
 pub struct DeleteDeps<'a> {
@@ -53,6 +53,8 @@ pub async fn delete(deps: &DeleteDeps<'_>, doc_id: &str) -> Result<Deleted, Dele
     if marked.is_none() {
         return Err(DeleteError::NotFound(doc_id.to_string()));
     }
+    // Nothing of it may be found by keyword from now on, and its terms stop counting.
+    keyword::remove(&*tx, doc_id).await?;
     tombstones::record(&*tx, doc_id).await?;
     cleanups::record(&*tx, cleanups::Kind::Document, doc_id, None, "deleted").await?;
     tx.commit().await.map_err(DbError::from)?;
@@ -84,6 +86,7 @@ pub async fn finish(deps: &DeleteDeps<'_>, doc_id: &str) -> Result<Deleted, Dele
 
     let mut client = deps.db.client().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
+    keyword::remove(&*tx, doc_id).await?;
     tx.execute_typed(
         "DELETE FROM documents WHERE doc_id = $1",
         &[(&doc_id, Type::VARCHAR)],

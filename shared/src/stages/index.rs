@@ -16,11 +16,13 @@ use crate::adapters::{ObjectStore, StorageError};
 use crate::artifacts;
 use crate::config::IndexConfig;
 use crate::db::cleanups::{self, Kind};
+use crate::db::keyword::{self, AnalysedDocument};
 use crate::db::transitions::{self, IndexCounts};
 use crate::db::{documents, Db, DbError};
 use crate::error::StageError;
 use crate::model::{DocStatus, JobMessage, Stage};
 use crate::stages::cleanup::{record_and_try, Carried, CleanupDeps};
+use crate::stages::keywords;
 use docpipe_embed::{EmbedError, Embedder};
 use docpipe_parse::VectorChunk;
 use docpipe_vector::{ChunkRecord, VectorError, VectorIndex};
@@ -180,9 +182,15 @@ async fn write_vectors(
         timings.checks_ms += t.elapsed().as_millis();
     }
 
+    let t = Instant::now();
+    let keywords = analyse_keywords(deps, doc_id).await?;
+    let keyword_ms = t.elapsed().as_millis() as u64;
     let metadata = serde_json::json!({
         "index": {
             "chunks": chunks.len(),
+            "keyword_blocks": keywords.blocks.len(),
+            "keyword_ms": keyword_ms,
+            "analyzer": keywords.analyzer,
             "embed_ms": timings.embed_ms as u64,
             "insert_ms": timings.insert_ms as u64,
             "checks_ms": timings.checks_ms as u64,
@@ -190,7 +198,7 @@ async fn write_vectors(
             "duration_ms": started.elapsed().as_millis() as u64,
         }
     });
-    if !commit(deps, doc_id, lease, chunks.len(), metadata)
+    if !commit(deps, doc_id, lease, chunks.len(), &keywords, metadata)
         .await
         .map_err(|e| Failure::Transient(db_err(e)))?
     {
@@ -363,13 +371,27 @@ async fn embed_and_insert(
     Ok(true)
 }
 
+/// The run's blocks analysed for the keyword index, before the commit that writes them.
+async fn analyse_keywords(deps: &IndexDeps<'_>, doc_id: &str) -> Result<AnalysedDocument, Failure> {
+    let client = deps
+        .db
+        .client()
+        .await
+        .map_err(|e| Failure::Transient(db_err(e)))?;
+    keywords::analyse(&**client, doc_id)
+        .await
+        .map_err(|e| Failure::Transient(db_err(e)))
+}
+
 /// Seed 000 §6.4's transaction: under the document's row lock, the run succeeds and the document
-/// becomes `indexed`, together, and only if this worker still holds the run's lease.
+/// becomes `indexed`, and its keyword rows become this run's, together, and only if this worker
+/// still holds the run's lease.
 async fn commit(
     deps: &IndexDeps<'_>,
     doc_id: &str,
     lease: &HeldLease,
     chunks: usize,
+    keywords: &AnalysedDocument,
     metadata: serde_json::Value,
 ) -> Result<bool, DbError> {
     let mut client = deps.db.client().await?;
@@ -388,7 +410,9 @@ async fn commit(
             },
         )
         .await?;
-    if !moved {
+    if moved {
+        keyword::write(&*tx, lease.run_id, keywords).await?;
+    } else {
         // The decision that this worker's vectors are not the run's, and the clean-up it owes.
         cleanups::record(&*tx, Kind::VectorsRun, doc_id, Some(lease.run_id), LOST).await?;
     }

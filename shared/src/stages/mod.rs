@@ -23,6 +23,7 @@ pub mod delete;
 pub mod give_up;
 pub mod housekeeping;
 pub mod index;
+pub mod keywords;
 pub mod lease;
 pub mod parse;
 pub mod register;

@@ -8,7 +8,7 @@
 
 use crate::adapters::{JobQueue, ObjectStore};
 use crate::db::transitions::{self, StoredObject};
-use crate::db::{documents, runs, Db, DbError};
+use crate::db::{documents, keyword, runs, Db, DbError};
 use crate::model::{DocStatus, JobMessage, RunStatus, Stage, Trigger};
 
 pub struct RetryDeps<'a> {
@@ -136,6 +136,8 @@ pub async fn retry(deps: &RetryDeps<'_>, doc_id: &str) -> Result<Retried, RetryE
             }
         }
     }
+    // The old run's keyword rows go with it, as its vectors stop counting for search.
+    keyword::remove(&*tx, doc_id).await?;
     let run_id = transitions::open_run(
         &*tx,
         doc_id,

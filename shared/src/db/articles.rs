@@ -1,0 +1,143 @@
+//! Reads of `semantic_blocks` for search: which article a chunk belongs to, which articles a query
+//! names, and the articles a search returns, each vouched for by its document's row.
+
+use super::{DbError, Type};
+use crate::search::Filters;
+use tokio_postgres::GenericClient;
+
+/// A chunk that search found, as Milvus describes it.
+pub struct ChunkPlace<'a> {
+    pub doc_id: &'a str,
+    pub section_title: &'a str,
+    pub section_path: &'a str,
+    pub text: &'a str,
+}
+
+/// The block each chunk was cut from (`None` where none matches any more). Blocks are found by
+/// the indexed (doc_id, section_title) pair; when several blocks share a title, the one with the
+/// same path and then the one containing the chunk's text wins.
+pub async fn blocks_of_chunks(
+    c: &impl GenericClient,
+    chunks: &[ChunkPlace<'_>],
+) -> Result<Vec<Option<i64>>, DbError> {
+    if chunks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let docs: Vec<&str> = chunks.iter().map(|c| c.doc_id).collect();
+    let titles: Vec<&str> = chunks.iter().map(|c| c.section_title).collect();
+    let paths: Vec<&str> = chunks.iter().map(|c| c.section_path).collect();
+    let texts: Vec<&str> = chunks.iter().map(|c| c.text).collect();
+    let rows = c
+        .query_typed(
+            "SELECT DISTINCT ON (u.ord) u.ord, sb.id
+             FROM UNNEST($1::varchar[], $2::varchar[], $3::text[], $4::text[])
+                  WITH ORDINALITY AS u(doc, title, path, txt, ord)
+             JOIN semantic_blocks sb ON sb.doc_id = u.doc AND sb.section_title = u.title
+             ORDER BY u.ord,
+                      (array_to_string(ARRAY(SELECT jsonb_array_elements_text(sb.section_path)),
+                                       ' > ') = u.path) DESC,
+                      (strpos(sb.text, u.txt) > 0) DESC, sb.id",
+            &[
+                (&docs, Type::VARCHAR_ARRAY),
+                (&titles, Type::VARCHAR_ARRAY),
+                (&paths, Type::TEXT_ARRAY),
+                (&texts, Type::TEXT_ARRAY),
+            ],
+        )
+        .await?;
+    let mut out = vec![None; chunks.len()];
+    for r in rows {
+        let ord: i64 = r.get(0);
+        out[(ord - 1) as usize] = Some(r.get(1));
+    }
+    Ok(out)
+}
+
+/// The articles (blocks whose title starts with 第…条) of these documents, as (block id, doc id,
+/// section title), for resolving a query that names an article.
+pub async fn article_titles(
+    c: &impl GenericClient,
+    doc_ids: &[&str],
+) -> Result<Vec<(i64, String, String)>, DbError> {
+    let rows = c
+        .query_typed(
+            "SELECT id, doc_id, section_title FROM semantic_blocks
+             WHERE doc_id = ANY($1) AND section_title LIKE '第%'",
+            &[(&doc_ids, Type::VARCHAR_ARRAY)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect())
+}
+
+/// A block as search returns it.
+#[derive(Debug, Clone)]
+pub struct LiveBlock {
+    pub block_id: i64,
+    pub doc_id: String,
+    pub doc_name: String,
+    pub semantic_id: String,
+    pub block_type: String,
+    pub section_path: Vec<String>,
+    pub section_title: String,
+    pub page_start: i32,
+    pub page_end: i32,
+    pub text: String,
+    /// The law as cited: the keyword index's title for the document, else its name.
+    pub law_title: String,
+}
+
+/// The blocks among `ids` that PostgreSQL vouches for: the document is indexed, not being deleted,
+/// and passes the filters. Order is not kept; the caller orders.
+pub async fn live_blocks(
+    c: &impl GenericClient,
+    ids: &[i64],
+    filters: &Filters,
+) -> Result<Vec<LiveBlock>, DbError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let doc_ids: Option<&Vec<String>> = (!filters.doc_ids.is_empty()).then_some(&filters.doc_ids);
+    let tags: Option<&Vec<String>> = (!filters.tags.is_empty()).then_some(&filters.tags);
+    let rows = c
+        .query_typed(
+            "SELECT sb.id, sb.doc_id, d.doc_name, sb.semantic_id, sb.block_type, sb.section_path,
+                    sb.section_title, sb.page_start, sb.page_end, sb.text,
+                    COALESCE(kd.title, d.doc_name)
+             FROM semantic_blocks sb
+             JOIN documents d ON d.doc_id = sb.doc_id
+             LEFT JOIN keyword_documents kd ON kd.doc_id = d.doc_id
+                                           AND kd.run_id = d.current_run_id
+             WHERE sb.id = ANY($1) AND d.status = 'indexed' AND d.deleting_at IS NULL
+               AND ($2::varchar[] IS NULL OR d.doc_id = ANY($2))
+               AND ($3::varchar IS NULL OR d.regulation_type = $3)
+               AND ($4::varchar IS NULL OR d.version = $4)
+               AND ($5::text[] IS NULL OR d.metadata -> 'tags' ?| $5)",
+            &[
+                (&ids, Type::INT8_ARRAY),
+                (&doc_ids, Type::VARCHAR_ARRAY),
+                (&filters.regulation_type, Type::VARCHAR),
+                (&filters.version, Type::VARCHAR),
+                (&tags, Type::TEXT_ARRAY),
+            ],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| LiveBlock {
+            block_id: r.get(0),
+            doc_id: r.get(1),
+            doc_name: r.get(2),
+            semantic_id: r.get(3),
+            block_type: r.get(4),
+            section_path: serde_json::from_value(r.get(5)).unwrap_or_default(),
+            section_title: r.get(6),
+            page_start: r.get(7),
+            page_end: r.get(8),
+            text: r.get(9),
+            law_title: r.get(10),
+        })
+        .collect())
+}

@@ -1,0 +1,404 @@
+//! Search, at article level: the dense ranking (query embedded, chunks from Milvus, fused into
+//! the articles they were cut from), the keyword ranking (BM25 over `semantic_blocks`,
+//! [`crate::db::keyword`]), fused by reciprocal rank; an article the query names ("民法典第一千零四十二条")
+//! comes first. Milvus has no authority (seed 001): every hit is checked against PostgreSQL (the
+//! document exists, is `indexed`, is not being deleted, and the hit belongs to its current run)
+//! before it is returned. Stale hits are dropped and counted.
+
+pub mod fusion;
+pub mod references;
+
+use crate::analyzer::{self, Analyzer};
+use crate::db::articles::{self, ChunkPlace, LiveBlock};
+use crate::db::{keyword, Db, DbError, Type};
+use docpipe_embed::{EmbedError, Embedder};
+use docpipe_parse::article_ref::{article_number, citation};
+use docpipe_vector::{SearchFilters, VectorError, VectorHit, VectorIndex};
+use fusion::{distinct, fuse, FusionParameters, DEFAULT_FUSION};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+pub const MAX_TOP_K: usize = 50;
+/// Articles each ranking contributes to the fusion.
+pub const CANDIDATES: usize = 100;
+/// A term's postings a keyword query reads at most (its best-weighted first).
+pub const POSTINGS_PER_TERM: i64 = 5_000;
+/// The score of an article the query names: above any fused score, which is at most
+/// `(dense_weight + keyword_weight) / (k + 1)`.
+pub const REFERENCED_SCORE: f64 = 1.0;
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Filters {
+    #[serde(default)]
+    pub doc_ids: Vec<String>,
+    #[serde(default)]
+    pub regulation_type: Option<String>,
+    #[serde(default)]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Dense,
+    Keyword,
+    #[default]
+    Hybrid,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Dense => "dense",
+            Mode::Keyword => "keyword",
+            Mode::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// How a search ranked, as the response states it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Parameters {
+    pub fusion: FusionParameters,
+    /// Articles each ranking contributed.
+    pub candidates: usize,
+    pub analyzer: &'static str,
+    pub bm25_k1: f64,
+    pub bm25_b: f64,
+    pub postings_per_term: i64,
+    pub embedding_model: String,
+}
+
+/// One article (one section of one document).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Hit {
+    pub doc_id: String,
+    pub doc_name: String,
+    pub semantic_id: String,
+    /// As a lawyer writes it: 《中华人民共和国民法典》第一千零四十二条; the section's title when it is
+    /// no article.
+    pub citation: String,
+    pub law_title: String,
+    pub section_path: Vec<String>,
+    pub page_start: i64,
+    pub page_end: i64,
+    pub score: f64,
+    /// Its rank in each list (from 1), when that list had it.
+    pub dense_rank: Option<usize>,
+    pub keyword_rank: Option<usize>,
+    /// The query named this article.
+    pub referenced: bool,
+    /// The best-matching chunk: the dense ranking's, else the one with most query terms.
+    pub chunk_id: Option<String>,
+    pub text: String,
+    /// The whole article, from `semantic_blocks`.
+    pub article_text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchResult {
+    pub mode: Mode,
+    pub parameters: Parameters,
+    pub hits: Vec<Hit>,
+    /// The articles the query named, as cited, that were found.
+    pub references: Vec<String>,
+    /// Hits a ranking returned that PostgreSQL refused (deleted document, old run, not indexed).
+    pub stale_dropped: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("the query could not be embedded")]
+    Embed(#[from] EmbedError),
+    #[error("the vector index is unavailable")]
+    Vector(#[from] VectorError),
+    #[error("the database is unavailable")]
+    Db(#[from] DbError),
+}
+
+/// What searches share between requests: the live law titles and BM25's N, read again after
+/// [`CACHE_TTL`]. Either only ranks; every hit is still checked row by row.
+#[derive(Default)]
+pub struct SearchCache {
+    titles: Mutex<Option<(Instant, std::sync::Arc<references::LawTitles>)>>,
+    blocks: Mutex<Option<(Instant, i64)>>,
+}
+
+pub const CACHE_TTL: Duration = Duration::from_secs(30);
+
+impl SearchCache {
+    async fn titles(&self, db: &Db) -> Result<std::sync::Arc<references::LawTitles>, DbError> {
+        if let Some((at, t)) = &*self.titles.lock().expect("not poisoned") {
+            if at.elapsed() < CACHE_TTL {
+                return Ok(t.clone());
+            }
+        }
+        let client = db.client().await?;
+        let titles = std::sync::Arc::new(references::LawTitles::new(
+            keyword::law_titles(&**client).await?,
+        ));
+        *self.titles.lock().expect("not poisoned") = Some((Instant::now(), titles.clone()));
+        Ok(titles)
+    }
+
+    async fn block_count(&self, db: &Db) -> Result<i64, DbError> {
+        if let Some((at, n)) = &*self.blocks.lock().expect("not poisoned") {
+            if at.elapsed() < CACHE_TTL {
+                return Ok(*n);
+            }
+        }
+        let client = db.client().await?;
+        let n = keyword::block_count(&**client).await?;
+        *self.blocks.lock().expect("not poisoned") = Some((Instant::now(), n));
+        Ok(n)
+    }
+}
+
+pub struct SearchDeps<'a> {
+    pub db: &'a Db,
+    pub embedder: &'a dyn Embedder,
+    pub vectors: &'a dyn VectorIndex,
+    pub cache: &'a SearchCache,
+}
+
+pub struct Query<'a> {
+    pub text: &'a str,
+    pub top_k: usize,
+    pub mode: Mode,
+    pub filters: &'a Filters,
+}
+
+/// The dense ranking at article level: best chunk per article, in chunk order.
+struct DenseRanking {
+    blocks: Vec<i64>,
+    best_chunk: HashMap<i64, VectorHit>,
+    stale: usize,
+}
+
+pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult, SearchError> {
+    let top_k = q.top_k.clamp(1, MAX_TOP_K);
+    let dense = async {
+        match q.mode {
+            Mode::Keyword => Ok(None),
+            _ => dense_ranking(deps, q).await.map(Some),
+        }
+    };
+    let keyword = async {
+        match q.mode {
+            Mode::Dense => Ok(Vec::new()),
+            _ => keyword_ranking(deps, q).await,
+        }
+    };
+    let named = references::resolve(deps, q.text);
+    let (dense, keyword, named) = tokio::join!(dense, keyword, named);
+    let (dense, keyword, named) = (dense?, keyword?, named?);
+
+    let dense_ids: &[i64] = dense.as_ref().map(|d| d.blocks.as_slice()).unwrap_or(&[]);
+    let fused = fuse(dense_ids, &keyword, &DEFAULT_FUSION);
+    let order = distinct(
+        named
+            .iter()
+            .map(|(id, _)| *id)
+            .chain(fused.iter().map(|f| f.block_id)),
+    );
+    // Enough to fill top_k after the check, not the whole fused list.
+    let wanted: Vec<i64> = order.iter().take(top_k * 2 + 10).copied().collect();
+    let client = deps.db.client().await?;
+    let live: HashMap<i64, LiveBlock> = articles::live_blocks(&**client, &wanted, q.filters)
+        .await?
+        .into_iter()
+        .map(|b| (b.block_id, b))
+        .collect();
+    drop(client);
+
+    let fused_at: HashMap<i64, &fusion::Fused> = fused.iter().map(|f| (f.block_id, f)).collect();
+    let query_words = Analyzer::shared().query_words(q.text);
+    let mut stale_dropped = dense.as_ref().map_or(0, |d| d.stale);
+    let mut hits = Vec::with_capacity(top_k);
+    for id in &wanted {
+        let Some(block) = live.get(id) else {
+            stale_dropped += 1;
+            continue;
+        };
+        if hits.len() == top_k {
+            break;
+        }
+        let f = fused_at.get(id);
+        let best = dense.as_ref().and_then(|d| d.best_chunk.get(id));
+        let referenced = named.iter().any(|(n, _)| n == id);
+        hits.push(hit(
+            block,
+            if referenced {
+                REFERENCED_SCORE
+            } else {
+                f.map_or(0.0, |f| f.score)
+            },
+            f.and_then(|f| f.dense_rank),
+            f.and_then(|f| f.keyword_rank),
+            referenced,
+            best,
+            &query_words,
+        ));
+    }
+    if stale_dropped > 0 {
+        tracing::info!(
+            stale_dropped,
+            "search dropped hits PostgreSQL does not vouch for"
+        );
+    }
+    Ok(SearchResult {
+        mode: q.mode,
+        parameters: Parameters {
+            fusion: DEFAULT_FUSION,
+            candidates: CANDIDATES,
+            analyzer: analyzer::ANALYZER,
+            bm25_k1: analyzer::K1,
+            bm25_b: analyzer::B,
+            postings_per_term: POSTINGS_PER_TERM,
+            embedding_model: deps.embedder.model_id().to_string(),
+        },
+        references: named
+            .iter()
+            .filter(|(id, _)| live.contains_key(id))
+            .map(|(_, c)| c.clone())
+            .collect(),
+        hits,
+        stale_dropped,
+    })
+}
+
+fn hit(
+    block: &LiveBlock,
+    score: f64,
+    dense_rank: Option<usize>,
+    keyword_rank: Option<usize>,
+    referenced: bool,
+    best: Option<&VectorHit>,
+    query_words: &[String],
+) -> Hit {
+    let cited = match article_number(&block.section_title) {
+        Some(n) => citation(&block.law_title, n),
+        None if block.section_title.is_empty() => format!("《{}》", block.law_title),
+        None => format!("《{}》{}", block.law_title, block.section_title),
+    };
+    let (chunk_id, text) = match best {
+        Some(h) => (Some(h.chunk_id.clone()), h.text.clone()),
+        None => (None, best_passage(&block.text, query_words)),
+    };
+    Hit {
+        doc_id: block.doc_id.clone(),
+        doc_name: block.doc_name.clone(),
+        semantic_id: block.semantic_id.clone(),
+        citation: cited,
+        law_title: block.law_title.clone(),
+        section_path: block.section_path.clone(),
+        page_start: i64::from(block.page_start),
+        page_end: i64::from(block.page_end),
+        score,
+        dense_rank,
+        keyword_rank,
+        referenced,
+        chunk_id,
+        text,
+        article_text: block.text.clone(),
+    }
+}
+
+/// The chunk of the article (cut as the index cut it) holding most of the query's words.
+fn best_passage(text: &str, words: &[String]) -> String {
+    let pieces = docpipe_parse::chunk_text(text, &docpipe_parse::ChunkConfig::default());
+    pieces
+        .into_iter()
+        .enumerate()
+        .max_by_key(|(i, p)| {
+            let found = words.iter().filter(|w| p.contains(w.as_str())).count();
+            (found, std::cmp::Reverse(*i))
+        })
+        .map(|(_, p)| p)
+        .unwrap_or_default()
+}
+
+async fn dense_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<DenseRanking, SearchError> {
+    let vector = deps.embedder.embed_query(q.text).await?;
+    // Chunks, not articles: a long article has several. Twice the articles wanted is plenty.
+    let raw = deps
+        .vectors
+        .search(
+            &vector,
+            CANDIDATES * 2,
+            &SearchFilters {
+                doc_ids: q.filters.doc_ids.clone(),
+                regulation_type: q.filters.regulation_type.clone(),
+                version: q.filters.version.clone(),
+                tags: q.filters.tags.clone(),
+            },
+        )
+        .await?;
+    let mut ids: Vec<&str> = raw.iter().map(|h| h.doc_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let client = deps.db.client().await?;
+    let rows = client
+        .query_typed(
+            "SELECT doc_id, current_run_id FROM documents
+             WHERE doc_id = ANY($1) AND status = 'indexed' AND deleting_at IS NULL",
+            &[(&ids, Type::VARCHAR_ARRAY)],
+        )
+        .await
+        .map_err(DbError::from)?;
+    let current: HashMap<String, Option<i64>> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let (live, stale): (Vec<VectorHit>, Vec<VectorHit>) = raw
+        .into_iter()
+        .partition(|h| current.get(&h.doc_id) == Some(&Some(h.run_id)));
+    let places: Vec<ChunkPlace> = live
+        .iter()
+        .map(|h| ChunkPlace {
+            doc_id: &h.doc_id,
+            section_title: &h.section_title,
+            section_path: &h.section_path,
+            text: &h.text,
+        })
+        .collect();
+    let blocks = articles::blocks_of_chunks(&**client, &places).await?;
+    let mut ranking = DenseRanking {
+        blocks: Vec::new(),
+        best_chunk: HashMap::new(),
+        stale: stale.len(),
+    };
+    for (h, block) in live.into_iter().zip(blocks) {
+        let Some(block) = block else {
+            ranking.stale += 1;
+            continue;
+        };
+        if let std::collections::hash_map::Entry::Vacant(e) = ranking.best_chunk.entry(block) {
+            e.insert(h);
+            ranking.blocks.push(block);
+        }
+    }
+    ranking.blocks.truncate(CANDIDATES);
+    Ok(ranking)
+}
+
+async fn keyword_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<Vec<i64>, SearchError> {
+    let terms = Analyzer::shared().query_terms(q.text);
+    if terms.is_empty() {
+        return Ok(Vec::new());
+    }
+    let n = deps.cache.block_count(deps.db).await?;
+    let client = deps.db.client().await?;
+    let scored = keyword::search(
+        &**client,
+        &terms,
+        n,
+        POSTINGS_PER_TERM,
+        CANDIDATES as i64,
+        q.filters,
+    )
+    .await?;
+    Ok(scored.into_iter().map(|s| s.block_id).collect())
+}

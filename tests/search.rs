@@ -1,0 +1,327 @@
+//! Search at article level on the real stack: keyword (BM25 in PostgreSQL), dense (Milvus) and
+//! hybrid; hits cited as lawyers cite them; an article the query names first; filters in every
+//! mode; and a keyword index that follows every delete, retry and reindex exactly.
+
+use docpipe::analyzer::ANALYZER;
+use docpipe::model::DocStatus;
+use docpipe::search::{Filters, Mode, SearchResult};
+use docpipe_tests::{corpus_dir, Pipeline};
+use docpipe_vector::VectorIndex;
+
+const MODES: [Mode; 3] = [Mode::Dense, Mode::Keyword, Mode::Hybrid];
+
+/// A law of `corpus/questions/laws` by its INDEX.tsv name and, for the Civil Code, its 编.
+fn question_law(name: &str, part: &str) -> (String, Vec<u8>) {
+    let dir = corpus_dir().join("questions").join("laws");
+    let index = std::fs::read_to_string(dir.join("INDEX.tsv")).expect("laws/INDEX.tsv");
+    let file = index
+        .lines()
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .find(|f| f.len() == 3 && f[1] == name && f[2].contains(part))
+        .unwrap_or_else(|| panic!("{name} {part} in INDEX.tsv"))[0]
+        .to_string();
+    let body = std::fs::read(dir.join(&file)).expect("law file");
+    (file, body)
+}
+
+async fn ingest_law(p: &Pipeline, name: &str, part: &str) -> String {
+    let (file, body) = question_law(name, part);
+    let doc_id = p.ingest(&format!("uploads/laws/{file}"), &body).await;
+    let doc = p.doc(&doc_id).await.unwrap();
+    assert_eq!(
+        doc.status,
+        DocStatus::Indexed,
+        "{name}: {}",
+        doc.error_message
+    );
+    doc_id
+}
+
+/// The keyword index's own bookkeeping: every posting counted once in `keyword_terms`, every
+/// block's term list matching its postings, nothing negative. Returns the rows of `doc_id`.
+async fn keyword_rows(p: &Pipeline, doc_id: &str) -> (i64, i64) {
+    let client = p.db.db.client().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM keyword_postings),
+                    (SELECT COALESCE(sum(df), 0)::int8 FROM keyword_terms),
+                    (SELECT COALESCE(sum(cardinality(terms)), 0)::int8 FROM keyword_blocks),
+                    (SELECT count(*) FROM keyword_terms WHERE df < 0),
+                    (SELECT count(*) FROM keyword_blocks WHERE doc_id = $1),
+                    (SELECT COALESCE(max(run_id), 0) FROM keyword_documents WHERE doc_id = $1)",
+            &[&doc_id],
+        )
+        .await
+        .unwrap();
+    let (postings, df, listed, negative): (i64, i64, i64, i64) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    assert_eq!(
+        postings, df,
+        "document frequencies count every posting once"
+    );
+    assert_eq!(
+        postings, listed,
+        "each block lists exactly its postings' terms"
+    );
+    assert_eq!(negative, 0);
+    (row.get(4), row.get(5))
+}
+
+fn cited(r: &SearchResult) -> Vec<&str> {
+    r.hits.iter().map(|h| h.citation.as_str()).collect()
+}
+
+#[tokio::test]
+async fn hits_are_articles_cited_as_lawyers_cite_them_and_a_named_article_comes_first() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let labour = ingest_law(&p, "劳动合同法", "").await;
+    let marriage = ingest_law(&p, "民法典", "婚姻家庭编").await;
+    let _contracts = ingest_law(&p, "民法典", "合同编").await;
+
+    // Words of article 39 that everyday questions use: BM25 finds it without any vectors.
+    let r = p
+        .search(
+            "劳动者严重违反用人单位的规章制度，单位可以解除劳动合同吗",
+            10,
+            Mode::Keyword,
+            &Filters::default(),
+        )
+        .await;
+    assert_eq!(r.mode, Mode::Keyword);
+    assert!(
+        cited(&r)[..3].contains(&"《中华人民共和国劳动合同法》第三十九条"),
+        "{:?}",
+        cited(&r)
+    );
+    let top = &r.hits[0];
+    assert!(top.keyword_rank == Some(1) && top.dense_rank.is_none());
+    assert!(top.chunk_id.is_none() && !top.text.is_empty());
+    assert!(
+        top.article_text.contains(&top.text),
+        "the passage is part of the article"
+    );
+    assert_eq!(top.law_title, "中华人民共和国劳动合同法");
+
+    for mode in MODES {
+        let r = p
+            .search(
+                "公司解除劳动合同要给经济补偿吗",
+                20,
+                mode,
+                &Filters::default(),
+            )
+            .await;
+        let mut keys: Vec<(&str, &str)> = r
+            .hits
+            .iter()
+            .map(|h| (h.doc_id.as_str(), h.semantic_id.as_str()))
+            .collect();
+        let n = keys.len();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), n, "{mode:?}: one hit per article");
+        assert!(r.hits.windows(2).all(|w| w[0].score >= w[1].score));
+        assert_eq!(r.parameters.fusion.method, "rrf");
+        assert_eq!(r.parameters.analyzer, ANALYZER);
+        for h in &r.hits {
+            assert!(h.citation.starts_with('《'), "{}", h.citation);
+            assert!(h.article_text.contains(&h.text) || h.chunk_id.is_some());
+        }
+    }
+
+    // The Civil Code is eight files under one name; the number picks the file.
+    for (query, want, doc) in [
+        (
+            "民法典第一千零四十二条",
+            "《中华人民共和国民法典》第一千零四十二条",
+            &marriage,
+        ),
+        (
+            "中华人民共和国民法典第1042条是什么",
+            "《中华人民共和国民法典》第一千零四十二条",
+            &marriage,
+        ),
+        (
+            "劳动合同法第39条",
+            "《中华人民共和国劳动合同法》第三十九条",
+            &labour,
+        ),
+        (
+            "《劳动合同法》 第 三十九 条",
+            "《中华人民共和国劳动合同法》第三十九条",
+            &labour,
+        ),
+    ] {
+        for mode in MODES {
+            let r = p.search(query, 5, mode, &Filters::default()).await;
+            let first = &r.hits[0];
+            assert_eq!(first.citation, want, "{query} ({mode:?}): {:?}", cited(&r));
+            assert!(first.referenced && &first.doc_id == doc);
+            assert_eq!(r.references, vec![want.to_string()]);
+        }
+    }
+    // A law nobody indexed, an article a law lacks: no reference, and no error.
+    for query in ["刑法 第 264 条", "劳动合同法第九百条"] {
+        let r = p.search(query, 5, Mode::Hybrid, &Filters::default()).await;
+        assert!(
+            r.references.is_empty() && r.hits.iter().all(|h| !h.referenced),
+            "{query}"
+        );
+    }
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn filters_apply_in_every_mode() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let labour = ingest_law(&p, "劳动合同法", "").await;
+    let marriage = ingest_law(&p, "民法典", "婚姻家庭编").await;
+    let query = "解除劳动合同 离婚 财产";
+    for mode in MODES {
+        let unfiltered = p.search(query, 20, mode, &Filters::default()).await;
+        let docs: std::collections::BTreeSet<&str> =
+            unfiltered.hits.iter().map(|h| h.doc_id.as_str()).collect();
+        // The test embedder hashes words, so only the keyword side is sure to reach both.
+        if mode != Mode::Dense {
+            assert_eq!(docs.len(), 2, "{mode:?} finds both laws unfiltered");
+        }
+        for doc in [&labour, &marriage] {
+            let only = Filters {
+                doc_ids: vec![doc.clone()],
+                ..Filters::default()
+            };
+            let r = p.search(query, 20, mode, &only).await;
+            assert!(!r.hits.is_empty(), "{mode:?}");
+            assert!(r.hits.iter().all(|h| &h.doc_id == doc), "{mode:?}");
+        }
+        let none = Filters {
+            regulation_type: Some("no such type".into()),
+            ..Filters::default()
+        };
+        assert!(
+            p.search(query, 20, mode, &none).await.hits.is_empty(),
+            "{mode:?}"
+        );
+        let tagged = Filters {
+            tags: vec!["no-such-tag".into()],
+            ..Filters::default()
+        };
+        assert!(
+            p.search(query, 20, mode, &tagged).await.hits.is_empty(),
+            "{mode:?}"
+        );
+        // A named article outside the filter is not let through either.
+        let r = p
+            .search(
+                "劳动合同法第39条",
+                5,
+                mode,
+                &Filters {
+                    doc_ids: vec![marriage.clone()],
+                    ..Filters::default()
+                },
+            )
+            .await;
+        assert!(
+            r.hits.iter().all(|h| h.doc_id == marriage && !h.referenced),
+            "{mode:?}"
+        );
+    }
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_keyword_index_follows_delete_and_retry_exactly() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let labour = ingest_law(&p, "劳动合同法", "").await;
+    let marriage = ingest_law(&p, "民法典", "婚姻家庭编").await;
+    let labour_query = "用人单位 劳动者 劳动合同 试用期";
+    let finds = |r: &SearchResult, doc: &str| r.hits.iter().any(|h| h.doc_id == doc);
+    let (blocks, run) = keyword_rows(&p, &labour).await;
+    assert!(blocks > 50);
+    assert_eq!(Some(run), p.doc(&labour).await.unwrap().current_run_id);
+    let r = p
+        .search(labour_query, 10, Mode::Keyword, &Filters::default())
+        .await;
+    assert!(finds(&r, &labour));
+
+    // Retry: from the moment it is accepted until its run is indexed, the old run's keyword
+    // rows are gone, like its vectors stop counting.
+    p.retry(&marriage).await.unwrap();
+    assert_eq!(keyword_rows(&p, &marriage).await.0, 0);
+    let r = p
+        .search("结婚 离婚 夫妻", 20, Mode::Keyword, &Filters::default())
+        .await;
+    assert!(!finds(&r, &marriage));
+    p.drive(&marriage).await;
+    let doc = p.doc(&marriage).await.unwrap();
+    assert_eq!(doc.status, DocStatus::Indexed);
+    let (blocks, run) = keyword_rows(&p, &marriage).await;
+    assert!(blocks > 50);
+    assert_eq!(Some(run), doc.current_run_id, "the new run's rows, only");
+    let r = p
+        .search("结婚 离婚 夫妻", 20, Mode::Keyword, &Filters::default())
+        .await;
+    assert!(finds(&r, &marriage));
+
+    // Delete: nothing of it is found by any mode, and its terms stop counting, at once.
+    docpipe::stages::delete::delete(&p.delete_deps(), &labour)
+        .await
+        .unwrap();
+    assert_eq!(keyword_rows(&p, &labour).await.0, 0);
+    for mode in MODES {
+        let r = p.search(labour_query, 50, mode, &Filters::default()).await;
+        assert!(!finds(&r, &labour), "{mode:?}");
+        let r = p
+            .search("劳动合同法第39条", 5, mode, &Filters::default())
+            .await;
+        assert!(r.references.is_empty(), "{mode:?}");
+    }
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_keyword_reindex_rebuilds_from_postgres_without_a_new_run() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let labour = ingest_law(&p, "劳动合同法", "").await;
+    let query = "劳动者严重违反用人单位的规章制度";
+    let before = p
+        .search(query, 10, Mode::Keyword, &Filters::default())
+        .await;
+    let (blocks, run) = keyword_rows(&p, &labour).await;
+    let vectors = p.milvus.count(&labour, None).await.unwrap();
+    // As if an older analyzer had indexed it, with a posting it would not write today.
+    let client = p.db.db.client().await.unwrap();
+    client
+        .batch_execute("UPDATE keyword_documents SET analyzer = 'older/v0'")
+        .await
+        .unwrap();
+    drop(client);
+    let done = docpipe::stages::keywords::reindex(&p.db.db, 100)
+        .await
+        .unwrap();
+    assert_eq!(done.documents, 1);
+    assert_eq!(done.blocks as i64, blocks);
+    assert_eq!(
+        keyword_rows(&p, &labour).await,
+        (blocks, run),
+        "same run, same blocks"
+    );
+    let doc = p.doc(&labour).await.unwrap();
+    assert_eq!(
+        doc.current_run_id,
+        Some(run),
+        "no new run: nothing parsed or embedded"
+    );
+    assert_eq!(p.milvus.count(&labour, None).await.unwrap(), vectors);
+    let after = p
+        .search(query, 10, Mode::Keyword, &Filters::default())
+        .await;
+    assert_eq!(cited(&after), cited(&before));
+    // Up to date: a second pass has nothing to do.
+    let again = docpipe::stages::keywords::reindex(&p.db.db, 100)
+        .await
+        .unwrap();
+    assert_eq!(again.documents, 0);
+    p.cleanup().await;
+}
