@@ -40,6 +40,8 @@ enum Command {
     Docs(local::DocsArgs),
     /// Find (and with --apply remove) vectors and artifacts PostgreSQL does not vouch for.
     Reconcile(ops::ReconcileArgs),
+    /// Rebuild the keyword index of documents an older analyzer indexed, from PostgreSQL alone.
+    ReindexKeywords(ops::ReindexKeywordsArgs),
     /// Load legacy document records (a JSON array of `documents` rows); idempotent, no runs.
     Import(ops::ImportArgs),
     #[command(flatten)]
@@ -76,6 +78,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Put(args) => local::put(args).await,
         Command::Docs(args) => local::docs(args).await,
         Command::Reconcile(args) => ops::reconcile(args).await,
+        Command::ReindexKeywords(args) => ops::reindex_keywords(args).await,
         Command::Import(args) => ops::import(args).await,
         Command::Api(cmd) => {
             let mut out = std::io::stdout();

@@ -1,4 +1,4 @@
-//! Operator commands that go to the stores directly: `reconcile`.
+//! Operator commands that go to the stores directly: `reconcile`, `reindex-keywords`, `import`.
 
 use clap::Args;
 use docpipe::adapters::S3ObjectStore;
@@ -110,5 +110,39 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
     if !report.rejected.is_empty() {
         std::process::exit(2);
     }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct ReindexKeywordsArgs {
+    /// Documents per pass (each its own transaction); passes repeat until none is left.
+    #[arg(long, default_value_t = 200)]
+    batch: i64,
+}
+
+/// Re-analyses the keyword rows of every indexed document that an older analyzer wrote (or that
+/// has none) from `semantic_blocks`: nothing is parsed or embedded again.
+pub async fn reindex_keywords(args: ReindexKeywordsArgs) -> anyhow::Result<()> {
+    let mut env = EnvReader::from_process();
+    let db_config = DbConfig::read(&mut env);
+    let aws = AwsConfig::read(&mut env);
+    env.finish()?;
+    let db = docpipe::services::connect_db(&db_config, &aws).await?;
+    let started = std::time::Instant::now();
+    let (mut documents, mut blocks) = (0, 0);
+    loop {
+        let pass = docpipe::stages::keywords::reindex(&db, args.batch.max(1)).await?;
+        if pass.documents == 0 {
+            break;
+        }
+        documents += pass.documents;
+        blocks += pass.blocks;
+        eprintln!("reindex-keywords: {documents} documents, {blocks} blocks so far");
+    }
+    println!(
+        "reindex-keywords: {documents} documents ({blocks} blocks) re-analysed with {} in {:.1} s",
+        docpipe::analyzer::ANALYZER,
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }

@@ -84,6 +84,41 @@ impl TestDb {
         TestDb { name, url, db }
     }
 
+    /// A database that outlives the run (a benchmark's corpus, indexed once): created when
+    /// missing, migrated, never dropped.
+    pub async fn persistent(name: &str) -> TestDb {
+        let admin_url = database_url();
+        let (client, conn) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {admin_url} (`make up`): {e}"));
+        tokio::spawn(conn);
+        let exists = client
+            .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+            .await
+            .expect("pg_database")
+            .is_some();
+        if !exists {
+            client
+                .simple_query(&format!("CREATE DATABASE {name}"))
+                .await
+                .expect("create the database");
+        }
+        let url = replace_db_name(&admin_url, name);
+        let db = Db::connect(&DbConfig {
+            url: Secret::new(url.clone()),
+            pool_size: 4,
+            secret_arn: None,
+            ca_bundle: None,
+        })
+        .expect("pool");
+        docpipe::db::migrate::run(&db).await.expect("migrations");
+        TestDb {
+            name: name.to_string(),
+            url,
+            db,
+        }
+    }
+
     /// A second, independent pool on the same database: another "process".
     pub fn another_pool(&self, size: usize) -> Db {
         Db::connect(&DbConfig {

@@ -1,0 +1,195 @@
+"""Scores the retrieval benchmark (tests/examples/bench_retrieval.rs) and runs the Python BM25
+baseline on the very same articles, side by side, in one run.
+
+    python score.py DIR [--json OUT] [--no-baseline] [--tune-fusion]
+
+DIR holds what bench_retrieval wrote: articles.jsonl (every block docpipe searched, with the key a
+cited article is scored by: <law>第<N>条), rankings.jsonl (per question and mode the distinct
+articles returned, best first, and the latency), ingest.json and http.json.
+
+The baseline is the questions README's: rank_bm25's BM25Okapi (k1 1.5, b 0.75, epsilon 0.25)
+over jieba.lcut_for_search tokens of each block's text and of each question; its latency is
+tokenising the question and scoring every block, in this process.
+
+Scoring (the questions README): a returned article counts when its key is a cited
+`<law>第<N>条`; recall@k over the first k distinct articles, averaged over questions; MRR@10 of the
+first relevant one. Every figure is given for all questions and for the tune and check parts
+(split.py).
+
+--tune-fusion fuses the dense and keyword lists of rankings.jsonl by reciprocal rank over a grid of
+k and weights and reports each on tune and check: how the defaults in
+shared/src/search/fusion.rs were chosen (on tune only).
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+from articles import cn_to_int
+from split import PARTS, load_questions, split
+
+MODES = ("dense", "keyword", "hybrid")
+
+
+def ref_key(ref):
+    """'民法典第五十四条' → '民法典第54条'; None when it is no article reference."""
+    i = ref.rfind("第")
+    if i <= 0 or not ref.endswith("条"):
+        return None
+    try:
+        return f"{ref[:i]}第{cn_to_int(ref[i + 1:-1])}条"
+    except ValueError:
+        return None
+
+
+def metrics(ranked_by_id, questions):
+    r10, r50, mrr = [], [], []
+    for q in questions:
+        relevant = {k for k in (ref_key(r) for r in q["relevant"]) if k}
+        if not relevant:
+            continue
+        ranked = ranked_by_id.get(q["id"], [])
+        r10.append(len(relevant.intersection(ranked[:10])) / len(relevant))
+        r50.append(len(relevant.intersection(ranked[:50])) / len(relevant))
+        rr = 0.0
+        for rank, key in enumerate(ranked[:10], 1):
+            if key in relevant:
+                rr = 1.0 / rank
+                break
+        mrr.append(rr)
+    n = len(r10)
+    return {"questions": n, "recall@10": sum(r10) / n, "recall@50": sum(r50) / n, "mrr@10": sum(mrr) / n}
+
+
+def percentile(values, p):
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    k = max(0, min(len(s) - 1, math.ceil(p / 100 * len(s)) - 1))
+    return s[k]
+
+
+def baseline(articles, questions):
+    import jieba
+    from rank_bm25 import BM25Okapi
+
+    jieba.setLogLevel(60)
+    corpus = [jieba.lcut_for_search(a["text"]) for a in articles]
+    bm25 = BM25Okapi(corpus)
+    keys = [a["key"] for a in articles]
+    ranked, ms = {}, []
+    for q in questions:
+        t = time.perf_counter()
+        scores = bm25.get_scores(jieba.lcut_for_search(q["question"]))
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])
+        out = []
+        for i in order:
+            if keys[i] not in out:
+                out.append(keys[i])
+                if len(out) == 50:
+                    break
+        ms.append((time.perf_counter() - t) * 1e3)
+        ranked[q["id"]] = out
+    return ranked, ms
+
+
+def fuse(dense, keyword, k, wd, wk):
+    score = {}
+    for lst, w in ((dense, wd), (keyword, wk)):
+        for rank, key in enumerate(lst, 1):
+            score[key] = score.get(key, 0.0) + w / (k + rank)
+    return sorted(score, key=lambda key: -score[key])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dir")
+    ap.add_argument("--json")
+    ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--tune-fusion", action="store_true")
+    args = ap.parse_args()
+
+    with open(os.path.join(args.dir, "articles.jsonl"), encoding="utf-8") as f:
+        articles = [json.loads(l) for l in f if l.strip()]
+    rankings = {m: {} for m in MODES}
+    latency = {m: [] for m in MODES}
+    with open(os.path.join(args.dir, "rankings.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            r = json.loads(line)
+            rankings[r["mode"]][r["id"]] = r["ranked"]
+            latency[r["mode"]].append(r["ms"])
+    questions = load_questions()
+    parts = split(questions)
+    sets = {"all": questions, **parts}
+
+    results = {"articles": len(articles), "rows": {}}
+    rows = [(m, rankings[m], latency[m]) for m in MODES if rankings[m]]
+    if not args.no_baseline:
+        t = time.perf_counter()
+        ranked, ms = baseline(articles, questions)
+        results["baseline_secs"] = time.perf_counter() - t
+        rows.append(("baseline (rank_bm25 BM25Okapi, jieba search)", ranked, ms))
+    for name, ranked, ms in rows:
+        results["rows"][name] = {
+            part: metrics(ranked, qs) for part, qs in sets.items()
+        } | {"p50_ms": percentile(ms, 50), "p99_ms": percentile(ms, 99)}
+
+    if args.tune_fusion and rankings["dense"] and rankings["keyword"]:
+        grid = []
+        for k in (5, 10, 20, 30, 60, 100):
+            for wk in (0.5, 0.75, 1.0, 1.25, 1.5, 2.0):
+                fused = {q: fuse(rankings["dense"][q], rankings["keyword"].get(q, []), k, 1.0, wk)
+                         for q in rankings["dense"]}
+                grid.append({"k": k, "keyword_weight": wk,
+                             **{p: metrics(fused, qs)["recall@10"] for p, qs in sets.items()}})
+        grid.sort(key=lambda g: -g["tune"])
+        results["fusion_grid"] = grid
+
+    print(f"Retrieval on corpus/questions: {len(questions)} questions "
+          f"(tune {len(parts['tune'])}, check {len(parts['check'])}), {len(articles)} blocks searched\n")
+    print("| mode | R@10 all | R@10 tune | R@10 check | R@50 all | MRR@10 all | p50 ms | p99 ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, r in results["rows"].items():
+        print(f"| {name} | {r['all']['recall@10']:.3f} | {r['tune']['recall@10']:.3f} | "
+              f"{r['check']['recall@10']:.3f} | {r['all']['recall@50']:.3f} | {r['all']['mrr@10']:.3f} | "
+              f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} |")
+    base = next((r for n, r in results["rows"].items() if n.startswith("baseline")), None)
+    if base:
+        print()
+        for m in MODES:
+            if m in results["rows"]:
+                r = results["rows"][m]
+                print(f"- {m}: recall@10 {r['all']['recall@10'] / base['all']['recall@10']:.2f}x the baseline "
+                      f"(tune {r['tune']['recall@10'] / base['tune']['recall@10']:.2f}x, "
+                      f"check {r['check']['recall@10'] / base['check']['recall@10']:.2f}x)")
+    http = os.path.join(args.dir, "http.json")
+    if os.path.exists(http):
+        with open(http) as f:
+            h = json.load(f)
+        results["http"] = h
+        print("\nOver HTTP (the API's router on a local port, top_k 10): " + ", ".join(
+            f"{m} p50 {v['p50_ms']:.1f} ms / p99 {v['p99_ms']:.1f} ms ({v['queries']} questions)"
+            for m, v in h.items()))
+    ingest = os.path.join(args.dir, "ingest.json")
+    if os.path.exists(ingest):
+        with open(ingest) as f:
+            g = json.load(f)
+        results["ingest"] = g
+        print(f"\nIngest ({g['embedder']}): {g['indexed']} laws indexed ({g['chunks_embedded']} chunks embedded) "
+              f"and {g['reused']} reused in {g['ingest_secs']:.0f} s; keyword rows rebuilt for "
+              f"{g['keyword_reindexed_documents']} documents in {g['keyword_reindex_secs']:.1f} s")
+    if "fusion_grid" in results:
+        print("\nRRF grid (dense weight 1), recall@10, best on tune first:")
+        for g in results["fusion_grid"][:8]:
+            print(f"  k {g['k']:>3}  keyword weight {g['keyword_weight']:.2f}  tune {g['tune']:.3f}  "
+                  f"check {g['check']:.3f}  all {g['all']:.3f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, ensure_ascii=False, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

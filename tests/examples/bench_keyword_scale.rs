@@ -1,0 +1,279 @@
+//! The keyword index at a million articles (`make bench`, issue 13): the real keyword rows of the
+//! retrieval benchmark's laws (bench_retrieval's database) copied into a database of their own and
+//! repeated until it holds `--articles` blocks, then the questions of `corpus/questions` asked
+//! through `db::keyword::search` (the live-document check included) at 1× and at full size, with
+//! each term's postings bounded (the default) and unbounded. Prints one JSON line.
+//!
+//!     bench_keyword_scale --source bench_retrieval_<model> [--articles 1000000] [--queries 300]
+
+use anyhow::Result as AnyResult;
+use docpipe::analyzer::Analyzer;
+use docpipe::db::keyword;
+use docpipe::search::{Filters, CANDIDATES, POSTINGS_PER_TERM};
+use docpipe_tests::{corpus_dir, database_url, TestDb};
+use serde_json::json;
+use std::time::Instant;
+
+const SCALE_DB: &str = "bench_keyword_scale";
+const INDEX: &str = "ALTER TABLE keyword_postings ADD PRIMARY KEY (term, block_id);
+    CREATE INDEX idx_keyword_postings_term_impact
+        ON keyword_postings(term, impact DESC) INCLUDE (block_id);
+    ANALYZE;";
+
+fn main() -> AnyResult<()> {
+    let mut source = String::new();
+    let (mut articles, mut queries) = (1_000_000i64, 300usize);
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let v = it
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--source" => source = v,
+            "--articles" => articles = v.parse()?,
+            "--queries" => queries = v.parse()?,
+            other => anyhow::bail!("unknown flag {other}"),
+        }
+    }
+    anyhow::ensure!(!source.is_empty(), "--source DATABASE is required");
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(run(&source, articles, queries))
+}
+
+fn log(line: &str) {
+    eprintln!("[keyword-scale] {line}");
+}
+
+async fn run(source: &str, target: i64, queries: usize) -> AnyResult<()> {
+    let (admin, conn) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls).await?;
+    tokio::spawn(conn);
+    admin
+        .simple_query(&format!("DROP DATABASE IF EXISTS {SCALE_DB}"))
+        .await?;
+    let src = TestDb::persistent(source).await;
+    let dst = TestDb::persistent(SCALE_DB).await;
+    let s = src.client().await;
+    let d = dst.client().await;
+    // The copy keeps only what the keyword query reads: no snapshot rows behind the blocks.
+    d.batch_execute(
+        "ALTER TABLE keyword_blocks DROP CONSTRAINT IF EXISTS keyword_blocks_block_id_fkey;
+         DROP INDEX IF EXISTS idx_keyword_postings_term_impact;
+         ALTER TABLE keyword_postings DROP CONSTRAINT IF EXISTS keyword_postings_pkey;",
+    )
+    .await?;
+
+    let t = Instant::now();
+    let docs = s
+        .query(
+            "SELECT kd.doc_id, kd.run_id, kd.title, kd.title_key, kd.block_count
+             FROM keyword_documents kd JOIN documents d ON d.doc_id = kd.doc_id
+             WHERE d.status = 'indexed' AND d.current_run_id = kd.run_id",
+            &[],
+        )
+        .await?;
+    let ids: Vec<String> = docs.iter().map(|r| r.get(0)).collect();
+    let runs: Vec<i64> = docs.iter().map(|r| r.get(1)).collect();
+    let titles: Vec<String> = docs.iter().map(|r| r.get(2)).collect();
+    let keys: Vec<String> = docs.iter().map(|r| r.get(3)).collect();
+    let counts: Vec<i32> = docs.iter().map(|r| r.get(4)).collect();
+    d.execute(
+        "INSERT INTO documents (doc_id, status, current_run_id)
+         SELECT u.id, 'indexed', u.run FROM UNNEST($1::varchar[], $2::int8[]) AS u(id, run)",
+        &[&ids, &runs],
+    )
+    .await?;
+    d.execute(
+        "INSERT INTO keyword_documents (doc_id, run_id, analyzer, title, title_key, block_count)
+         SELECT u.id, u.run, 'copy', u.t, u.k, u.n
+         FROM UNNEST($1::varchar[], $2::int8[], $3::text[], $4::text[], $5::int4[]) AS u(id, run, t, k, n)",
+        &[&ids, &runs, &titles, &keys, &counts],
+    )
+    .await?;
+    let blocks = s
+        .query(
+            "SELECT block_id, doc_id, length, terms::text FROM keyword_blocks",
+            &[],
+        )
+        .await?;
+    let b_ids: Vec<i64> = blocks.iter().map(|r| r.get(0)).collect();
+    let b_docs: Vec<String> = blocks.iter().map(|r| r.get(1)).collect();
+    let b_len: Vec<i32> = blocks.iter().map(|r| r.get(2)).collect();
+    let b_terms: Vec<String> = blocks.iter().map(|r| r.get(3)).collect();
+    d.execute(
+        "INSERT INTO keyword_blocks (block_id, doc_id, length, terms)
+         SELECT u.id, u.doc, u.len, u.terms::int8[]
+         FROM UNNEST($1::int8[], $2::varchar[], $3::int4[], $4::text[]) AS u(id, doc, len, terms)",
+        &[&b_ids, &b_docs, &b_len, &b_terms],
+    )
+    .await?;
+    let base_blocks = b_ids.len() as i64;
+    let span = b_ids.iter().max().copied().unwrap_or(0) + 1;
+    let postings = s
+        .query(
+            "SELECT term, block_id, tf, impact FROM keyword_postings",
+            &[],
+        )
+        .await?;
+    for chunk in postings.chunks(200_000) {
+        let terms: Vec<i64> = chunk.iter().map(|r| r.get(0)).collect();
+        let ids: Vec<i64> = chunk.iter().map(|r| r.get(1)).collect();
+        let tfs: Vec<i16> = chunk.iter().map(|r| r.get(2)).collect();
+        let impacts: Vec<f32> = chunk.iter().map(|r| r.get(3)).collect();
+        d.execute(
+            "INSERT INTO keyword_postings SELECT * FROM UNNEST($1::int8[], $2::int8[], $3::int2[], $4::float4[])",
+            &[&terms, &ids, &tfs, &impacts],
+        )
+        .await?;
+    }
+    d.batch_execute(
+        "INSERT INTO keyword_terms SELECT term, count(*) FROM keyword_postings GROUP BY term",
+    )
+    .await?;
+    log(&format!(
+        "copied {} documents, {base_blocks} blocks, {} postings in {:.0} s",
+        ids.len(),
+        postings.len(),
+        t.elapsed().as_secs_f64()
+    ));
+
+    let questions: Vec<String> =
+        std::fs::read_to_string(corpus_dir().join("questions").join("train.jsonl"))?
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| v["question"].as_str().map(String::from))
+            .take(queries)
+            .collect();
+    let analyzer = Analyzer::shared();
+    let terms: Vec<_> = questions.iter().map(|q| analyzer.query_terms(q)).collect();
+
+    d.batch_execute(INDEX).await?;
+    let small = measure(&dst, &terms, base_blocks).await?;
+    log(&format!("1x ({base_blocks} blocks): {small}"));
+
+    // Repeat the corpus: replica r's blocks are the originals shifted by r * span, in documents
+    // of their own, with the same terms (so document frequencies grow with it).
+    let replicas = ((target + base_blocks - 1) / base_blocks - 1).max(0);
+    let t = Instant::now();
+    d.batch_execute(
+        "ALTER TABLE keyword_postings DROP CONSTRAINT keyword_postings_pkey;
+         DROP INDEX idx_keyword_postings_term_impact;",
+    )
+    .await?;
+    for r in 1..=replicas {
+        let tx_sql = format!(
+            "INSERT INTO documents (doc_id, status, current_run_id)
+               SELECT doc_id || '~{r}', status, current_run_id FROM documents WHERE doc_id NOT LIKE '%~%';
+             INSERT INTO keyword_documents (doc_id, run_id, analyzer, title, title_key, block_count)
+               SELECT doc_id || '~{r}', run_id, analyzer, title, title_key, block_count
+               FROM keyword_documents WHERE doc_id NOT LIKE '%~%';
+             INSERT INTO keyword_blocks (block_id, doc_id, length, terms)
+               SELECT block_id + {r} * {span}, doc_id || '~{r}', length, terms
+               FROM keyword_blocks WHERE block_id < {span};
+             INSERT INTO keyword_postings (term, block_id, tf, impact)
+               SELECT term, block_id + {r} * {span}, tf, impact
+               FROM keyword_postings WHERE block_id < {span};"
+        );
+        d.batch_execute(&tx_sql).await?;
+        if r % 10 == 0 || r == replicas {
+            log(&format!(
+                "replica {r}/{replicas} written, {:.0} s",
+                t.elapsed().as_secs_f64()
+            ));
+        }
+    }
+    d.batch_execute(&format!(
+        "UPDATE keyword_terms SET df = df * {}",
+        replicas + 1
+    ))
+    .await?;
+    d.batch_execute(INDEX).await?;
+    let total_blocks = base_blocks * (replicas + 1);
+    let total_postings: i64 = d
+        .query_one("SELECT count(*) FROM keyword_postings", &[])
+        .await?
+        .get(0);
+    let size: String = d
+        .query_one(
+            "SELECT pg_size_pretty(pg_total_relation_size('keyword_postings'))",
+            &[],
+        )
+        .await?
+        .get(0);
+    log(&format!(
+        "{total_blocks} blocks, {total_postings} postings ({size}) in {:.0} s",
+        t.elapsed().as_secs_f64()
+    ));
+    let large = measure(&dst, &terms, total_blocks).await?;
+    log(&format!(
+        "{}x ({total_blocks} blocks): {large}",
+        replicas + 1
+    ));
+    println!(
+        "{}",
+        json!({
+            "bench": "keyword-scale",
+            "queries": terms.len(),
+            "base_blocks": base_blocks,
+            "blocks": total_blocks,
+            "postings": total_postings,
+            "postings_size": size,
+            "postings_per_term": POSTINGS_PER_TERM,
+            "base": small,
+            "scaled": large,
+        })
+    );
+    drop(d);
+    drop(s);
+    admin
+        .simple_query(&format!("DROP DATABASE IF EXISTS {SCALE_DB}"))
+        .await?;
+    Ok(())
+}
+
+/// p50/p99 of the keyword query with each term bounded and unbounded, and how often the two give
+/// the same top ten.
+async fn measure(
+    db: &TestDb,
+    terms: &[Vec<(i64, u32)>],
+    blocks: i64,
+) -> AnyResult<serde_json::Value> {
+    let client = db.client().await;
+    let filters = Filters::default();
+    let mut out = serde_json::Map::new();
+    let mut tops: Vec<Vec<Vec<i64>>> = Vec::new();
+    for (name, per_term) in [("bounded", POSTINGS_PER_TERM), ("unbounded", i64::MAX)] {
+        for q in terms.iter().take(5) {
+            keyword::search(&**client, q, blocks, per_term, CANDIDATES as i64, &filters).await?;
+        }
+        let mut ms = Vec::new();
+        let mut top = Vec::new();
+        for q in terms {
+            let t = Instant::now();
+            let hits = keyword::search(&**client, q, blocks, per_term, CANDIDATES as i64, &filters)
+                .await?;
+            ms.push(t.elapsed().as_secs_f64() * 1e3);
+            top.push(hits.iter().take(10).map(|h| h.block_id).collect::<Vec<_>>());
+        }
+        ms.sort_by(f64::total_cmp);
+        let at = |p: f64| ms[((ms.len() as f64 - 1.0) * p).round() as usize];
+        out.insert(name.into(), json!({"p50_ms": at(0.5), "p99_ms": at(0.99)}));
+        tops.push(top);
+    }
+    let overlap: f64 = tops[0]
+        .iter()
+        .zip(&tops[1])
+        .map(|(a, b)| {
+            if b.is_empty() {
+                1.0
+            } else {
+                a.iter().filter(|x| b.contains(x)).count() as f64 / b.len() as f64
+            }
+        })
+        .sum::<f64>()
+        / terms.len().max(1) as f64;
+    out.insert("top10_overlap_bounded_vs_unbounded".into(), json!(overlap));
+    Ok(serde_json::Value::Object(out))
+}
