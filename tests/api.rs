@@ -867,6 +867,26 @@ async fn search_answers_validated_hits_and_refuses_bad_requests() {
     let scores: Vec<f64> = hits.iter().map(|h| h["score"].as_f64().unwrap()).collect();
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "best first");
     assert_eq!(result["stale_dropped"], 0);
+    assert_eq!(result["mode"], "hybrid", "hybrid unless asked otherwise");
+    assert_eq!(result["parameters"]["fusion"]["method"], "rrf");
+    for mode in ["dense", "keyword", "hybrid"] {
+        let (status, r) = api
+            .post(
+                "/search",
+                &json!({"query": sentence, "top_k": 5, "mode": mode}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{r}");
+        assert_eq!(r["mode"], mode);
+        assert!(
+            r["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h["doc_id"] == first.as_str()),
+            "{mode}: {r}"
+        );
+    }
 
     let second = &docs[1].0;
     let (_, only) = api
@@ -932,6 +952,16 @@ async fn search_answers_validated_hits_and_refuses_bad_requests() {
             json!({"query": "q", "filters": {"tags": ["a\u{0}b"]}}),
             "validation-failed",
             "NUL tag",
+        ),
+        (
+            json!({"query": "q", "mode": "fuzzy"}),
+            "invalid-body",
+            "unknown mode",
+        ),
+        (
+            json!({"query": "q", "mode": 1}),
+            "invalid-body",
+            "mode a number",
         ),
     ] {
         let r = api

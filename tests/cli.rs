@@ -253,6 +253,16 @@ async fn upload_ls_status_search_tree_summary_retry_rm() {
     let list = hits["hits"].as_array().unwrap();
     assert_eq!(list.len(), 3, "{hits}");
     assert!(list.iter().all(|h| h["doc_id"] == doc_id.as_str()));
+    for mode in ["dense", "keyword", "hybrid"] {
+        let r = cli
+            .json(&["search", "湿地保护规划", "--mode", mode, "--top-k", "3"])
+            .await;
+        assert_eq!(r["mode"], mode, "{r}");
+        assert!(
+            r["hits"].as_array().is_some_and(|h| !h.is_empty()),
+            "{mode}: {r}"
+        );
+    }
     let text = cli.ok(&["search", "湿地保护规划", "--top-k", "2"]).await;
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "{text}");

@@ -1,10 +1,14 @@
 //! Embedding throughput and memory of the local embedders on ~200-character chunks of the Chinese
-//! laws in the corpus. Run through `scripts/bench-embed.sh`.
+//! laws in the corpus, and single-query latency on the corpus's real questions (train.jsonl, one
+//! `embed_query` at a time, as the search API sends them). Run through `scripts/bench-embed.sh`.
 //!
-//!   bench_embed [--chunks N]                 # every local embedder, one child process each
+//!   bench_embed [--chunks N] [--queries N]   # every local embedder, one child process each
 //!   bench_embed --embedder hash [--chunks N] # one row, no header (what the children run)
 //!
-//! Each embedder runs in its own process so that its peak RSS (VmHWM) is its own.
+//! Each embedder runs in its own process so that its peak RSS (VmHWM) is its own. `e5-small-ref`
+//! is e5-small on upstream's path (weights re-expanded on every call,
+//! `DOCPIPE_E5_KERNEL=reference`), `e5-small-avx2` the resident kernel without AVX512-VNNI (what
+//! a host without it runs), so one run shows before and after.
 
 #[path = "../src/testdata.rs"]
 mod testdata;
@@ -29,24 +33,39 @@ fn main() {
     let chunks: usize = flag("--chunks")
         .map(|v| v.parse().expect("--chunks takes a number"))
         .unwrap_or(100);
+    let queries: usize = flag("--queries")
+        .map(|v| v.parse().expect("--queries takes a number"))
+        .unwrap_or(200);
     match flag("--embedder") {
-        Some(name) => println!("{}", run_one(&name, chunks)),
-        None => run_all(chunks),
+        Some(name) => println!("{}", run_one(&name, chunks, queries)),
+        None => run_all(chunks, queries),
     }
 }
 
 fn local_embedders() -> Vec<&'static str> {
     let mut v = vec!["hash"];
     if cfg!(feature = "e5") {
+        v.push("e5-small-ref");
+        v.push("e5-small-avx2");
         v.push("e5-small");
     }
     v
 }
 
-fn run_all(chunks: usize) {
+/// What a child reports besides its row, for the before/after ratios.
+struct Stats {
+    name: String,
+    chunks_per_s: f64,
+    query_p50_ms: f64,
+    query_p99_ms: f64,
+    rss_mb: f64,
+}
+
+fn run_all(chunks: usize, queries: usize) {
     let exe = std::env::current_exe().expect("own path");
     println!(
-        "{chunks} chunks of ~{CHUNK_CHARS} Chinese characters from {}, {} CPUs\n",
+        "{chunks} chunks of ~{CHUNK_CHARS} Chinese characters from {}, {queries} questions one at a \
+         time, {} CPUs\n",
         corpus_dir()
             .join("laws")
             .canonicalize()
@@ -55,27 +74,58 @@ fn run_all(chunks: usize) {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     println!(
-        "| embedder | model id | dim | chunks/s | chunks per CPU-s | load ms | peak RSS MB | questions top-1 |"
+        "| embedder | model id | dim | chunks/s | chunks per CPU-s | query p50 ms | query p99 ms | load ms | peak RSS MB | questions top-1 |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut stats = Vec::new();
     for name in local_embedders() {
         let out = std::process::Command::new(&exe)
             .args(["--embedder", name, "--chunks", &chunks.to_string()])
+            .args(["--queries", &queries.to_string()])
             .output()
             .expect("run the child benchmark");
         if !out.status.success() {
             eprintln!("{name}: {}", String::from_utf8_lossy(&out.stderr));
             std::process::exit(1);
         }
-        print!("{}", String::from_utf8_lossy(&out.stdout));
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            match line.strip_prefix("#stats ") {
+                Some(rest) => {
+                    let f: Vec<f64> = rest.split(' ').filter_map(|x| x.parse().ok()).collect();
+                    stats.push(Stats {
+                        name: name.to_owned(),
+                        chunks_per_s: f[0],
+                        query_p50_ms: f[1],
+                        query_p99_ms: f[2],
+                        rss_mb: f[3],
+                    });
+                }
+                None => println!("{line}"),
+            }
+        }
+    }
+    let find = |n: &str| stats.iter().find(|s| s.name == n);
+    for new in ["e5-small-avx2", "e5-small"] {
+        if let (Some(old), Some(new)) = (find("e5-small-ref"), find(new)) {
+            println!(
+                "\n{} vs {}: query p50 {:.2}x faster, p99 {:.2}x, chunks/s {:.2}x, peak RSS {:+.0} MB",
+                new.name,
+                old.name,
+                old.query_p50_ms / new.query_p50_ms,
+                old.query_p99_ms / new.query_p99_ms,
+                new.chunks_per_s / old.chunks_per_s,
+                new.rss_mb - old.rss_mb
+            );
+        }
     }
     if !cfg!(feature = "e5") {
         println!("\n(e5-small not built: run scripts/fetch-e5.sh, then this with --features e5)");
     }
 }
 
-fn run_one(name: &str, n: usize) -> String {
+fn run_one(name: &str, n: usize, n_queries: usize) -> String {
     let texts = load_chunks(n);
+    let questions = load_questions(n_queries);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -84,7 +134,7 @@ fn run_one(name: &str, n: usize) -> String {
     let embedder: Box<dyn Embedder> = match name {
         "hash" => Box::new(HashEmbedder::default()),
         #[cfg(feature = "e5")]
-        "e5-small" => {
+        "e5-small" | "e5-small-avx2" | "e5-small-ref" => {
             let path = match std::env::var_os("DOCPIPE_E5_MODEL") {
                 Some(p) => PathBuf::from(p),
                 None => docpipe_embed::e5::default_model_path().expect("e5 model"),
@@ -92,7 +142,13 @@ fn run_one(name: &str, n: usize) -> String {
             let threads = std::env::var("DOCPIPE_E5_THREADS")
                 .ok()
                 .map(|v| v.parse().unwrap());
-            let mut e = docpipe_embed::E5Embedder::load(&path, threads).expect("load e5");
+            let kernel = match name {
+                "e5-small" => docpipe_embed::e5::Kernel::Auto,
+                "e5-small-avx2" => docpipe_embed::e5::Kernel::Avx2,
+                _ => docpipe_embed::e5::Kernel::Reference,
+            };
+            let mut e =
+                docpipe_embed::E5Embedder::load_with(&path, threads, kernel).expect("load e5");
             if let Ok(n) = std::env::var("DOCPIPE_E5_BATCH") {
                 e = e.with_texts_per_call(n.parse().unwrap()).unwrap();
             }
@@ -117,16 +173,52 @@ fn run_one(name: &str, n: usize) -> String {
     }
     let secs = t1.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu1;
+
+    // One query at a time, as the search API embeds them (after a few warm-up calls).
+    for q in questions.iter().take(5) {
+        rt.block_on(embedder.embed_query(q)).expect("embed query");
+    }
+    let mut lat: Vec<f64> = questions
+        .iter()
+        .map(|q| {
+            let t = Instant::now();
+            rt.block_on(embedder.embed_query(q)).expect("embed query");
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    lat.sort_by(f64::total_cmp);
+    let pct = |p: f64| lat[((lat.len() - 1) as f64 * p).round() as usize];
+    let (p50, p99) = (pct(0.50), pct(0.99));
+
     let quality = rt.block_on(paraphrase_top1(embedder.as_ref()));
+    let (cps, rss) = (done as f64 / secs, peak_rss_mb());
     format!(
-        "| {name} | {} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {quality} |",
+        "| {name} | {} | {} | {cps:.1} | {:.1} | {p50:.2} | {p99:.2} | {:.0} | {rss:.0} | {quality} |\n\
+         #stats {cps} {p50} {p99} {rss}",
         embedder.model_id(),
         embedder.dimension(),
-        done as f64 / secs,
         done as f64 / cpu,
         load.as_secs_f64() * 1e3,
-        peak_rss_mb()
     )
+}
+
+/// The questions of the corpus's train.jsonl (10-40 Chinese characters each), in file order.
+fn load_questions(n: usize) -> Vec<String> {
+    let path = corpus_dir().join("questions/train.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "questions not found at {} ({e}); set DOCPIPE_CORPUS",
+            path.display()
+        )
+    });
+    let qs: Vec<String> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["question"].as_str().map(str::to_owned))
+        .take(n)
+        .collect();
+    assert!(!qs.is_empty(), "no questions in {}", path.display());
+    qs
 }
 
 /// How many of the fixture questions (paraphrases, zh and en) find their paragraph first.

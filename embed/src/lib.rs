@@ -61,7 +61,9 @@ pub fn from_env() -> Result<Arc<dyn Embedder>, EmbedError> {
 /// Same as [`from_env`], reading variables through `get` (tests, or a config map).
 ///
 /// Variables: `DOCPIPE_EMBEDDER`; `DOCPIPE_EMBED_DIM` (hash: default 384; e5: must be 384 if set;
-/// bedrock and openai: default 1024); `DOCPIPE_E5_MODEL`, `DOCPIPE_E5_THREADS`, `DOCPIPE_E5_BATCH`;
+/// bedrock and openai: default 1024); `DOCPIPE_E5_MODEL`, `DOCPIPE_E5_THREADS`, `DOCPIPE_E5_BATCH`,
+/// `DOCPIPE_E5_KERNEL` (`auto` default, `avx2`, or `reference` = upstream's per-call weight
+/// unpacking: 24 MB less memory, ~3.5x slower);
 /// `DOCPIPE_BEDROCK_MODEL_ID`, `DOCPIPE_BEDROCK_CONCURRENCY`; `DOCPIPE_OPENAI_BASE_URL`,
 /// `DOCPIPE_OPENAI_MODEL`, `DOCPIPE_OPENAI_API_KEY`, `DOCPIPE_OPENAI_BATCH`.
 pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Arc<dyn Embedder>, EmbedError> {
@@ -145,7 +147,8 @@ fn e5_from_vars(
         None => e5::default_model_path()?,
     };
     let threads = parse_var::<usize>(get, "DOCPIPE_E5_THREADS")?;
-    let mut e = E5Embedder::load(&path, threads)?;
+    let kernel = parse_var::<e5::Kernel>(get, "DOCPIPE_E5_KERNEL")?.unwrap_or_default();
+    let mut e = E5Embedder::load_with(&path, threads, kernel)?;
     if let Some(n) = parse_var::<usize>(get, "DOCPIPE_E5_BATCH")? {
         e = e.with_texts_per_call(n)?;
     }

@@ -183,3 +183,93 @@ fn from_vars_builds_e5() {
         "{err}"
     );
 }
+
+fn corpus_dir() -> PathBuf {
+    std::env::var_os("DOCPIPE_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"))
+}
+
+/// Up to `n` questions from the corpus's train.jsonl, and up to `n` ~200-character passages of
+/// its laws; empty when the corpus is not there.
+fn corpus_texts(n: usize) -> (Vec<String>, Vec<String>) {
+    let dir = corpus_dir();
+    let questions: Vec<String> = std::fs::read_to_string(dir.join("questions/train.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["question"].as_str().map(str::to_owned))
+        .take(n)
+        .collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("laws"))
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|x| x == "md"));
+    files.sort();
+    let mut passages = Vec::new();
+    for f in files.iter().take(n) {
+        let body: String = std::fs::read_to_string(f)
+            .unwrap_or_default()
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("<!--"))
+            .collect();
+        let chunk: String = body.chars().take(200).collect();
+        if chunk.chars().count() >= 50 {
+            passages.push(chunk);
+        }
+    }
+    (questions, passages)
+}
+
+/// The resident weights and e5x.c's kernel must give upstream's vectors (only the float summation
+/// order differs), and threads inside a call must not change them at all.
+#[tokio::test]
+async fn resident_weights_give_the_reference_vectors() {
+    let m = model();
+    assert!(m.resident_bytes() > 0, "this build has no resident weights");
+    let reference = E5Embedder::load_reference(m.path(), Some(1)).unwrap();
+    assert_eq!(reference.resident_bytes(), 0);
+    let (mut questions, mut passages) = corpus_texts(40);
+    if questions.len() + passages.len() < 50 {
+        eprintln!(
+            "corpus not at {} (DOCPIPE_CORPUS): comparing the fixtures instead",
+            corpus_dir().display()
+        );
+        questions = PARAPHRASES.iter().map(|(q, _)| q.to_string()).collect();
+        questions.extend(
+            PARAGRAPHS
+                .iter()
+                .flat_map(|(_, p)| p.split_inclusive('。'))
+                .map(str::to_owned),
+        );
+        passages = paragraphs();
+    }
+    assert!(questions.len() + passages.len() >= 50);
+
+    let mut worst = 1.0f32;
+    // Threads inside a call split the output rows, and AVX512-VNNI sums the same integers as
+    // AVX2: neither may change a single bit.
+    let one_thread = E5Embedder::load_with(m.path(), Some(1), e5::Kernel::Avx2).unwrap();
+    let two_threads = E5Embedder::load(m.path(), Some(2)).unwrap();
+    for q in &questions {
+        let want = reference.embed_query(q).await.unwrap();
+        let got = two_threads.embed_query(q).await.unwrap();
+        assert_eq!(got, one_thread.embed_query(q).await.unwrap(), "{q}");
+        let c = cosine(&want, &got);
+        assert!(c >= 0.9999, "query {q:?}: cosine {c}");
+        worst = worst.min(c);
+    }
+    let want = reference.embed_passages(&passages).await.unwrap();
+    let got = m.embed_passages(&passages).await.unwrap();
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        let c = cosine(w, g);
+        assert!(c >= 0.9999, "passage {i} {:?}: cosine {c}", passages[i]);
+        worst = worst.min(c);
+    }
+    eprintln!(
+        "{} queries, {} passages: lowest cosine resident vs reference {worst:.6}",
+        questions.len(),
+        passages.len()
+    );
+}

@@ -22,7 +22,7 @@ pub struct SearchRequest {
     #[serde(default, deserialize_with = "filters_object")]
     pub filters: Option<Filters>,
     /// `dense`, `keyword` or `hybrid` (the default).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "mode_name")]
     pub mode: Option<Mode>,
 }
 
@@ -34,6 +34,22 @@ fn filters_object<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Filte
             .map(Some)
             .map_err(serde::de::Error::custom),
         Some(_) => Err(serde::de::Error::custom("filters must be an object")),
+    }
+}
+
+/// A mode by name. serde_json reports a number where an enum's name belongs as a syntax error,
+/// which would tell the client its valid JSON is not JSON.
+fn mode_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Mode>, D::Error> {
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(name)) => {
+            serde_json::from_value(serde_json::Value::String(name))
+                .map(Some)
+                .map_err(|_| serde::de::Error::custom("mode must be dense, keyword or hybrid"))
+        }
+        Some(_) => Err(serde::de::Error::custom(
+            "mode must be dense, keyword or hybrid",
+        )),
     }
 }
 
