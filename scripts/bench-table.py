@@ -51,6 +51,15 @@ for r in by("search"):
     print(f"| search p50 / p99, `{r['embedder']}` ({r['collection_chunks']} chunks, {r['queries']} queries, top {r['top_k']}, "
           f"authority check included) | {r['search_p50_ms']:.1f} / {r['search_p99_ms']:.1f} ms | raw Milvus search: "
           f"{r['raw_milvus_p50_ms']:.1f} / {r['raw_milvus_p99_ms']:.1f} ms | **{r['search_p50_ms'] / r['raw_milvus_p50_ms']:.1f}×** at p50 |")
+for r in by("keyword-scale"):
+    b, s = r["base"], r["scaled"]
+    print(f"| keyword query at {r['blocks']:,} articles ({r['postings']:,} postings, {r['postings_size']}; the corpus's "
+          f"{r['base_blocks']:,} repeated), p50 / p99 over {r['queries']} questions, each term's postings bounded at "
+          f"{r['postings_per_term']:,} | {s['bounded']['p50_ms']:.1f} / {s['bounded']['p99_ms']:.1f} ms "
+          f"(unbounded {s['unbounded']['p50_ms']:.1f} / {s['unbounded']['p99_ms']:.1f} ms; same top 10: "
+          f"{s['top10_overlap_bounded_vs_unbounded']:.1%}) | the corpus itself: {b['bounded']['p50_ms']:.1f} / "
+          f"{b['bounded']['p99_ms']:.1f} ms | **{s['bounded']['p50_ms'] / b['bounded']['p50_ms']:.1f}×** the time at "
+          f"{r['blocks'] / r['base_blocks']:.0f}× the articles |")
 load = None
 if os.path.exists(f"{out}/load-last.json"):
     load = json.load(open(f"{out}/load-last.json"))

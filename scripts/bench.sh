@@ -15,6 +15,10 @@
 #                        many precomputed vectors
 #   search               docpipe::search::search (authority check included) against a raw Milvus
 #                        search with the query vector computed beforehand
+#   retrieval            bench_retrieval + scripts/retrieval/score.py: recall@10/@50, MRR@10 and
+#                        latency of dense, keyword and hybrid on corpus/questions, beside the
+#                        rank_bm25 baseline on the same blocks; bench_keyword_scale: the keyword
+#                        query at a million articles
 #   end to end           scripts/load.sh: documents per minute through the local pipeline
 #   init, binary size    each function binary (release, stripped) started against a stand-in
 #                        runtime API: spawn to its first GET .../invocation/next, median of 5
@@ -74,9 +78,11 @@ fi
 PROFILE="${BENCH_PROFILE:-release}"
 log "building bench_pipeline ($PROFILE${FEATURES:+, e5})"
 if [[ "$PROFILE" == release ]]; then
-  cargo build --release -q -p docpipe-tests --example bench_pipeline "${FEATURES[@]}"
+  cargo build --release -q -p docpipe-tests --example bench_pipeline --example bench_retrieval \
+    --example bench_keyword_scale "${FEATURES[@]}"
 else
-  cargo build -q -p docpipe-tests --example bench_pipeline "${FEATURES[@]}"
+  cargo build -q -p docpipe-tests --example bench_pipeline --example bench_retrieval \
+    --example bench_keyword_scale "${FEATURES[@]}"
 fi
 BENCH="$CARGO_TARGET_DIR/$PROFILE/examples/bench_pipeline"
 echo "bench_profile=$PROFILE" >>"$OUT/machine.env"
@@ -88,6 +94,21 @@ for e in "${EMBEDDERS[@]}"; do
   log "embed + index and search: $e ($CHUNKS chunks, $QUERIES queries)"
   "$BENCH" index-search --embedder "$e" --chunks "$CHUNKS" --queries "$QUERIES" >>"$RESULTS"
 done
+
+# 3b. Retrieval on corpus/questions: dense, keyword and hybrid beside the rank_bm25 baseline on the
+#     same blocks, with the best embedder built in. The laws are indexed once per embedder into a
+#     database and collection that outlive the run (a second run embeds nothing), then the keyword
+#     index is repeated to BENCH_KEYWORD_ARTICLES blocks and queried again.
+RETRIEVAL_EMBEDDER="${EMBEDDERS[${#EMBEDDERS[@]}-1]}"
+log "retrieval: corpus/questions with $RETRIEVAL_EMBEDDER"
+DOCPIPE_EMBEDDER="$RETRIEVAL_EMBEDDER" RUST_LOG=warn \
+  "$CARGO_TARGET_DIR/$PROFILE/examples/bench_retrieval" --out "$OUT/retrieval"
+"$ROOT/.local/bench-venv/bin/python" scripts/retrieval/score.py "$OUT/retrieval" \
+  --json "$OUT/retrieval.json" --tune-fusion >"$OUT/retrieval.md"
+RETRIEVAL_DB="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["database"])' "$OUT/retrieval/ingest.json")"
+log "keyword index at ${BENCH_KEYWORD_ARTICLES:-1000000} articles (from $RETRIEVAL_DB)"
+"$CARGO_TARGET_DIR/$PROFILE/examples/bench_keyword_scale" --source "$RETRIEVAL_DB" \
+  --articles "${BENCH_KEYWORD_ARTICLES:-1000000}" >>"$RESULTS"
 
 # 4. Init time and size of every function. In AWS the index and API functions embed with Bedrock:
 #    that is the configuration they start with here (no call is made during init).
@@ -129,4 +150,8 @@ fi
   echo "elapsed_s=$(($(date +%s) - T_START))"
 } >>"$OUT/machine.env"
 
-python3 scripts/bench-table.py "$OUT" | tee "$OUT/latest.md"
+{
+  python3 scripts/bench-table.py "$OUT"
+  printf '\n## Retrieval\n\n'
+  cat "$OUT/retrieval.md"
+} | tee "$OUT/latest.md"

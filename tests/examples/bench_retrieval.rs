@@ -214,6 +214,7 @@ async fn run(args: Args) -> AnyResult<()> {
         args.out.join("ingest.json"),
         serde_json::to_vec_pretty(&json!({
             "embedder": embedder.model_id(),
+            "database": name,
             "laws": laws.len(),
             "indexed": indexed,
             "reused": reused,
