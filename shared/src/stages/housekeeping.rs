@@ -4,6 +4,8 @@
 //! 1. The clean-up outbox: removals a stage or a delete decided on but could not finish.
 //! 2. The reconcile: vectors and artifacts PostgreSQL does not vouch for, whatever left them.
 //! 3. Tombstones older than any notification can wait (twice the queue's retention).
+//! 4. Keyword rows for documents indexed without them (before the keyword index existed) or by an
+//!    older analyzer, rebuilt from PostgreSQL a few documents a pass: an upgrade needs no command.
 
 use crate::adapters::ObjectStore;
 use crate::clock::Clock;
@@ -25,6 +27,7 @@ pub struct HousekeepingReport {
     pub cleanups: CleanupReport,
     pub reconciled: Report,
     pub tombstones_pruned: u64,
+    pub keywords_rebuilt: usize,
     /// What failed this time (tried again next time).
     pub problems: Vec<String>,
 }
@@ -35,6 +38,9 @@ impl HousekeepingReport {
         self.cleanups.removed + self.reconciled.total()
     }
 }
+
+/// Documents whose keyword rows one pass rebuilds: a few seconds of a sweep at most.
+const KEYWORD_DOCUMENTS_PER_PASS: i64 = 20;
 
 /// One pass; `limit` bounds the clean-ups and each kind of reconcile removal.
 pub async fn housekeeping(deps: &HousekeepingDeps<'_>, limit: usize) -> HousekeepingReport {
@@ -81,6 +87,12 @@ pub async fn housekeeping(deps: &HousekeepingDeps<'_>, limit: usize) -> Housekee
         Err(e) => report
             .problems
             .push(format!("tombstones: {}", crate::error::chain(&e))),
+    }
+    match crate::stages::keywords::reindex(deps.db, KEYWORD_DOCUMENTS_PER_PASS).await {
+        Ok(done) => report.keywords_rebuilt = done.documents,
+        Err(e) => report
+            .problems
+            .push(format!("keyword rows: {}", crate::error::chain(&e))),
     }
     crate::metrics::housekeeping(
         report.cleanups.removed,
