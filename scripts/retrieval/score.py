@@ -23,12 +23,12 @@ shared/src/search/fusion.rs were chosen (on tune only).
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
 
 from articles import cn_to_int
+from bm25 import evaluate, percentile
 from split import PARTS, load_questions, split
 
 MODES = ("dense", "keyword", "hybrid")
@@ -46,30 +46,7 @@ def ref_key(ref):
 
 
 def metrics(ranked_by_id, questions):
-    r10, r50, mrr = [], [], []
-    for q in questions:
-        relevant = {k for k in (ref_key(r) for r in q["relevant"]) if k}
-        if not relevant:
-            continue
-        ranked = ranked_by_id.get(q["id"], [])
-        r10.append(len(relevant.intersection(ranked[:10])) / len(relevant))
-        r50.append(len(relevant.intersection(ranked[:50])) / len(relevant))
-        rr = 0.0
-        for rank, key in enumerate(ranked[:10], 1):
-            if key in relevant:
-                rr = 1.0 / rank
-                break
-        mrr.append(rr)
-    n = len(r10)
-    return {"questions": n, "recall@10": sum(r10) / n, "recall@50": sum(r50) / n, "mrr@10": sum(mrr) / n}
-
-
-def percentile(values, p):
-    s = sorted(values)
-    if not s:
-        return float("nan")
-    k = max(0, min(len(s) - 1, math.ceil(p / 100 * len(s)) - 1))
-    return s[k]
+    return evaluate(ranked_by_id, questions, ref_key)
 
 
 def baseline(articles, questions):

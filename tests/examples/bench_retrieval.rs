@@ -1,4 +1,4 @@
-//! The retrieval benchmark of `make bench` (scripts/bench-retrieval.sh drives it): the laws of
+//! The retrieval benchmark of `make bench` (scripts/bench.sh runs it): the laws of
 //! `corpus/questions/laws` indexed through the stages (store, parse, index) into a database and a
 //! Milvus collection that outlive the run, so a second run embeds nothing; then every question of
 //! `train.jsonl` asked in each mode through `docpipe::search::search` (the authority check
@@ -12,16 +12,10 @@
 //! them and the baseline side by side. Progress goes to stderr, one line per law.
 
 use anyhow::Result as AnyResult;
-use docpipe::config::IndexConfig;
-use docpipe::model::JobMessage;
 use docpipe::search::{search, Filters, Mode, Query, SearchCache, SearchDeps};
-use docpipe::services::{IndexService, ParseService, StoreService};
-use docpipe::stages::index::{index_job, IndexOutcome};
-use docpipe::stages::parse::{parse_job, ParseOutcome};
 use docpipe_embed::Embedder;
 use docpipe_parse::article_ref::article_number;
-use docpipe_tests::{corpus_dir, ensure_pdfium_env, milvus_url, s3_put_event, sha256_hex};
-use docpipe_tests::{TestAws, TestDb};
+use docpipe_tests::{corpus_dir, sha256_hex, Pipeline, TestAws, TestDb};
 use docpipe_vector::{MilvusIndex, VectorIndex};
 use serde_json::json;
 use std::collections::HashMap;
@@ -115,37 +109,20 @@ fn main() -> AnyResult<()> {
 
 async fn run(args: Args) -> AnyResult<()> {
     std::fs::create_dir_all(&args.out)?;
-    ensure_pdfium_env();
     let questions_dir = corpus_dir().join("questions");
     let embedder: Arc<dyn Embedder> = docpipe_embed::from_env()?;
     let name = store_name(embedder.model_id());
-    let db = TestDb::persistent(&name).await;
-    let aws = TestAws::new().await;
-    let milvus = Arc::new(MilvusIndex::connect(&milvus_url(), None, &name).await?);
-    milvus
+    let p = Pipeline::with(
+        TestDb::persistent(&name).await,
+        TestAws::new().await,
+        embedder.clone(),
+        &name,
+    )
+    .await;
+    p.milvus
         .ensure_collection(embedder.dimension(), embedder.model_id())
         .await?;
-    let store = StoreService::new(
-        db.db.clone(),
-        &aws.clients,
-        aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
-    );
-    let parse = ParseService::new(db.db.clone(), &aws.clients, aws.parse_config());
-    let index = IndexService {
-        db: db.db.clone(),
-        objects: Arc::new(docpipe::adapters::S3ObjectStore::new(
-            aws.clients.s3.clone(),
-        )),
-        queue: Arc::new(docpipe::adapters::SqsJobQueue::new(aws.clients.sqs.clone())),
-        embedder: embedder.clone(),
-        vectors: milvus.clone(),
-        config: IndexConfig {
-            bucket: aws.bucket.clone(),
-            index_queue_url: aws.index_queue.clone(),
-            embed_batch: 32,
-            clock: aws.clock.clone(),
-        },
-    };
+    let (db, milvus) = (&p.db, p.milvus.clone());
 
     // 1. The laws, each indexed once per embedder: a file already indexed with the same bytes is
     //    reused, so a second run embeds nothing.
@@ -170,24 +147,21 @@ async fn run(args: Args) -> AnyResult<()> {
             continue;
         }
         let t = Instant::now();
-        let key = format!("uploads/questions/{}", law.file);
-        aws.put(&key, &law.body).await;
-        docpipe::handlers::store::handle_notification(&store, &s3_put_event(&aws.bucket, &key))
-            .await?;
-        let doc_id = docpipe::ids::derived_doc_id(&aws.bucket, &key);
-        let doc = docpipe::db::documents::get(&**db.client().await, &doc_id)
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("{key}: no document after store"))?;
-        let job = JobMessage::new(&doc_id, doc.current_run_id.unwrap_or_default());
-        let chunks = match parse_job(&parse.deps(), &job).await? {
-            ParseOutcome::Parsed { chunks, .. } => chunks,
-            other => anyhow::bail!("{key}: parse gave {other:?}"),
-        };
-        let outcome = index_job(&index.deps(), &job).await?;
+        let doc_id = p
+            .ingest(&format!("uploads/questions/{}", law.file), &law.body)
+            .await;
+        let doc = p
+            .doc(&doc_id)
+            .await
+            .ok_or_else(|| anyhow::anyhow!("{}: no document", law.file))?;
         anyhow::ensure!(
-            matches!(outcome, IndexOutcome::Indexed { .. }),
-            "{key}: {outcome:?}"
+            doc.status == docpipe::model::DocStatus::Indexed,
+            "{}: {} ({})",
+            law.file,
+            doc.status,
+            doc.error_message
         );
+        let chunks = doc.chunk_count as usize;
         law_of_doc.insert(doc_id, law.law.clone());
         indexed += 1;
         chunks_embedded += chunks;
@@ -320,8 +294,8 @@ async fn run(args: Args) -> AnyResult<()> {
 
     // 4. Over HTTP: the API's router on a local port, as the dev runner serves it.
     let http = http_latency(
-        &db,
-        &aws,
+        db,
+        &p.aws,
         embedder.clone(),
         milvus.clone(),
         &questions,

@@ -73,13 +73,7 @@ impl TestDb {
             .await
             .expect("create the test database");
         let url = replace_db_name(&admin_url, &name);
-        let db = Db::connect(&DbConfig {
-            url: Secret::new(url.clone()),
-            pool_size: 4,
-            secret_arn: None,
-            ca_bundle: None,
-        })
-        .expect("pool");
+        let db = pool(&url, 4);
         docpipe::db::migrate::run(&db).await.expect("migrations");
         TestDb { name, url, db }
     }
@@ -104,13 +98,7 @@ impl TestDb {
                 .expect("create the database");
         }
         let url = replace_db_name(&admin_url, name);
-        let db = Db::connect(&DbConfig {
-            url: Secret::new(url.clone()),
-            pool_size: 4,
-            secret_arn: None,
-            ca_bundle: None,
-        })
-        .expect("pool");
+        let db = pool(&url, 4);
         docpipe::db::migrate::run(&db).await.expect("migrations");
         TestDb {
             name: name.to_string(),
@@ -121,13 +109,7 @@ impl TestDb {
 
     /// A second, independent pool on the same database: another "process".
     pub fn another_pool(&self, size: usize) -> Db {
-        Db::connect(&DbConfig {
-            url: Secret::new(self.url.clone()),
-            pool_size: size,
-            secret_arn: None,
-            ca_bundle: None,
-        })
-        .expect("pool")
+        pool(&self.url, size)
     }
 
     pub async fn client(&self) -> docpipe::db::Client {
@@ -148,6 +130,16 @@ impl TestDb {
             .map(|r| r.get(0))
             .collect()
     }
+}
+
+fn pool(url: &str, size: usize) -> Db {
+    Db::connect(&DbConfig {
+        url: Secret::new(url.to_string()),
+        pool_size: size,
+        secret_arn: None,
+        ca_bundle: None,
+    })
+    .expect("pool")
 }
 
 fn replace_db_name(url: &str, name: &str) -> String {
@@ -623,12 +615,27 @@ pub struct Pipeline {
 
 impl Pipeline {
     pub async fn new(embedder: std::sync::Arc<dyn docpipe_embed::Embedder>) -> Pipeline {
-        ensure_pdfium_env();
-        let db = TestDb::new().await;
-        let aws = TestAws::new().await;
         let collection = unique("t_chunks_");
+        Pipeline::with(
+            TestDb::new().await,
+            TestAws::new().await,
+            embedder,
+            &collection,
+        )
+        .await
+    }
+
+    /// The pipeline over a database and a collection the caller chose (a benchmark's, which
+    /// outlive the run).
+    pub async fn with(
+        db: TestDb,
+        aws: TestAws,
+        embedder: std::sync::Arc<dyn docpipe_embed::Embedder>,
+        collection: &str,
+    ) -> Pipeline {
+        ensure_pdfium_env();
         let milvus = std::sync::Arc::new(
-            docpipe_vector::MilvusIndex::connect(&milvus_url(), None, &collection)
+            docpipe_vector::MilvusIndex::connect(&milvus_url(), None, collection)
                 .await
                 .unwrap_or_else(|e| {
                     panic!("cannot reach Milvus at {} (`make up`): {e}", milvus_url())
