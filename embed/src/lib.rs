@@ -13,7 +13,7 @@
 //! tokenizer inside) in `.local/e5/`; `--features e5` compiles the C into the crate (AVX2 by
 //! default, `DOCPIPE_E5_ARCH=portable` for arm64, `native` for local benchmarks). The model is
 //! read at run time from `DOCPIPE_E5_MODEL`, else `.local/e5/` or a Lambda layer's `/opt/e5/`.
-//! `scripts/bench-embed.sh` measures throughput and memory.
+//! `scripts/bench-embed.sh` measures throughput, single-query latency and memory.
 
 use std::sync::Arc;
 
