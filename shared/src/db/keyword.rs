@@ -261,7 +261,10 @@ const LIVE_JOIN: &str = "JOIN keyword_blocks kb ON kb.block_id = c.block_id
                      AND d.status = 'indexed' AND d.deleting_at IS NULL";
 
 /// The best blocks for the query's terms, BM25 with idf from `keyword_terms` and N from
-/// `blocks`. Each term contributes at most its `per_term` highest-weighted live postings: what a
+/// `blocks`. The arithmetic is float8 throughout: a bare `0.5` would make it numeric, which made
+/// the sum over a query's postings six times slower.
+///
+/// Each term contributes at most its `per_term` highest-weighted live postings: what a
 /// query reads is then bounded by its terms, not by the corpus. With filters, the postings are
 /// filtered before that bound, so a narrow filter still sees all of its own blocks.
 pub async fn search(
@@ -299,11 +302,13 @@ pub async fn search(
     };
     let sql = format!(
         "WITH q AS (
-             SELECT u.term, u.n * ln(1 + (greatest($3::int8, t.df) - t.df + 0.5) / (t.df + 0.5)) AS w
+             SELECT u.term,
+                    u.n * ln(1.0::float8 + (greatest($3::int8, t.df) - t.df + 0.5::float8)
+                                           / (t.df + 0.5::float8)) AS w
              FROM UNNEST($1::int8[], $2::float8[]) AS u(term, n)
              JOIN keyword_terms t ON t.term = u.term AND t.df > 0),
          c AS (
-             SELECT p.block_id, sum(q.w * p.impact) AS score
+             SELECT p.block_id, sum(q.w * p.impact::float8) AS score
              FROM q CROSS JOIN LATERAL ({postings}) p
              GROUP BY p.block_id ORDER BY score DESC LIMIT $5 * 2 + 20)
          SELECT c.block_id, c.score FROM c {LIVE_JOIN}

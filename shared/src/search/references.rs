@@ -38,7 +38,7 @@ impl LawTitles {
             out.docs[i].push(t);
         }
         for docs in &mut out.docs {
-            docs.sort_by(|a, b| b.indexed_at.cmp(&a.indexed_at));
+            docs.sort_by_key(|d| std::cmp::Reverse(d.indexed_at));
         }
         out
     }
