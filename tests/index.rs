@@ -372,6 +372,45 @@ async fn reconcile_reports_orphans_in_a_dry_run_and_removes_them_when_applied() 
     p.cleanup().await;
 }
 
+/// The sweeper's reconcile lists the artifacts, then reads their rows, then the documents. A parse
+/// that commits between those reads leaves it seeing the current run's artifacts without rows and
+/// the document already `parsed`; they must stay, or the index stage finds its chunks gone (2 of
+/// 150 documents failed so in the backlog drill).
+#[tokio::test]
+async fn the_reconcile_never_takes_the_current_runs_artifacts() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (name, text) = laws(1).remove(0);
+    let job = p.parsed(&format!("uploads/{name}"), text.as_bytes()).await;
+    // What the reconcile sees when the parse committed between its two reads: no rows yet.
+    p.db.client()
+        .await
+        .execute_typed(
+            "DELETE FROM document_artifacts WHERE doc_id = $1",
+            &[(&job.doc_id, docpipe::db::Type::VARCHAR)],
+        )
+        .await
+        .unwrap();
+    let report = docpipe::reconcile::reconcile(
+        &p.db.db,
+        p.store.objects.as_ref(),
+        p.milvus.as_ref(),
+        &p.aws.bucket,
+        true,
+        usize::MAX,
+    )
+    .await
+    .unwrap();
+    assert!(report.orphan_artifacts.is_empty(), "{report:?}");
+    assert_eq!(
+        p.aws
+            .keys(&format!("artifacts/{}/", job.doc_id))
+            .await
+            .len(),
+        4
+    );
+    p.cleanup().await;
+}
+
 /// The offline default embedder end to end: Chinese and cross-lingual English queries find the law.
 #[cfg(feature = "e5")]
 #[tokio::test]

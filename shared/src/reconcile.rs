@@ -153,10 +153,11 @@ pub async fn reconcile(
     for key in unrecorded {
         let mut parts = key.split('/').skip(1);
         let (doc, run) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        // The current run's artifacts are never orphans: its parse may commit their rows between
+        // the listing and the reads above (it writes the objects first), so a status read after
+        // the rows can already say `parsed`. Only a superseded run's, or a deleted document's, go.
         let in_flight = key_states.get(doc).is_some_and(|s| {
-            !s.deleting
-                && s.status == "stored"
-                && s.current_run_id.map(|r| r.to_string()).as_deref() == Some(run)
+            !s.deleting && s.current_run_id.map(|r| r.to_string()).as_deref() == Some(run)
         });
         if !in_flight {
             report.orphan_artifacts.push(key.clone());
