@@ -18,6 +18,20 @@ fn laws(n: usize) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The whole reconcile, as `docpipe reconcile [--apply]` runs it.
+async fn reconcile(p: &Pipeline, apply: bool) -> docpipe::reconcile::Report {
+    docpipe::reconcile::reconcile(
+        &p.db.db,
+        p.store.objects.as_ref(),
+        p.milvus.as_ref(),
+        &p.aws.bucket,
+        apply,
+        usize::MAX,
+    )
+    .await
+    .unwrap()
+}
+
 async fn chunk_count(p: &Pipeline, doc_id: &str) -> usize {
     p.doc(doc_id).await.unwrap().chunk_count as usize
 }
@@ -313,16 +327,7 @@ async fn reconcile_reports_orphans_in_a_dry_run_and_removes_them_when_applied() 
         .put(&format!("artifacts/{kept}/999999/layouts.json"), b"{}")
         .await;
 
-    let dry = docpipe::reconcile::reconcile(
-        &p.db.db,
-        p.store.objects.as_ref(),
-        p.milvus.as_ref(),
-        &p.aws.bucket,
-        false,
-        usize::MAX,
-    )
-    .await
-    .unwrap();
+    let dry = reconcile(&p, false).await;
     assert_eq!(dry.orphan_vector_docs, std::slice::from_ref(&orphaned));
     let mut want: Vec<String> = p.aws.keys(&format!("artifacts/{orphaned}/")).await;
     want.push(format!("artifacts/{kept}/999999/layouts.json"));
@@ -336,16 +341,7 @@ async fn reconcile_reports_orphans_in_a_dry_run_and_removes_them_when_applied() 
         "a dry run removes nothing"
     );
 
-    let applied = docpipe::reconcile::reconcile(
-        &p.db.db,
-        p.store.objects.as_ref(),
-        p.milvus.as_ref(),
-        &p.aws.bucket,
-        true,
-        usize::MAX,
-    )
-    .await
-    .unwrap();
+    let applied = reconcile(&p, true).await;
     assert_eq!(applied.orphan_vector_docs, dry.orphan_vector_docs);
     assert_eq!(p.milvus.count(&orphaned, None).await.unwrap(), 0);
     assert!(p
@@ -358,16 +354,7 @@ async fn reconcile_reports_orphans_in_a_dry_run_and_removes_them_when_applied() 
         "what PostgreSQL vouches for stays"
     );
     assert_eq!(p.aws.keys(&format!("artifacts/{kept}/")).await.len(), 4);
-    let again = docpipe::reconcile::reconcile(
-        &p.db.db,
-        p.store.objects.as_ref(),
-        p.milvus.as_ref(),
-        &p.aws.bucket,
-        false,
-        usize::MAX,
-    )
-    .await
-    .unwrap();
+    let again = reconcile(&p, false).await;
     assert!(again.is_clean(), "{again:?}");
     p.cleanup().await;
 }
@@ -390,16 +377,7 @@ async fn the_reconcile_never_takes_the_current_runs_artifacts() {
         )
         .await
         .unwrap();
-    let report = docpipe::reconcile::reconcile(
-        &p.db.db,
-        p.store.objects.as_ref(),
-        p.milvus.as_ref(),
-        &p.aws.bucket,
-        true,
-        usize::MAX,
-    )
-    .await
-    .unwrap();
+    let report = reconcile(&p, true).await;
     assert!(report.orphan_artifacts.is_empty(), "{report:?}");
     assert_eq!(
         p.aws
