@@ -140,7 +140,10 @@ impl DbConfig {
     }
 }
 
-/// The AWS side: the bucket and the queues. `AWS_ENDPOINT_URL` points the SDK at a local emulator.
+/// The AWS side: the bucket and the queues. `DOCPIPE_AWS_ENDPOINT_URL`, else `AWS_ENDPOINT_URL`,
+/// points the SDK at a local emulator. The template declares the first (empty in AWS) so that
+/// `sam local invoke --env-vars` can set it: SAM overrides only the variables a function declares,
+/// and an empty `AWS_ENDPOINT_URL` would make the SDK warn about an invalid URL.
 #[derive(Debug, Clone)]
 pub struct AwsConfig {
     pub endpoint_url: Option<String>,
@@ -152,7 +155,9 @@ pub struct AwsConfig {
 impl AwsConfig {
     pub fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Self {
         AwsConfig {
-            endpoint_url: env.optional("AWS_ENDPOINT_URL"),
+            endpoint_url: env
+                .optional("DOCPIPE_AWS_ENDPOINT_URL")
+                .or_else(|| env.optional("AWS_ENDPOINT_URL")),
             region: env
                 .optional("AWS_REGION")
                 .or_else(|| env.optional("AWS_DEFAULT_REGION"))
@@ -331,5 +336,25 @@ mod tests {
         assert!(env.finish().is_ok());
         assert!(!format!("{db:?}").contains("hunter2"));
         assert_eq!(db.pool_size, 2);
+    }
+
+    #[test]
+    fn the_endpoint_override_is_docpipes_own_name_first() {
+        let mut env = reader(&[
+            ("DOCPIPE_AWS_ENDPOINT_URL", "http://127.0.0.1:5000"),
+            ("AWS_ENDPOINT_URL", "http://elsewhere:1"),
+        ]);
+        assert_eq!(
+            AwsConfig::read(&mut env).endpoint_url.as_deref(),
+            Some("http://127.0.0.1:5000")
+        );
+        let mut env = reader(&[("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")]);
+        assert_eq!(
+            AwsConfig::read(&mut env).endpoint_url.as_deref(),
+            Some("http://127.0.0.1:5000")
+        );
+        // Empty, as the template declares it for AWS: no override (the process reader drops
+        // empty values).
+        assert_eq!(AwsConfig::read(&mut reader(&[])).endpoint_url, None);
     }
 }
