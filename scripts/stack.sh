@@ -49,44 +49,7 @@ MILVUS_DATA="$LOCAL/milvus"
 
 # ───────────────────────────── process helpers ─────────────────────────────
 
-read_pid() { if [[ -f "$1" ]]; then tr -dc '0-9' < <(head -n1 "$1"); fi; }
-
-# pid_matches PID PATTERN: the process exists, is not a zombie, and its command line contains
-# PATTERN. Guards against pid files that outlived a reboot and now name someone else's process.
-pid_matches() {
-  local pid="${1:-}" pat="$2" cmd
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  cmd="$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline")" || return 1
-  [[ -n "$cmd" && "$cmd" == *"$pat"* ]]
-}
-
-port_bound() { [[ -n "$(ss -Hltn "( sport = :$1 )" 2>/dev/null)" ]]; }
-port_owner() { ss -Hltnp "( sport = :$1 )" 2>/dev/null | grep -o 'users:.*' | head -n1 || true; }
-
-# wait_until SECONDS CMD...: poll CMD every 0.2 s
-wait_until() {
-  local deadline=$(( $(date +%s) + $1 )); shift
-  until "$@" >/dev/null 2>&1; do
-    (( $(date +%s) < deadline )) || return 1
-    sleep 0.2
-  done
-}
-
-not_running() { ! pid_matches "$1" "$2"; }
-
-# stop_pid PID PATTERN SIGNAL TIMEOUT: signal, wait, then SIGKILL. Quiet if already gone.
-stop_pid() {
-  local pid="$1" pat="$2" sig="$3" t="$4"
-  pid_matches "$pid" "$pat" || return 0
-  kill "-$sig" "$pid" 2>/dev/null || true
-  if ! wait_until "$t" not_running "$pid" "$pat"; then
-    warn "pid $pid ($pat) ignored SIG$sig for ${t}s: SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    wait_until 10 not_running "$pid" "$pat" || warn "pid $pid still there after SIGKILL"
-  fi
-}
-
-ports_free() { local p; for p in "$@"; do ! port_bound "$p" || return 1; done; }
+# read_pid, pid_matches, wait_until, stop_pid, port_bound, tail_log: scripts/lib.sh
 
 # require_ports_free SERVICE PORT...: before a start, fail clearly if a foreign process holds a port.
 require_ports_free() {
@@ -97,10 +60,6 @@ require_ports_free() {
         die "$svc: port $HOST:$p is held by another process ($(port_owner "$p")); stop it, or run '$0 down' if it is ours"
     fi
   done
-}
-
-tail_log() {
-  if [[ -f "$1" ]]; then log "last lines of $1:"; tail -n "${2:-30}" "$1" | sed 's/^/    /' >&2; fi
 }
 
 # Children never inherit fd 9 (the stack lock): a server holding it would block every later up/down.
