@@ -18,7 +18,9 @@ first relevant one. Every figure is given for all questions and for the tune and
 
 --tune-fusion fuses the dense and keyword lists of rankings.jsonl by reciprocal rank over a grid of
 k and weights and reports each on tune and check: how the defaults in
-shared/src/search/fusion.rs were chosen (on tune only).
+shared/src/search/fusion.rs were chosen (on tune only). With candidates.jsonl (both rankings
+before fusion, with scores) it also compares score-level fusion (a convex mix of the per-query
+min-max or z-normalised scores) with RRF on the same candidates.
 """
 
 import argparse
@@ -81,6 +83,60 @@ def fuse(dense, keyword, k, wd, wk):
     return sorted(score, key=lambda key: -score[key])
 
 
+def normalised(pairs, how):
+    """Scores of one ranking, as (block, score) pairs, scaled per query: min-max to [0, 1] or z."""
+    if not pairs:
+        return {}
+    v = [x for _, x in pairs]
+    if how == "minmax":
+        lo, hi = min(v), max(v)
+        return {b: (x - lo) / (hi - lo or 1.0) for b, x in pairs}
+    mean = sum(v) / len(v)
+    sd = (sum((x - mean) ** 2 for x in v) / len(v)) ** 0.5 or 1.0
+    return {b: (x - mean) / sd for b, x in pairs}
+
+
+def convex(cand, key_of, how, alpha):
+    """Score-level fusion: alpha × dense + (1 − alpha) × keyword, each normalised per query; an
+    article one list lacks takes that list's lowest score."""
+    d, k = normalised(cand["dense"], how), normalised(cand["keyword"], how)
+    d_low, k_low = min(d.values(), default=0.0), min(k.values(), default=0.0)
+    score = {b: alpha * d.get(b, d_low) + (1 - alpha) * k.get(b, k_low) for b in set(d) | set(k)}
+    out = []
+    for b in sorted(score, key=lambda b: (-score[b], b)):
+        key = key_of.get(b)
+        if key is not None and key not in out:
+            out.append(key)
+    return out
+
+
+def score_fusion_grid(path, articles, sets):
+    """RRF against score-level fusion on the same candidates (candidates.jsonl: both rankings
+    before fusion, block ids with their scores)."""
+    key_of = {a["block_id"]: a["key"] for a in articles}
+    with open(path, encoding="utf-8") as f:
+        cands = {c["id"]: c for c in map(json.loads, f)}
+    def rrf(c):
+        blocks = fuse([b for b, _ in c["dense"]], [b for b, _ in c["keyword"]], 5, 1.0, 1.0)
+        out = []
+        for b in blocks:
+            if b in key_of and key_of[b] not in out:
+                out.append(key_of[b])
+        return out
+
+    variants = [("rrf k 5", rrf)]
+    for how in ("minmax", "z"):
+        for alpha in (0.3, 0.4, 0.5, 0.6, 0.7):
+            variants.append((f"{how} alpha {alpha}",
+                             lambda c, how=how, alpha=alpha: convex(c, key_of, how, alpha)))
+    grid = []
+    for name, fn in variants:
+        fused = {q: fn(c) for q, c in cands.items()}
+        grid.append({"fusion": name, **{p: metrics(fused, [q for q in qs if q["id"] in cands])["recall@10"]
+                                         for p, qs in sets.items()}})
+    return grid
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
@@ -124,6 +180,9 @@ def main():
                              **{p: metrics(fused, qs)["recall@10"] for p, qs in sets.items()}})
         grid.sort(key=lambda g: -g["tune"])
         results["fusion_grid"] = grid
+        candidates = os.path.join(args.dir, "candidates.jsonl")
+        if os.path.exists(candidates):
+            results["score_fusion"] = score_fusion_grid(candidates, articles, sets)
 
     print(f"Retrieval on corpus/questions: {len(questions)} questions "
           f"(tune {len(parts['tune'])}, check {len(parts['check'])}), {len(articles)} blocks searched\n")
@@ -163,6 +222,10 @@ def main():
         for g in results["fusion_grid"][:8]:
             print(f"  k {g['k']:>3}  keyword weight {g['keyword_weight']:.2f}  tune {g['tune']:.3f}  "
                   f"check {g['check']:.3f}  all {g['all']:.3f}")
+    if "score_fusion" in results:
+        print("\nRRF against score-level fusion on the same candidates, recall@10:")
+        for g in results["score_fusion"]:
+            print(f"  {g['fusion']:<16}  tune {g['tune']:.3f}  check {g['check']:.3f}  all {g['all']:.3f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, ensure_ascii=False, indent=1)

@@ -8,11 +8,12 @@
 //!
 //! It writes `DIR/articles.jsonl` (every block searched: its law, article number and text, which
 //! the Python baseline indexes too), `DIR/rankings.jsonl` (per question and mode, the distinct
-//! articles returned and the latency) and `DIR/ingest.json`. scripts/retrieval/score.py scores
+//! articles returned and the latency), `DIR/candidates.jsonl` (per question both rankings before
+//! fusion, as block ids with their scores) and `DIR/ingest.json`. scripts/retrieval/score.py scores
 //! them and the baseline side by side. Progress goes to stderr, one line per law.
 
 use anyhow::Result as AnyResult;
-use docpipe::search::{search, Filters, Mode, Query, SearchCache, SearchDeps};
+use docpipe::search::{rankings, search, Filters, Mode, Query, SearchCache, SearchDeps};
 use docpipe_embed::Embedder;
 use docpipe_parse::article_ref::article_number;
 use docpipe_tests::{corpus_dir, sha256_hex, Pipeline, TestAws, TestDb};
@@ -292,6 +293,26 @@ async fn run(args: Args) -> AnyResult<()> {
     }
     out.flush()?;
 
+    // 3b. Both rankings before fusion, with their scores: what the fusion is tuned on.
+    let mut out =
+        std::io::BufWriter::new(std::fs::File::create(args.out.join("candidates.jsonl"))?);
+    for q in &questions {
+        let text = q["question"].as_str().unwrap_or_default();
+        let r = rankings(&deps, &query(text, Mode::Hybrid, &filters)).await?;
+        let pairs = |b: &[docpipe::db::keyword::ScoredBlock]| {
+            b.iter()
+                .map(|s| json!([s.block_id, s.score]))
+                .collect::<Vec<_>>()
+        };
+        let dense = r.dense.as_ref().map(|d| d.blocks.as_slice()).unwrap_or(&[]);
+        writeln!(
+            out,
+            "{}",
+            json!({"id": q["id"], "dense": pairs(dense), "keyword": pairs(&r.keyword)})
+        )?;
+    }
+    out.flush()?;
+
     // 4. Over HTTP: the API's router on a local port, as the dev runner serves it.
     let http = http_latency(
         db,
@@ -339,6 +360,7 @@ async fn http_latency(
             upload_url_ttl: std::time::Duration::from_secs(600),
             download_url_ttl: std::time::Duration::from_secs(300),
             webhook_token: None,
+            webhook_token_secret_arn: None,
             stage_deadline_secs: 900,
             max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
             max_body_bytes: 64 * 1024,

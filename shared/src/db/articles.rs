@@ -8,15 +8,18 @@ use tokio_postgres::GenericClient;
 /// A chunk that search found, as Milvus describes it.
 pub struct ChunkPlace<'a> {
     pub doc_id: &'a str,
+    pub run_id: i64,
     pub section_title: &'a str,
     pub section_path: &'a str,
     pub text: &'a str,
 }
 
-/// The block each chunk was cut from (`None` where none matches any more). Blocks are found by
-/// the indexed (doc_id, section_title) pair; when several blocks share a title, the one with the
-/// same path and then the one containing the chunk's text wins.
-pub async fn blocks_of_chunks(
+/// The block each chunk was cut from, when PostgreSQL vouches for the chunk: its document is
+/// `indexed`, not being deleted, and the chunk is of its current run. `None` marks a stale chunk.
+/// Blocks are found by the indexed (doc_id, section_title) pair; when several blocks share a
+/// title, the one with the same path and then the one containing the chunk's text wins. One round
+/// trip: the authority check and the mapping are one statement.
+pub async fn live_blocks_of_chunks(
     c: &impl GenericClient,
     chunks: &[ChunkPlace<'_>],
 ) -> Result<Vec<Option<i64>>, DbError> {
@@ -24,21 +27,27 @@ pub async fn blocks_of_chunks(
         return Ok(Vec::new());
     }
     let docs: Vec<&str> = chunks.iter().map(|c| c.doc_id).collect();
+    let runs: Vec<i64> = chunks.iter().map(|c| c.run_id).collect();
     let titles: Vec<&str> = chunks.iter().map(|c| c.section_title).collect();
     let paths: Vec<&str> = chunks.iter().map(|c| c.section_path).collect();
     let texts: Vec<&str> = chunks.iter().map(|c| c.text).collect();
     let rows = c
         .query_typed(
-            "SELECT DISTINCT ON (u.ord) u.ord, sb.id
-             FROM UNNEST($1::varchar[], $2::varchar[], $3::text[], $4::text[])
-                  WITH ORDINALITY AS u(doc, title, path, txt, ord)
-             JOIN semantic_blocks sb ON sb.doc_id = u.doc AND sb.section_title = u.title
-             ORDER BY u.ord,
-                      (array_to_string(ARRAY(SELECT jsonb_array_elements_text(sb.section_path)),
-                                       ' > ') = u.path) DESC,
-                      (strpos(sb.text, u.txt) > 0) DESC, sb.id",
+            "SELECT u.ord, b.id
+             FROM UNNEST($1::varchar[], $2::int8[], $3::varchar[], $4::text[], $5::text[])
+                  WITH ORDINALITY AS u(doc, run, title, path, txt, ord)
+             JOIN documents d ON d.doc_id = u.doc AND d.current_run_id = u.run
+                             AND d.status = 'indexed' AND d.deleting_at IS NULL
+             CROSS JOIN LATERAL (
+                 SELECT sb.id FROM semantic_blocks sb
+                 WHERE sb.doc_id = u.doc AND sb.section_title = u.title
+                 ORDER BY (array_to_string(ARRAY(SELECT jsonb_array_elements_text(sb.section_path)),
+                                           ' > ') = u.path) DESC,
+                          (strpos(sb.text, u.txt) > 0) DESC, sb.id
+                 LIMIT 1) b",
             &[
                 (&docs, Type::VARCHAR_ARRAY),
+                (&runs, Type::INT8_ARRAY),
                 (&titles, Type::VARCHAR_ARRAY),
                 (&paths, Type::TEXT_ARRAY),
                 (&texts, Type::TEXT_ARRAY),

@@ -1,5 +1,6 @@
 //! Reciprocal rank fusion of the dense and keyword rankings of articles.
 
+use crate::db::keyword::ScoredBlock;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -34,7 +35,7 @@ pub struct Fused {
 
 /// Fuses two rankings of block ids (best first, no repeats within a list). Ties keep the dense
 /// order, then the keyword order.
-pub fn fuse(dense: &[i64], keyword: &[i64], p: &FusionParameters) -> Vec<Fused> {
+pub fn fuse(dense: &[ScoredBlock], keyword: &[ScoredBlock], p: &FusionParameters) -> Vec<Fused> {
     let mut at: HashMap<i64, usize> = HashMap::new();
     let mut out: Vec<Fused> = Vec::new();
     let mut add = |id: i64, rank: usize, weight: f64, dense_list: bool| {
@@ -55,11 +56,11 @@ pub fn fuse(dense: &[i64], keyword: &[i64], p: &FusionParameters) -> Vec<Fused> 
             f.keyword_rank = Some(rank);
         }
     };
-    for (i, id) in dense.iter().enumerate() {
-        add(*id, i + 1, p.dense_weight, true);
+    for (i, b) in dense.iter().enumerate() {
+        add(b.block_id, i + 1, p.dense_weight, true);
     }
-    for (i, id) in keyword.iter().enumerate() {
-        add(*id, i + 1, p.keyword_weight, false);
+    for (i, b) in keyword.iter().enumerate() {
+        add(b.block_id, i + 1, p.keyword_weight, false);
     }
     // Stable: equal scores keep first-seen order.
     out.sort_by(|a, b| b.score.total_cmp(&a.score));
@@ -76,9 +77,18 @@ pub fn distinct(ids: impl IntoIterator<Item = i64>) -> Vec<i64> {
 mod tests {
     use super::*;
 
+    fn ranked(ids: &[i64]) -> Vec<ScoredBlock> {
+        ids.iter()
+            .map(|&block_id| ScoredBlock {
+                block_id,
+                score: 0.0,
+            })
+            .collect()
+    }
+
     #[test]
     fn an_article_both_lists_rank_beats_one_only_one_ranks_first() {
-        let fused = fuse(&[1, 2, 3], &[3, 4, 1], &DEFAULT_FUSION);
+        let fused = fuse(&ranked(&[1, 2, 3]), &ranked(&[3, 4, 1]), &DEFAULT_FUSION);
         let order: Vec<i64> = fused.iter().map(|f| f.block_id).collect();
         assert_eq!(order[..2], [1, 3]);
         assert_eq!(fused[0].dense_rank, Some(1));
@@ -96,8 +106,14 @@ mod tests {
             keyword_weight: 3.0,
             ..DEFAULT_FUSION
         };
-        assert_eq!(fuse(&[1], &[2], &DEFAULT_FUSION)[0].block_id, 1);
-        assert_eq!(fuse(&[1], &[2], &keyword_heavy)[0].block_id, 2);
+        assert_eq!(
+            fuse(&ranked(&[1]), &ranked(&[2]), &DEFAULT_FUSION)[0].block_id,
+            1
+        );
+        assert_eq!(
+            fuse(&ranked(&[1]), &ranked(&[2]), &keyword_heavy)[0].block_id,
+            2
+        );
     }
 
     #[test]

@@ -10,7 +10,8 @@ pub mod references;
 
 use crate::analyzer::{self, Analyzer};
 use crate::db::articles::{self, ChunkPlace, LiveBlock};
-use crate::db::{keyword, Db, DbError, Type};
+use crate::db::keyword::{self, ScoredBlock};
+use crate::db::{Db, DbError};
 use docpipe_embed::{EmbedError, Embedder};
 use docpipe_parse::article_ref::{article_number, citation};
 use docpipe_vector::{SearchFilters, VectorError, VectorHit, VectorIndex};
@@ -175,15 +176,23 @@ pub struct Query<'a> {
     pub filters: &'a Filters,
 }
 
-/// The dense ranking at article level: best chunk per article, in chunk order.
-struct DenseRanking {
-    blocks: Vec<i64>,
+/// The dense ranking at article level: best chunk per article, in chunk order; an article's
+/// score is its best chunk's similarity.
+pub struct DenseRanking {
+    pub blocks: Vec<ScoredBlock>,
     best_chunk: HashMap<i64, VectorHit>,
-    stale: usize,
+    pub stale: usize,
 }
 
-pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult, SearchError> {
-    let top_k = q.top_k.clamp(1, MAX_TOP_K);
+/// Both rankings of one query, before fusion: what [`search`] fuses, and what the retrieval
+/// benchmark records to choose the fusion on.
+pub struct Rankings {
+    pub dense: Option<DenseRanking>,
+    pub keyword: Vec<ScoredBlock>,
+}
+
+/// The dense and keyword rankings the mode asks for, run side by side.
+pub async fn rankings(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<Rankings, SearchError> {
     let dense = async {
         match q.mode {
             Mode::Keyword => Ok(None),
@@ -196,12 +205,22 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
             _ => keyword_ranking(deps, q).await,
         }
     };
-    let named = references::resolve(deps, q.text);
-    let (dense, keyword, named) = tokio::join!(dense, keyword, named);
-    let (dense, keyword, named) = (dense?, keyword?, named?);
+    let (dense, keyword) = tokio::join!(dense, keyword);
+    Ok(Rankings {
+        dense: dense?,
+        keyword: keyword?,
+    })
+}
 
-    let dense_ids: &[i64] = dense.as_ref().map(|d| d.blocks.as_slice()).unwrap_or(&[]);
-    let fused = fuse(dense_ids, &keyword, &DEFAULT_FUSION);
+pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult, SearchError> {
+    let started = Instant::now();
+    let top_k = q.top_k.clamp(1, MAX_TOP_K);
+    let (ranked, named) = tokio::join!(rankings(deps, q), references::resolve(deps, q.text));
+    let (Rankings { dense, keyword }, named) = (ranked?, named?);
+    let ranked_at = started.elapsed();
+
+    let dense_blocks: &[ScoredBlock] = dense.as_ref().map(|d| d.blocks.as_slice()).unwrap_or(&[]);
+    let fused = fuse(dense_blocks, &keyword, &DEFAULT_FUSION);
     let order = distinct(
         named
             .iter()
@@ -247,6 +266,11 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
             &query_words,
         ));
     }
+    tracing::debug!(
+        rank_ms = ms(ranked_at),
+        check_ms = ms(started.elapsed() - ranked_at),
+        "search"
+    );
     if stale_dropped > 0 {
         tracing::info!(
             stale_dropped,
@@ -326,7 +350,9 @@ fn best_passage(text: &str, words: &[String]) -> String {
 }
 
 async fn dense_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<DenseRanking, SearchError> {
+    let started = Instant::now();
     let vector = deps.embedder.embed_query(q.text).await?;
+    let embedded = started.elapsed();
     // Chunks, not articles: a long article has several. Twice the articles wanted is plenty.
     let raw = deps
         .vectors
@@ -341,56 +367,57 @@ async fn dense_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<DenseRank
             },
         )
         .await?;
-    let mut ids: Vec<&str> = raw.iter().map(|h| h.doc_id.as_str()).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let client = deps.db.client().await?;
-    let rows = client
-        .query_typed(
-            "SELECT doc_id, current_run_id FROM documents
-             WHERE doc_id = ANY($1) AND status = 'indexed' AND deleting_at IS NULL",
-            &[(&ids, Type::VARCHAR_ARRAY)],
-        )
-        .await
-        .map_err(DbError::from)?;
-    let current: HashMap<String, Option<i64>> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let (live, stale): (Vec<VectorHit>, Vec<VectorHit>) = raw
-        .into_iter()
-        .partition(|h| current.get(&h.doc_id) == Some(&Some(h.run_id)));
-    let places: Vec<ChunkPlace> = live
+    let searched = started.elapsed();
+    let places: Vec<ChunkPlace> = raw
         .iter()
         .map(|h| ChunkPlace {
             doc_id: &h.doc_id,
+            run_id: h.run_id,
             section_title: &h.section_title,
             section_path: &h.section_path,
             text: &h.text,
         })
         .collect();
-    let blocks = articles::blocks_of_chunks(&**client, &places).await?;
+    let client = deps.db.client().await?;
+    let blocks = articles::live_blocks_of_chunks(&**client, &places).await?;
+    drop(client);
     let mut ranking = DenseRanking {
         blocks: Vec::new(),
         best_chunk: HashMap::new(),
-        stale: stale.len(),
+        stale: 0,
     };
-    for (h, block) in live.into_iter().zip(blocks) {
+    for (h, block) in raw.into_iter().zip(blocks) {
         let Some(block) = block else {
             ranking.stale += 1;
             continue;
         };
         if let std::collections::hash_map::Entry::Vacant(e) = ranking.best_chunk.entry(block) {
+            ranking.blocks.push(ScoredBlock {
+                block_id: block,
+                score: f64::from(h.score),
+            });
             e.insert(h);
-            ranking.blocks.push(block);
         }
     }
     ranking.blocks.truncate(CANDIDATES);
+    tracing::debug!(
+        embed_ms = ms(embedded),
+        vector_ms = ms(searched - embedded),
+        authority_ms = ms(started.elapsed() - searched),
+        "dense ranking"
+    );
     Ok(ranking)
 }
 
-async fn keyword_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<Vec<i64>, SearchError> {
+async fn keyword_ranking(
+    deps: &SearchDeps<'_>,
+    q: &Query<'_>,
+) -> Result<Vec<ScoredBlock>, SearchError> {
     let terms = Analyzer::shared().query_terms(q.text);
     if terms.is_empty() {
         return Ok(Vec::new());
     }
+    let started = Instant::now();
     let n = deps.cache.block_count(deps.db).await?;
     let client = deps.db.client().await?;
     let scored = keyword::search(
@@ -402,5 +429,10 @@ async fn keyword_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<Vec<i64
         q.filters,
     )
     .await?;
-    Ok(scored.into_iter().map(|s| s.block_id).collect())
+    tracing::debug!(keyword_ms = ms(started.elapsed()), "keyword ranking");
+    Ok(scored)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
