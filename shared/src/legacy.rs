@@ -10,7 +10,7 @@
 //! recorded in its source bucket, so a retry processes it (`POST /documents/{id}/retry` reads it
 //! again and indexes it) and a delete removes it.
 
-use crate::db::{Db, DbError, Type};
+use crate::db::{documents, Db, DbError};
 use crate::model::DocStatus;
 use serde::{Deserialize, Serialize};
 
@@ -176,42 +176,10 @@ pub async fn import(db: &Db, json: &str, source_bucket: &str) -> Result<ImportRe
     // One statement for the whole file; a record whose doc_id exists is left untouched. Each new
     // one then gets its run (failed at `import`) and its history row, in the same transaction (a
     // second statement: a statement's own CTEs cannot see the rows it inserts).
-    let inserted = tx
-        .query_typed(
-            "INSERT INTO documents (doc_id, doc_name, file_name, object_name, content_type,
-                 size_bytes, status, regulation_type, version, summary, summary_latency_ms,
-                 chunk_count, parser_name, index_name, error_message, metadata, created_at,
-                 updated_at, source_bucket)
-             SELECT doc_id, doc_name, file_name, object_name, content_type, size_bytes, status,
-                    regulation_type, version, summary, summary_latency_ms, 0,
-                    parser_name, index_name, error_message, metadata, created_at, updated_at,
-                    source_bucket
-             FROM jsonb_populate_recordset(NULL::documents, $1::jsonb)
-             ON CONFLICT (doc_id) DO NOTHING
-             RETURNING doc_id",
-            &[(&payload, Type::TEXT)],
-        )
-        .await
-        .map_err(DbError::from)?;
-    let new_ids: Vec<String> = inserted.iter().map(|r| r.get(0)).collect();
-    tx.execute_typed(
-        "WITH run AS (
-             INSERT INTO document_processing_runs (doc_id, trigger_type, run_status,
-                 failure_stage, error_message, finished_at, metadata)
-             SELECT doc_id, 'upload', 'failed', 'import', error_message, NOW(),
-                    jsonb_build_object('import', metadata->'import')
-             FROM documents WHERE doc_id = ANY($1)
-             RETURNING run_id, doc_id, error_message),
-         history AS (
-             INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
-             SELECT doc_id, run_id, '', 'failed', 'import', error_message FROM run)
-         UPDATE documents d SET current_run_id = run.run_id FROM run WHERE d.doc_id = run.doc_id",
-        &[(&new_ids, Type::VARCHAR_ARRAY)],
-    )
-    .await
-    .map_err(DbError::from)?;
+    let new_ids = documents::import_legacy(&*tx, &payload).await?;
+    documents::open_imported_runs(&*tx, &new_ids).await?;
     tx.commit().await.map_err(DbError::from)?;
-    let inserted: std::collections::HashSet<String> = inserted.iter().map(|r| r.get(0)).collect();
+    let inserted: std::collections::HashSet<String> = new_ids.into_iter().collect();
     for d in good {
         if inserted.contains(&d.doc_id) {
             report.imported.push(d.doc_id);

@@ -118,6 +118,147 @@ pub async fn lock(c: &impl GenericClient, doc_id: &str) -> Result<Option<Documen
     Ok(row.as_ref().map(Document::from_row))
 }
 
+/// A document registered through the API before its upload (seed 000 §6.1 happens when the object
+/// arrives). Every column not given keeps its default.
+pub struct NewRegistration<'a> {
+    pub doc_id: &'a str,
+    pub doc_name: &'a str,
+    pub file_name: &'a str,
+    pub object_name: &'a str,
+    pub content_type: &'a str,
+    pub regulation_type: &'a str,
+    pub version: &'a str,
+    /// A JSON object, as text.
+    pub metadata: &'a str,
+    pub source_bucket: &'a str,
+}
+
+pub async fn insert_registered(
+    c: &impl GenericClient,
+    d: &NewRegistration<'_>,
+) -> Result<(), DbError> {
+    c.execute_typed(
+        "INSERT INTO documents (doc_id, doc_name, file_name, object_name, content_type,
+                                regulation_type, version, metadata, source_bucket)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9)",
+        &[
+            (&d.doc_id, Type::VARCHAR),
+            (&d.doc_name, Type::VARCHAR),
+            (&d.file_name, Type::VARCHAR),
+            (&d.object_name, Type::VARCHAR),
+            (&d.content_type, Type::VARCHAR),
+            (&d.regulation_type, Type::VARCHAR),
+            (&d.version, Type::VARCHAR),
+            (&d.metadata, Type::TEXT),
+            (&d.source_bucket, Type::VARCHAR),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// What the store stage read of an object it then refused to store.
+pub struct RejectedObject<'a> {
+    pub object_name: &'a str,
+    pub file_name: &'a str,
+    pub size_bytes: i64,
+    pub source_etag: &'a str,
+    pub content_type: &'a str,
+    /// Merged into `metadata` (a JSON object, as text): the full names a column cut short.
+    pub metadata: &'a str,
+}
+
+/// Records the object a document's failed run was refused for, so its row says what arrived.
+pub async fn record_rejected_object(
+    c: &impl GenericClient,
+    doc_id: &str,
+    o: &RejectedObject<'_>,
+) -> Result<(), DbError> {
+    c.execute_typed(
+        "UPDATE documents SET object_name = $2, file_name = $3, size_bytes = $4, source_etag = $5,
+                content_type = $6, content_sha256 = '', updated_at = NOW(),
+                metadata = metadata || $7::jsonb
+         WHERE doc_id = $1",
+        &[
+            (&doc_id, Type::VARCHAR),
+            (&o.object_name, Type::VARCHAR),
+            (&o.file_name, Type::VARCHAR),
+            (&o.size_bytes, Type::INT8),
+            (&o.source_etag, Type::VARCHAR),
+            (&o.content_type, Type::VARCHAR),
+            (&o.metadata, Type::TEXT),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Marks the document as being deleted (seed 001: from then on nothing of it is served). False
+/// when there is no such document. Marking twice keeps the first time.
+pub async fn mark_deleting(c: &impl GenericClient, doc_id: &str) -> Result<bool, DbError> {
+    let marked = c
+        .query_typed_opt(
+            "UPDATE documents SET deleting_at = COALESCE(deleting_at, NOW()), updated_at = NOW()
+             WHERE doc_id = $1 RETURNING doc_id",
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await?;
+    Ok(marked.is_some())
+}
+
+/// Removes the row; its runs, history, nodes and blocks go with it (foreign keys cascade).
+pub async fn remove(c: &impl GenericClient, doc_id: &str) -> Result<(), DbError> {
+    c.execute_typed(
+        "DELETE FROM documents WHERE doc_id = $1",
+        &[(&doc_id, Type::VARCHAR)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Inserts legacy records (a JSON array of `documents` rows, as text) in one statement; a record
+/// whose doc_id exists is left untouched. Returns the doc_ids inserted.
+pub async fn import_legacy(c: &impl GenericClient, records: &str) -> Result<Vec<String>, DbError> {
+    let inserted = c
+        .query_typed(
+            "INSERT INTO documents (doc_id, doc_name, file_name, object_name, content_type,
+                 size_bytes, status, regulation_type, version, summary, summary_latency_ms,
+                 chunk_count, parser_name, index_name, error_message, metadata, created_at,
+                 updated_at, source_bucket)
+             SELECT doc_id, doc_name, file_name, object_name, content_type, size_bytes, status,
+                    regulation_type, version, summary, summary_latency_ms, 0,
+                    parser_name, index_name, error_message, metadata, created_at, updated_at,
+                    source_bucket
+             FROM jsonb_populate_recordset(NULL::documents, $1::jsonb)
+             ON CONFLICT (doc_id) DO NOTHING
+             RETURNING doc_id",
+            &[(&records, Type::TEXT)],
+        )
+        .await?;
+    Ok(inserted.iter().map(|r| r.get(0)).collect())
+}
+
+/// Gives each imported document its run (failed at `import`) and its history row. A second
+/// statement: a statement's own CTEs cannot see the rows it inserts.
+pub async fn open_imported_runs(c: &impl GenericClient, doc_ids: &[String]) -> Result<(), DbError> {
+    c.execute_typed(
+        "WITH run AS (
+             INSERT INTO document_processing_runs (doc_id, trigger_type, run_status,
+                 failure_stage, error_message, finished_at, metadata)
+             SELECT doc_id, 'upload', 'failed', 'import', error_message, NOW(),
+                    jsonb_build_object('import', metadata->'import')
+             FROM documents WHERE doc_id = ANY($1)
+             RETURNING run_id, doc_id, error_message),
+         history AS (
+             INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
+             SELECT doc_id, run_id, '', 'failed', 'import', error_message FROM run)
+         UPDATE documents d SET current_run_id = run.run_id FROM run WHERE d.doc_id = run.doc_id",
+        &[(&doc_ids, Type::VARCHAR_ARRAY)],
+    )
+    .await?;
+    Ok(())
+}
+
 pub async fn count(c: &impl GenericClient) -> Result<i64, DbError> {
     let row = c
         .query_typed_one("SELECT count(*) FROM documents", &[])

@@ -4,6 +4,23 @@
 //! (`batch_execute`): RDS Proxy pins a session that prepares a named statement, and PgBouncer in
 //! transaction mode hands the next transaction a server that never saw it. No session state either:
 //! no `SET`, no temp tables, only transaction-scoped advisory locks.
+//!
+//! Every statement that writes a table lives in this module, one function per write, so this list
+//! answers "who writes what" (the stages above only call these, inside their transactions):
+//!
+//! | table | written by |
+//! | --- | --- |
+//! | `documents` | [`transitions`] (status moves), [`documents`] (register, rejected object, delete mark and removal, legacy import) |
+//! | `document_processing_runs` | [`transitions`] (open, stored, parsed, indexed, failed; leases and attempts), [`runs`] (re-drives), [`run_events`], [`documents`] (imported runs) |
+//! | `document_status_history` | [`transitions`], [`documents`] (imported runs) |
+//! | `structure_nodes`, `semantic_blocks`, `document_artifacts` | [`snapshot`] (a run's parse output, replaced whole) |
+//! | `keyword_documents`, `keyword_blocks`, `keyword_postings`, `keyword_terms` | [`keyword`] |
+//! | `run_events` | [`run_events`], [`transitions`], [`runs`] |
+//! | `object_tombstones` | [`tombstones`] |
+//! | `cleanups` | [`cleanups`] (the clean-up outbox) |
+//! | `idempotency_keys` | [`idempotency`] |
+//! | `audit_log` | [`audit`] |
+//! | `intake_failures` | [`intake`] |
 
 pub mod articles;
 pub mod audit;

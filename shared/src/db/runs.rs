@@ -2,7 +2,7 @@
 //! change in order.
 
 use super::{DbError, Type};
-use crate::model::RunStatus;
+use crate::model::{RunStatus, Stage};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio_postgres::{GenericClient, Row};
@@ -146,4 +146,36 @@ pub async fn history(c: &impl GenericClient, doc_id: &str) -> Result<Vec<StatusE
             occurred_at: r.get(7),
         })
         .collect())
+}
+
+/// Counts the re-drive on the run (its job is queued again from now; an expired lease is cleared)
+/// and records it as a run event, in one statement. False when another sweep got there first.
+pub async fn record_redrive(
+    c: &impl GenericClient,
+    run_id: i64,
+    redrives: i32,
+    stage: Stage,
+    reason: &str,
+) -> Result<bool, DbError> {
+    let rows = c
+        .query_typed(
+            "WITH run AS (
+                 UPDATE document_processing_runs
+                 SET redrives = redrives + 1, queued_at = NOW(), visible_at = NULL,
+                     lease_owner = CASE WHEN lease_expires_at < NOW() THEN '' ELSE lease_owner END,
+                     lease_expires_at = CASE WHEN lease_expires_at < NOW() THEN NULL ELSE lease_expires_at END
+                 WHERE run_id = $1 AND run_status = 'running' AND redrives = $2
+                 RETURNING doc_id, run_id, redrives)
+             INSERT INTO run_events (doc_id, run_id, stage, kind, attempt, message)
+             SELECT doc_id, run_id, $3, 'redrive', redrives, 're-drive ' || redrives || ': ' || $4
+             FROM run RETURNING event_id",
+            &[
+                (&run_id, Type::INT8),
+                (&redrives, Type::INT4),
+                (&stage.as_str(), Type::VARCHAR),
+                (&reason, Type::TEXT),
+            ],
+        )
+        .await?;
+    Ok(!rows.is_empty())
 }

@@ -7,7 +7,7 @@
 
 use crate::adapters::{ObjectStore, StorageError};
 use crate::artifacts;
-use crate::db::{cleanups, documents, keyword, tombstones, Db, DbError, Type};
+use crate::db::{cleanups, documents, keyword, tombstones, Db, DbError};
 use docpipe_vector::{VectorError, VectorIndex};
 
 pub struct DeleteDeps<'a> {
@@ -42,15 +42,7 @@ pub struct Deleted {
 pub async fn delete(deps: &DeleteDeps<'_>, doc_id: &str) -> Result<Deleted, DeleteError> {
     let mut client = deps.db.client().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
-    let marked = tx
-        .query_typed_opt(
-            "UPDATE documents SET deleting_at = COALESCE(deleting_at, NOW()), updated_at = NOW()
-             WHERE doc_id = $1 RETURNING doc_id",
-            &[(&doc_id, Type::VARCHAR)],
-        )
-        .await
-        .map_err(DbError::from)?;
-    if marked.is_none() {
+    if !documents::mark_deleting(&*tx, doc_id).await? {
         return Err(DeleteError::NotFound(doc_id.to_string()));
     }
     // Nothing of it may be found by keyword from now on, and its terms stop counting.
@@ -87,12 +79,7 @@ pub async fn finish(deps: &DeleteDeps<'_>, doc_id: &str) -> Result<Deleted, Dele
     let mut client = deps.db.client().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
     keyword::remove(&*tx, doc_id).await?;
-    tx.execute_typed(
-        "DELETE FROM documents WHERE doc_id = $1",
-        &[(&doc_id, Type::VARCHAR)],
-    )
-    .await
-    .map_err(DbError::from)?;
+    documents::remove(&*tx, doc_id).await?;
     cleanups::done_for(&*tx, cleanups::Kind::Document, doc_id).await?;
     tx.commit().await.map_err(DbError::from)?;
     tracing::info!(

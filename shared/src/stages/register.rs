@@ -3,8 +3,8 @@
 //! comes through the normal notification path; the store stage finds this document by its key and
 //! adopts the waiting run.
 
-use crate::db::transitions;
-use crate::db::{Db, DbError, Type};
+use crate::db::{documents, transitions};
+use crate::db::{Db, DbError};
 use crate::ids;
 use crate::model::Trigger;
 use serde::{Deserialize, Serialize};
@@ -122,24 +122,21 @@ pub async fn register(
     };
     let mut client = db.client().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
-    tx.execute_typed(
-        "INSERT INTO documents (doc_id, doc_name, file_name, object_name, content_type,
-                                regulation_type, version, metadata, source_bucket)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9)",
-        &[
-            (&doc_id, Type::VARCHAR),
-            (doc_name, Type::VARCHAR),
-            (&registration.file_name, Type::VARCHAR),
-            (&object_name, Type::VARCHAR),
-            (&registration.content_type, Type::VARCHAR),
-            (&registration.regulation_type, Type::VARCHAR),
-            (&registration.version, Type::VARCHAR),
-            (&metadata, Type::TEXT),
-            (&bucket, Type::VARCHAR),
-        ],
+    documents::insert_registered(
+        &*tx,
+        &documents::NewRegistration {
+            doc_id: &doc_id,
+            doc_name,
+            file_name: &registration.file_name,
+            object_name: &object_name,
+            content_type: &registration.content_type,
+            regulation_type: &registration.regulation_type,
+            version: &registration.version,
+            metadata: &metadata,
+            source_bucket: bucket,
+        },
     )
-    .await
-    .map_err(DbError::from)?;
+    .await?;
     let run_id = transitions::open_run(
         &*tx,
         &doc_id,

@@ -12,7 +12,7 @@ use crate::config::StoreConfig;
 use crate::db::documents::{self, Document};
 use crate::db::tombstones::{self, VersionTime};
 use crate::db::transitions::{self, StoredObject};
-use crate::db::{fit, Db, DbError, Type};
+use crate::db::{fit, Db, DbError};
 use crate::error::StageError;
 use crate::events::ObjectRef;
 use crate::ids;
@@ -410,23 +410,20 @@ async fn reject(
         return duplicate(deps, doc_id).await;
     }
     let run_id = run_for_new_content(&*tx, &doc, deps.config, "unread").await?;
-    tx.execute_typed(
-        "UPDATE documents SET object_name = $2, file_name = $3, size_bytes = $4, source_etag = $5,
-                content_type = $6, content_sha256 = '', updated_at = NOW(),
-                metadata = metadata || $7::jsonb
-         WHERE doc_id = $1",
-        &[
-            (&doc_id, Type::VARCHAR),
-            (&key, Type::VARCHAR),
-            (&names.file_name, Type::VARCHAR),
-            (&(head.size as i64), Type::INT8),
-            (&head.etag, Type::VARCHAR),
-            (&names.content_type, Type::VARCHAR),
-            (&names.full_values().to_string(), Type::TEXT),
-        ],
+    documents::record_rejected_object(
+        &*tx,
+        doc_id,
+        &documents::RejectedObject {
+            object_name: key,
+            file_name: names.file_name,
+            size_bytes: head.size as i64,
+            source_etag: &head.etag,
+            content_type: names.content_type,
+            metadata: &names.full_values().to_string(),
+        },
     )
     .await
-    .map_err(|e| db_err(e.into()))?;
+    .map_err(db_err)?;
     transitions::fail_run(&*tx, doc_id, run_id, Stage::Store, &reason)
         .await
         .map_err(db_err)?;

@@ -17,10 +17,9 @@
 
 use crate::adapters::{JobQueue, QueueDepth};
 use crate::clock::Clock;
-use crate::db::{transitions, Db, DbError, Type};
+use crate::db::{runs, transitions, Db, DbError, Type};
 use crate::model::{DocStatus, JobMessage, Stage};
 use docpipe_vector::VectorIndex;
-use tokio_postgres::GenericClient;
 
 pub struct SweepDeps<'a> {
     pub db: &'a Db,
@@ -251,7 +250,7 @@ async fn redrive(
 ) -> Result<(), SweepError> {
     let client = deps.db.client().await?;
     // Counted first, guarded by the count it read: two sweeps at once re-drive a run once.
-    if !record_redrive(&**client, c.run_id, c.redrives, stage, reason).await? {
+    if !runs::record_redrive(&**client, c.run_id, c.redrives, stage, reason).await? {
         return Ok(());
     }
     drop(client);
@@ -274,38 +273,6 @@ async fn redrive(
         reason: reason.to_string(),
     });
     Ok(())
-}
-
-/// Counts the re-drive on the run (its job is queued again from now; an expired lease is cleared)
-/// and records it as a run event, in one statement. False when another sweep got there first.
-async fn record_redrive(
-    c: &impl GenericClient,
-    run_id: i64,
-    redrives: i32,
-    stage: Stage,
-    reason: &str,
-) -> Result<bool, DbError> {
-    let rows = c
-        .query_typed(
-            "WITH run AS (
-                 UPDATE document_processing_runs
-                 SET redrives = redrives + 1, queued_at = NOW(), visible_at = NULL,
-                     lease_owner = CASE WHEN lease_expires_at < NOW() THEN '' ELSE lease_owner END,
-                     lease_expires_at = CASE WHEN lease_expires_at < NOW() THEN NULL ELSE lease_expires_at END
-                 WHERE run_id = $1 AND run_status = 'running' AND redrives = $2
-                 RETURNING doc_id, run_id, redrives)
-             INSERT INTO run_events (doc_id, run_id, stage, kind, attempt, message)
-             SELECT doc_id, run_id, $3, 'redrive', redrives, 're-drive ' || redrives || ': ' || $4
-             FROM run RETURNING event_id",
-            &[
-                (&run_id, Type::INT8),
-                (&redrives, Type::INT4),
-                (&stage.as_str(), Type::VARCHAR),
-                (&reason, Type::TEXT),
-            ],
-        )
-        .await?;
-    Ok(!rows.is_empty())
 }
 
 async fn fail_lost(
