@@ -38,6 +38,7 @@ fn config_for(p: &Pipeline) -> ApiConfig {
         upload_url_ttl: Duration::from_secs(600),
         download_url_ttl: Duration::from_secs(300),
         webhook_token: Some(Secret::new(TOKEN)),
+        webhook_token_secret_arn: None,
         stage_deadline_secs: 900,
         max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
         max_body_bytes: 64 * 1024,

@@ -387,6 +387,7 @@ async fn sql_looking_registration_fields_are_stored_verbatim_and_the_tables_surv
         upload_url_ttl: Duration::from_secs(600),
         download_url_ttl: Duration::from_secs(300),
         webhook_token: None,
+        webhook_token_secret_arn: None,
         stage_deadline_secs: 900,
         max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
         max_body_bytes: 64 * 1024,

@@ -72,23 +72,13 @@ pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Arc<dyn Embedde
             .map(|v| v.trim().to_owned())
             .filter(|v| !v.is_empty())
     };
-    let name = match get("DOCPIPE_EMBEDDER") {
-        Some(name) => name,
-        None => {
-            // The local default is e5 when it is compiled in; otherwise say loudly that search
-            // quality will be that of a hashing embedder.
-            let fallback = if cfg!(feature = "e5") {
-                "e5-small"
-            } else {
-                "hash"
-            };
-            tracing::warn!(
-                embedder = fallback,
-                "DOCPIPE_EMBEDDER is not set; using {fallback}"
-            );
-            fallback.to_owned()
-        }
-    };
+    // No default: quietly picking one would index a deployment with vectors nobody chose.
+    let name = get("DOCPIPE_EMBEDDER").ok_or_else(|| {
+        EmbedError::config(
+            "DOCPIPE_EMBEDDER",
+            format!("is not set; expected one of {EMBEDDER_NAMES:?}"),
+        )
+    })?;
     let dim = parse_var::<usize>(&get, "DOCPIPE_EMBED_DIM")?;
     match name.as_str() {
         "hash" => {
@@ -267,6 +257,8 @@ mod tests {
     #[test]
     fn bad_config_is_permanent_and_names_the_variable() {
         for (pairs, var) in [
+            (vec![], "DOCPIPE_EMBEDDER"),
+            (vec![("DOCPIPE_EMBEDDER", " ")], "DOCPIPE_EMBEDDER"),
             (vec![("DOCPIPE_EMBEDDER", "word2vec")], "DOCPIPE_EMBEDDER"),
             (
                 vec![("DOCPIPE_EMBEDDER", "hash"), ("DOCPIPE_EMBED_DIM", "abc")],

@@ -1,26 +1,9 @@
 //! Configuration from the environment, validated once at start. Every missing or malformed variable
 //! is reported together, so a misconfigured deployment fails with one clear message.
 
-use std::fmt;
-
-/// A value that must never reach a log line: `Debug` and `Display` print a placeholder.
-#[derive(Clone)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
+/// A value that must never reach a log line. One type for every credential (database URL, Milvus
+/// token, webhook token, embedder API key), defined below both its users, in the embed crate.
+pub use docpipe_embed::Secret;
 
 #[derive(Debug, thiserror::Error)]
 #[error("invalid configuration: {}", .problems.join("; "))]
@@ -95,6 +78,20 @@ impl<F: Fn(&str) -> Option<String>> EnvReader<F> {
 
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    /// The embedder `DOCPIPE_EMBEDDER` names, built from the variables it reads (through this
+    /// reader, like every other variable). A problem is reported with the others by [`finish`].
+    ///
+    /// [`finish`]: EnvReader::finish
+    pub fn embedder(&mut self) -> Option<std::sync::Arc<dyn docpipe_embed::Embedder>> {
+        match docpipe_embed::from_vars(|name| (self.lookup)(name)) {
+            Ok(embedder) => Some(embedder),
+            Err(e) => {
+                self.problems.push(crate::error::chain(&e));
+                None
+            }
+        }
     }
 
     pub fn finish(self) -> Result<(), ConfigError> {

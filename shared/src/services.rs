@@ -36,27 +36,24 @@ impl From<crate::adapters::secrets::SecretError> for InitError {
     }
 }
 
-/// The embedder `DOCPIPE_EMBEDDER` names and the Milvus collection, which the index stage and
-/// search share.
-pub async fn embedder_and_index(
-    milvus: &MilvusConfig,
-) -> Result<(Arc<dyn Embedder>, Arc<dyn VectorIndex>), InitError> {
-    let embedder = docpipe_embed::from_env()?;
-    Ok((embedder, connect_vectors(milvus).await?))
-}
-
 /// The Milvus collection alone, for the functions that only remove vectors (sweeper, DLQ).
 pub async fn connect_vectors(milvus: &MilvusConfig) -> Result<Arc<dyn VectorIndex>, InitError> {
-    let token = match (&milvus.token, &milvus.token_secret_arn) {
+    let token = milvus_token(milvus).await?;
+    let index = MilvusIndex::connect(&milvus.url, token, &milvus.collection).await?;
+    Ok(Arc::new(index))
+}
+
+/// The Milvus token: `MILVUS_TOKEN` when set, else the Secrets Manager secret it names (fetched
+/// once per container, at init), else none.
+pub async fn milvus_token(milvus: &MilvusConfig) -> Result<Option<String>, InitError> {
+    Ok(match (&milvus.token, &milvus.token_secret_arn) {
         (Some(token), _) => Some(token.expose().to_string()),
         (None, Some(arn)) => {
             let sdk = aws::sdk_config(&milvus.aws).await;
             Some(crate::adapters::secrets::fetch_string(&sdk, arn).await?)
         }
         (None, None) => None,
-    };
-    let index = MilvusIndex::connect(&milvus.url, token, &milvus.collection).await?;
-    Ok(Arc::new(index))
+    })
 }
 
 /// Builds the pool. With `DOCPIPE_DB_SECRET_ARN` set, the user and password come from Secrets
@@ -197,10 +194,12 @@ impl IndexService {
         let aws_config = AwsConfig::read(&mut env);
         let milvus = MilvusConfig::read(&mut env);
         let config = IndexConfig::read(&mut env);
+        let embedder = env.embedder();
         env.finish()?;
+        let embedder = embedder.expect("finish reports an embedder that could not be built");
         let db = connect_db(&db_config, &aws_config).await?;
         let clients = AwsClients::new(&aws_config).await;
-        let (embedder, vectors) = embedder_and_index(&milvus).await?;
+        let vectors = connect_vectors(&milvus).await?;
         Ok(IndexService {
             db,
             objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),

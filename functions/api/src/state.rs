@@ -39,6 +39,9 @@ pub struct ApiConfig {
     /// (`DOCPIPE_WEBHOOK_TOKEN`, or the Secrets Manager secret `DOCPIPE_WEBHOOK_TOKEN_SECRET_ARN`);
     /// unset disables the webhook.
     pub webhook_token: Option<Secret>,
+    /// In AWS: the Secrets Manager secret holding the webhook token, fetched at init when
+    /// `DOCPIPE_WEBHOOK_TOKEN` is unset.
+    pub webhook_token_secret_arn: Option<String>,
     /// A run's deadline per stage (`DOCPIPE_STAGE_DEADLINE_SECS`, default 900).
     pub stage_deadline_secs: i64,
     /// The largest original a retry re-reads (`DOCPIPE_MAX_BYTES`, as the store function's).
@@ -64,6 +67,7 @@ impl ApiConfig {
             upload_url_ttl: Duration::from_secs(upload),
             download_url_ttl: Duration::from_secs(download),
             webhook_token: env.optional("DOCPIPE_WEBHOOK_TOKEN").map(Secret::new),
+            webhook_token_secret_arn: env.optional("DOCPIPE_WEBHOOK_TOKEN_SECRET_ARN"),
             stage_deadline_secs: env.parsed_or("DOCPIPE_STAGE_DEADLINE_SECS", 900i64),
             max_bytes: env.parsed_or("DOCPIPE_MAX_BYTES", docpipe::config::DEFAULT_MAX_BYTES),
             max_body_bytes: env.parsed_or("DOCPIPE_API_MAX_BODY_BYTES", 64 * 1024usize),
@@ -141,6 +145,7 @@ impl ApiState {
         let milvus = MilvusConfig::read(&mut env);
         let store_config = StoreConfig::read(&mut env);
         let api = ApiConfig::read(&mut env);
+        let embedder = env.embedder();
         let mut problems = match env.finish() {
             Ok(()) => Vec::new(),
             Err(e) => e.problems,
@@ -155,24 +160,15 @@ impl ApiState {
         let db = connect_db(&db_config, &aws_config).await?;
         let clients = AwsClients::new(&aws_config).await;
         // Secrets come from Secrets Manager once per container when their ARN is configured.
-        let webhook_secret_arn =
-            EnvReader::from_process().optional("DOCPIPE_WEBHOOK_TOKEN_SECRET_ARN");
-        let milvus_token = match (&milvus.token, &milvus.token_secret_arn) {
-            (Some(token), _) => Some(token.expose().to_string()),
-            (None, Some(arn)) => {
-                let sdk = aws::sdk_config(&aws_config).await;
-                Some(secrets::fetch_string(&sdk, arn).await?)
-            }
-            (None, None) => None,
-        };
-        if let (None, Some(arn)) = (&config.webhook_token, &webhook_secret_arn) {
+        let milvus_token = docpipe::services::milvus_token(&milvus).await?;
+        if let (None, Some(arn)) = (&config.webhook_token, &config.webhook_token_secret_arn) {
             let sdk = aws::sdk_config(&aws_config).await;
             config.webhook_token = Some(Secret::new(secrets::fetch_string(&sdk, arn).await?));
             config
                 .check()
                 .map_err(|p| ConfigError { problems: vec![p] })?;
         }
-        let embedder = docpipe_embed::from_env()?;
+        let embedder = embedder.expect("finish reports an embedder that could not be built");
         let vectors: Arc<dyn VectorIndex> =
             Arc::new(LazyMilvus::new(milvus.url, milvus_token, milvus.collection));
         Ok(Self::new(
