@@ -19,7 +19,7 @@ build:
 up:
 	bash scripts/stack.sh up
 	$(MAKE) -s layers
-	cargo build -p docpipe-cli --features e5
+	cargo build -q -p docpipe-cli --features e5
 	eval "$$(bash scripts/stack.sh env)"
 	$(DOCPIPE) migrate
 	bash scripts/dev-runner.sh start

@@ -74,14 +74,20 @@ pub async fn run(db: &Db) -> Result<Vec<i32>, DbError> {
     let mut client = db.client().await?;
     for migration in MIGRATIONS {
         let tx = client.transaction().await?;
+        // Created only when missing: `CREATE TABLE IF NOT EXISTS` would send a NOTICE for every
+        // migration on every run, which a person reads as noise.
         tx.batch_execute(&format!(
             "SELECT pg_advisory_xact_lock({LOCK_KEY});
-             CREATE TABLE IF NOT EXISTS docpipe_migrations (
-                 version    INTEGER PRIMARY KEY,
-                 name       TEXT        NOT NULL,
-                 checksum   TEXT        NOT NULL,
-                 applied_at TIMESTAMPTZ NOT NULL DEFAULT NOW()
-             );"
+             DO $$ BEGIN
+               IF to_regclass('docpipe_migrations') IS NULL THEN
+                 CREATE TABLE docpipe_migrations (
+                     version    INTEGER PRIMARY KEY,
+                     name       TEXT        NOT NULL,
+                     checksum   TEXT        NOT NULL,
+                     applied_at TIMESTAMPTZ NOT NULL DEFAULT NOW()
+                 );
+               END IF;
+             END $$;"
         ))
         .await?;
         let recorded = tx
@@ -115,7 +121,7 @@ pub async fn run(db: &Db) -> Result<Vec<i32>, DbError> {
         )
         .await?;
         tx.commit().await?;
-        tracing::info!(
+        tracing::debug!(
             version = migration.version,
             name = migration.name,
             "migration applied"
