@@ -7,7 +7,8 @@ SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/docpipe/target
 DOCPIPE := $(CARGO_TARGET_DIR)/debug/docpipe
 
-.PHONY: up down env status test demo bench load build lint layers lint-template iam-check
+.PHONY: up down env status test demo bench load build lint layers lint-template iam-check \
+	sam-local sam-env sam-local-check
 
 # The e5 engine is compiled into the CLI (dev runner) and the tests: `make up` fetches its source.
 FEATURES := --features docpipe-cli/e5,docpipe-tests/e5
@@ -24,9 +25,10 @@ up:
 	$(DOCPIPE) migrate
 	bash scripts/dev-runner.sh start
 
-## down: stop exactly what `up` started
+## down: stop exactly what `up` started (and what `sam-local` started, if it ran)
 down:
 	bash scripts/dev-runner.sh stop
+	bash scripts/sam-local.sh down
 	bash scripts/stack.sh down
 
 ## env: export lines for the stack (eval "$(make -s env)")
@@ -56,6 +58,20 @@ test: up lint
 	bash scripts/lambda-invoke.sh
 	bash scripts/iam-check.sh
 	bash scripts/schemathesis.sh
+
+## sam-local: what `sam local invoke` and `sam local start-api` need here, installed and started
+## once: podman's Docker API (no Docker engine), relays to the stack, a provided.al2023 base image
+sam-local:
+	bash scripts/sam-local.sh up
+
+## sam-env: export lines for sam (eval "$(make -s sam-env)"; with `make -s env` for the stack)
+sam-env:
+	@bash scripts/sam-local.sh env
+
+## sam-local-check: sam build, then sam local invoke for every event in events/ (live ids) and
+## sam local start-api beside the dev runner's API, all checked (make up first)
+sam-local-check: sam-local
+	bash scripts/sam-local-check.sh
 
 ## iam-check: every call each function made in a drill, against its role in template.yaml (make up first)
 iam-check:
