@@ -1,6 +1,6 @@
 //! The index function: index jobs in, indexed documents out.
 
-use super::sqs::{for_each_message, Backoff, BatchReport, Delivery};
+use super::sqs::{handle_jobs, Backoff, BatchReport, Ending, JobHandler, JobOutcome};
 use crate::error::StageError;
 use crate::metrics;
 use crate::model::{JobMessage, Stage};
@@ -9,55 +9,65 @@ use crate::stages::index::{index_job, IndexOutcome};
 use aws_lambda_events::event::sqs::SqsEvent;
 
 pub async fn handle_sqs(service: &IndexService, batch: SqsEvent) -> BatchReport {
-    let backoff = Backoff {
-        db: &service.db,
-        queue: service.queue.as_ref(),
-        queue_url: Some(&service.config.index_queue_url),
-        clock: &service.config.clock,
-    };
-    let backoff = &backoff;
-    for_each_message(batch, |message| async move {
-        let delivery = Delivery::of(&message);
-        let job = JobMessage::decode(message.body.as_deref().unwrap_or_default())
-            .map_err(|e| StageError::permanent(Stage::Index, e))?;
-        let started = std::time::Instant::now();
-        let outcome = match index_job(&service.deps(), &job).await {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                metrics::stage_failed(Stage::Index, e.class());
-                if e.is_retryable() {
-                    backoff
-                        .after_failure(&delivery, Some((job.run_id, Stage::Index)), &e)
-                        .await;
-                }
-                return Err(e);
-            }
-        };
-        match &outcome {
-            IndexOutcome::Indexed { chunks, .. } => {
-                metrics::stage_completed(Stage::Index, started.elapsed().as_millis() as u64);
-                metrics::chunks_indexed(*chunks);
-            }
-            IndexOutcome::Failed { .. } => metrics::stage_failed(Stage::Index, "permanent"),
-            IndexOutcome::Stale { .. } => {}
+    handle_jobs(service, batch).await
+}
+
+#[async_trait::async_trait]
+impl JobHandler for IndexService {
+    type Outcome = IndexOutcome;
+    const STAGE: Stage = Stage::Index;
+
+    fn backoff(&self) -> Option<Backoff<'_>> {
+        Some(Backoff {
+            db: &self.db,
+            queue: self.queue.as_ref(),
+            queue_url: Some(&self.config.index_queue_url),
+            clock: &self.config.clock,
+        })
+    }
+
+    async fn run(&self, job: &JobMessage) -> Result<IndexOutcome, StageError> {
+        index_job(&self.deps(), job).await
+    }
+}
+
+impl JobOutcome for IndexOutcome {
+    fn ending(&self) -> Ending {
+        match self {
+            IndexOutcome::Indexed { .. } => Ending::Completed,
+            IndexOutcome::Failed { .. } => Ending::Failed,
+            IndexOutcome::Stale { .. } => Ending::Neither,
         }
-        Ok(match outcome {
+    }
+
+    fn record_metrics(&self) {
+        if let IndexOutcome::Indexed { chunks, .. } = self {
+            metrics::chunks_indexed(*chunks);
+        }
+    }
+}
+
+impl std::fmt::Display for IndexOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
             IndexOutcome::Indexed {
                 doc_id,
                 run_id,
                 chunks,
-            } => format!("{doc_id} run {run_id}: indexed ({chunks} chunks)"),
+            } => write!(f, "{doc_id} run {run_id}: indexed ({chunks} chunks)"),
             IndexOutcome::Failed {
                 doc_id,
                 run_id,
                 reason,
-            } => format!("{doc_id} run {run_id}: failed at index: {reason}"),
+            } => write!(f, "{doc_id} run {run_id}: failed at index: {reason}"),
             IndexOutcome::Stale {
                 doc_id,
                 run_id,
                 why,
-            } => format!("{doc_id} run {run_id}: stale index message dropped: {why}"),
-        })
-    })
-    .await
+            } => write!(
+                f,
+                "{doc_id} run {run_id}: stale index message dropped: {why}"
+            ),
+        }
+    }
 }

@@ -1,74 +1,71 @@
 //! The parse function: parse jobs in, parsed documents (and index jobs) out.
 
-use super::sqs::{for_each_message, Backoff, BatchReport, Delivery};
+use super::sqs::{handle_jobs, Backoff, BatchReport, Ending, JobHandler, JobOutcome};
 use crate::error::StageError;
-use crate::metrics;
 use crate::model::{JobMessage, Stage};
 use crate::services::ParseService;
 use crate::stages::parse::{parse_job, ParseOutcome};
 use aws_lambda_events::event::sqs::SqsEvent;
 
 pub async fn handle_sqs(service: &ParseService, batch: SqsEvent) -> BatchReport {
-    let backoff = Backoff {
-        db: &service.db,
-        queue: service.queue.as_ref(),
-        queue_url: Some(&service.config.parse_queue_url),
-        clock: &service.config.clock,
-    };
-    let backoff = &backoff;
-    for_each_message(batch, |message| async move {
-        let delivery = Delivery::of(&message);
-        let job = JobMessage::decode(message.body.as_deref().unwrap_or_default())
-            .map_err(|e| StageError::permanent(Stage::Parse, e))?;
-        let started = std::time::Instant::now();
-        match parse_job(&service.deps(), &job).await {
-            Ok(outcome) => {
-                match &outcome {
-                    ParseOutcome::Parsed { .. } => {
-                        metrics::stage_completed(Stage::Parse, started.elapsed().as_millis() as u64)
-                    }
-                    ParseOutcome::Failed { .. } => metrics::stage_failed(Stage::Parse, "permanent"),
-                    _ => {}
-                }
-                Ok(describe(&outcome))
-            }
-            Err(e) => {
-                metrics::stage_failed(Stage::Parse, e.class());
-                if e.is_retryable() {
-                    backoff
-                        .after_failure(&delivery, Some((job.run_id, Stage::Parse)), &e)
-                        .await;
-                }
-                Err(e)
-            }
-        }
-    })
-    .await
+    handle_jobs(service, batch).await
 }
 
-fn describe(outcome: &ParseOutcome) -> String {
-    match outcome {
-        ParseOutcome::Parsed {
-            doc_id,
-            run_id,
-            structure_nodes,
-            semantic_blocks,
-            chunks,
-        } => format!(
-            "{doc_id} run {run_id}: parsed ({structure_nodes} headings, {semantic_blocks} blocks, {chunks} chunks), index queued"
-        ),
-        ParseOutcome::Failed {
-            doc_id,
-            run_id,
-            reason,
-        } => format!("{doc_id} run {run_id}: failed at parse: {reason}"),
-        ParseOutcome::IndexResent { doc_id, run_id } => {
-            format!("{doc_id} run {run_id}: already parsed, index re-queued")
+#[async_trait::async_trait]
+impl JobHandler for ParseService {
+    type Outcome = ParseOutcome;
+    const STAGE: Stage = Stage::Parse;
+
+    fn backoff(&self) -> Option<Backoff<'_>> {
+        Some(Backoff {
+            db: &self.db,
+            queue: self.queue.as_ref(),
+            queue_url: Some(&self.config.parse_queue_url),
+            clock: &self.config.clock,
+        })
+    }
+
+    async fn run(&self, job: &JobMessage) -> Result<ParseOutcome, StageError> {
+        parse_job(&self.deps(), job).await
+    }
+}
+
+impl JobOutcome for ParseOutcome {
+    fn ending(&self) -> Ending {
+        match self {
+            ParseOutcome::Parsed { .. } => Ending::Completed,
+            ParseOutcome::Failed { .. } => Ending::Failed,
+            ParseOutcome::IndexResent { .. } | ParseOutcome::Stale { .. } => Ending::Neither,
         }
-        ParseOutcome::Stale {
-            doc_id,
-            run_id,
-            why,
-        } => format!("{doc_id} run {run_id}: stale parse message dropped: {why}"),
+    }
+}
+
+impl std::fmt::Display for ParseOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParseOutcome::Parsed {
+                doc_id,
+                run_id,
+                structure_nodes,
+                semantic_blocks,
+                chunks,
+            } => write!(
+                f,
+                "{doc_id} run {run_id}: parsed ({structure_nodes} headings, {semantic_blocks} blocks, {chunks} chunks), index queued"
+            ),
+            ParseOutcome::Failed {
+                doc_id,
+                run_id,
+                reason,
+            } => write!(f, "{doc_id} run {run_id}: failed at parse: {reason}"),
+            ParseOutcome::IndexResent { doc_id, run_id } => {
+                write!(f, "{doc_id} run {run_id}: already parsed, index re-queued")
+            }
+            ParseOutcome::Stale {
+                doc_id,
+                run_id,
+                why,
+            } => write!(f, "{doc_id} run {run_id}: stale parse message dropped: {why}"),
+        }
     }
 }

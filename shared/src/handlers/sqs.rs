@@ -6,7 +6,8 @@ use crate::adapters::JobQueue;
 use crate::clock::Clock;
 use crate::db::{run_events, Db};
 use crate::error::StageError;
-use crate::model::Stage;
+use crate::metrics;
+use crate::model::{JobMessage, Stage};
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use std::future::Future;
 
@@ -66,6 +67,72 @@ where
         }
     }
     report
+}
+
+/// What a stage made of one job, as the lifter counts it.
+pub enum Ending {
+    /// The stage did its work (metrics: completed, with its duration).
+    Completed,
+    /// The input was bad and the run failed (metrics: failed, permanent).
+    Failed,
+    /// Nothing to do: a stale or duplicate message.
+    Neither,
+}
+
+/// A stage's typed outcome for one job: its progress line (`Display`) and how it ends.
+pub trait JobOutcome: std::fmt::Display {
+    fn ending(&self) -> Ending;
+    /// Counts of its own beyond completed and failed (the index stage's chunks).
+    fn record_metrics(&self) {}
+}
+
+/// A stage that takes job messages (parse, index), one job at a time. [`handle_jobs`] lifts it to
+/// a batch handler.
+#[async_trait::async_trait]
+pub trait JobHandler: Sync {
+    type Outcome: JobOutcome + Send;
+    const STAGE: Stage;
+    /// Where a job that failed transiently waits; `None` when nothing queued it.
+    fn backoff(&self) -> Option<Backoff<'_>>;
+    async fn run(&self, job: &JobMessage) -> Result<Self::Outcome, StageError>;
+}
+
+/// The lifter, in the spirit of aws-lambda-rust-runtime's partial-batch example: a per-job
+/// handler as a batch handler. It decodes each message (a body that is no job is dropped as
+/// permanent), runs the stage, counts completed and failed, and backs a transient failure off
+/// and records it on its run before the message is reported back to its queue.
+pub async fn handle_jobs<H: JobHandler>(handler: &H, batch: SqsEvent) -> BatchReport {
+    let backoff = handler.backoff();
+    let backoff = backoff.as_ref();
+    for_each_message(batch, |message| async move {
+        let delivery = Delivery::of(&message);
+        let job = JobMessage::decode(message.body.as_deref().unwrap_or_default())
+            .map_err(|e| StageError::permanent(H::STAGE, e))?;
+        let started = std::time::Instant::now();
+        match handler.run(&job).await {
+            Ok(outcome) => {
+                match outcome.ending() {
+                    Ending::Completed => {
+                        metrics::stage_completed(H::STAGE, started.elapsed().as_millis() as u64)
+                    }
+                    Ending::Failed => metrics::stage_failed(H::STAGE, "permanent"),
+                    Ending::Neither => {}
+                }
+                outcome.record_metrics();
+                Ok(outcome.to_string())
+            }
+            Err(e) => {
+                metrics::stage_failed(H::STAGE, e.class());
+                if let Some(backoff) = backoff.filter(|_| e.is_retryable()) {
+                    backoff
+                        .after_failure(&delivery, Some((job.run_id, H::STAGE)), &e)
+                        .await;
+                }
+                Err(e)
+            }
+        }
+    })
+    .await
 }
 
 /// Which delivery of its message this is, and how to hold it back.
@@ -147,6 +214,96 @@ impl Backoff<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
+    /// A stage that answers from a script, by run id: 1 completes, 2 fails the run, 3 is stale,
+    /// anything else fails transiently.
+    struct Scripted {
+        seen: Mutex<Vec<i64>>,
+    }
+
+    struct Said(i64, Ending);
+
+    impl std::fmt::Display for Said {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "run {}", self.0)
+        }
+    }
+
+    impl JobOutcome for Said {
+        fn ending(&self) -> Ending {
+            match self.1 {
+                Ending::Completed => Ending::Completed,
+                Ending::Failed => Ending::Failed,
+                Ending::Neither => Ending::Neither,
+            }
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl JobHandler for Scripted {
+        type Outcome = Said;
+        const STAGE: Stage = Stage::Parse;
+        fn backoff(&self) -> Option<Backoff<'_>> {
+            None
+        }
+        async fn run(&self, job: &JobMessage) -> Result<Said, StageError> {
+            self.seen.lock().unwrap().push(job.run_id);
+            match job.run_id {
+                1 => Ok(Said(1, Ending::Completed)),
+                2 => Ok(Said(2, Ending::Failed)),
+                3 => Ok(Said(3, Ending::Neither)),
+                n => Err(StageError::transient(
+                    Stage::Parse,
+                    format!("run {n}: down"),
+                )),
+            }
+        }
+    }
+
+    fn message(id: &str, body: &str) -> SqsMessage {
+        let mut m = SqsMessage::default();
+        m.message_id = Some(id.into());
+        m.body = Some(body.into());
+        m
+    }
+
+    fn job(run_id: i64) -> String {
+        JobMessage::new(crate::ids::random_doc_id(), run_id).encode()
+    }
+
+    #[tokio::test]
+    async fn the_lifter_reports_back_only_what_failed_transiently() {
+        let mut batch = SqsEvent::default();
+        batch.records = vec![
+            message("m-1", &job(1)),
+            message("m-2", &job(2)),
+            message("m-bad", "{not a job"),
+            message("m-3", &job(3)),
+            message("m-4", &job(4)),
+        ];
+        let handler = Scripted {
+            seen: Mutex::new(Vec::new()),
+        };
+        let report = handle_jobs(&handler, batch).await;
+        assert_eq!(report.failed_ids(), ["m-4"]);
+        assert_eq!(
+            *handler.seen.lock().unwrap(),
+            [1, 2, 3, 4],
+            "a body that is no job never reaches the stage"
+        );
+        assert_eq!(report.lines[0], "run 1");
+        assert!(
+            report.lines[2].starts_with("dropped: "),
+            "{}",
+            report.lines[2]
+        );
+        assert!(
+            report.lines[4].starts_with("retry later: "),
+            "{}",
+            report.lines[4]
+        );
+    }
 
     #[tokio::test]
     async fn a_record_without_a_message_id_never_spoils_the_batch_response() {
