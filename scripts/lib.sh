@@ -49,7 +49,13 @@ pid_matches() {
   [[ -n "$cmd" && "$cmd" == *"$pat"* ]]
 }
 
-port_bound() { [[ -n "$(ss -Hltn "( sport = :$1 )" 2>/dev/null)" ]]; }
+# port_bound PORT: something listens on loopback's PORT (127.0.0.1, ::1 or a wildcard address).
+# A listener on another address (make sam-local's relays on podman's bridge) does not count: it
+# neither blocks the stack's own service on loopback nor stands in for it.
+port_bound() {
+  ss -Hltn "( sport = :$1 )" 2>/dev/null | awk '{print $4}' \
+    | grep -qE "^(127\.0\.0\.1|0\.0\.0\.0|\*|\[::\]|\[::1\]|\[::ffff:127\.0\.0\.1\]):$1\$"
+}
 port_owner() { ss -Hltnp "( sport = :$1 )" 2>/dev/null | grep -o 'users:.*' | head -n1 || true; }
 
 # wait_until SECONDS CMD...: poll CMD every 0.2 s
