@@ -69,6 +69,7 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<RawDoc, ParseError> {
         page_count: 1,
         blocks,
         warnings: Vec::new(),
+        ocr: None,
     })
 }
 

@@ -16,8 +16,14 @@ pub enum ParseError {
     Corrupt(String),
     #[error("the document is encrypted (password protected); no password is configured")]
     Encrypted,
-    #[error("no text layer on any of {pages} page(s): a scanned document, and OCR is not enabled")]
-    NoTextLayer { pages: u32 },
+    #[error("no text layer on any of {pages} page(s) (a scanned document), and OCR not available: {ocr}")]
+    NoTextLayer { pages: u32, ocr: String },
+    #[error("OCR read pages {pages:?} with too little confidence (mean {confidence:.2}, threshold {threshold:.2}): nothing was indexed")]
+    LowOcrConfidence {
+        pages: Vec<u32>,
+        confidence: f32,
+        threshold: f32,
+    },
     #[error("the text layer is glyph garbage (share of garbage {ratio:.2}) on pages {pages:?}: fonts without a usable Unicode mapping; nothing was indexed")]
     GarbledText { pages: Vec<u32>, ratio: f32 },
     #[error("document too large: {0}")]
@@ -36,6 +42,7 @@ impl ParseError {
             ParseError::Corrupt(_) => "corrupt",
             ParseError::Encrypted => "encrypted",
             ParseError::NoTextLayer { .. } => "no_text_layer",
+            ParseError::LowOcrConfidence { .. } => "low_ocr_confidence",
             ParseError::GarbledText { .. } => "garbled_text",
             ParseError::TooLarge(_) => "too_large",
             ParseError::ParserPanic(_) => "parser_panic",

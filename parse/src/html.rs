@@ -162,6 +162,7 @@ pub fn parse(text: &str) -> RawDoc {
         page_count: 1,
         blocks,
         warnings: Vec::new(),
+        ocr: None,
     }
 }
 

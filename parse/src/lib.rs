@@ -16,6 +16,7 @@ mod html;
 mod markdown;
 mod model;
 mod normalize;
+pub mod ocr;
 mod pdf;
 mod quality;
 mod raw;
@@ -27,8 +28,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 pub use chunk::{chunk_text, estimate_tokens};
 pub use error::ParseError;
 pub use model::{
-    BlockKind, ChunkConfig, Format, Hint, LayoutBlock, Limits, ParsedDocument, SemanticBlock,
-    StructureNode, VectorChunk, ARTIFACT_SCHEMA_VERSION,
+    BlockKind, ChunkConfig, Format, Hint, LayoutBlock, Limits, OcrReport, ParsedDocument,
+    SemanticBlock, StructureNode, VectorChunk, ARTIFACT_SCHEMA_VERSION,
 };
 pub use pdf::{pdfium_library_path, pdfium_status, PDFIUM_DEFAULT_PATH, PDFIUM_ENV};
 pub use structure::recognise_heading;
@@ -156,6 +157,7 @@ fn finish(format: Format, raw: RawDoc, hint: &Hint) -> ParsedDocument {
             heading_level: b.heading_level,
             text: b.text,
             bbox: b.bbox,
+            confidence: b.confidence,
         })
         .collect();
     let tree = structure::build(&mut layouts);
@@ -168,5 +170,6 @@ fn finish(format: Format, raw: RawDoc, hint: &Hint) -> ParsedDocument {
         structure_nodes: tree.nodes,
         semantic_blocks,
         warnings,
+        ocr: raw.ocr,
     }
 }

@@ -140,5 +140,6 @@ pub fn parse(text: &str) -> RawDoc {
         page_count: 1,
         blocks: b.blocks,
         warnings: Vec::new(),
+        ocr: None,
     }
 }

@@ -28,6 +28,11 @@ pub struct Limits {
     pub max_decompressed_bytes: u64,
     /// Deepest PDF object nesting (`[`, `<<`) or DOCX XML element nesting accepted.
     pub max_nesting: u32,
+    /// Pages of one document that OCR may read; a scan with more is refused.
+    pub max_ocr_pages: u32,
+    /// Wall-clock milliseconds OCR may spend on one document (the parse stage takes it from the
+    /// function's timeout); 0 means no limit.
+    pub ocr_budget_ms: u64,
 }
 
 impl Default for Limits {
@@ -36,6 +41,8 @@ impl Default for Limits {
             max_pages: 5_000,
             max_decompressed_bytes: 256 * 1024 * 1024,
             max_nesting: 256,
+            max_ocr_pages: 50,
+            ocr_budget_ms: 0,
         }
     }
 }
@@ -83,8 +90,11 @@ pub struct LayoutBlock {
     /// Only explicit levels (Markdown `#`, DOCX heading styles, HTML h1–h6, PDF outline depth).
     pub heading_level: Option<u8>,
     pub text: String,
-    /// `[left, bottom, right, top]` in PDF points, from pdfium's text segments.
+    /// `[left, bottom, right, top]` in PDF points, from pdfium's text segments or OCR's boxes.
     pub bbox: Option<[f32; 4]>,
+    /// The recogniser's mean confidence, on blocks read by OCR only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f32>,
 }
 
 /// One row of `structure_nodes(unique_id, page, idx, level, title, type, sub_type)`.
@@ -126,6 +136,28 @@ pub struct ParsedDocument {
     pub structure_nodes: Vec<StructureNode>,
     pub semantic_blocks: Vec<SemanticBlock>,
     pub warnings: Vec<String>,
+    /// What OCR did, when any page was read by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ocr: Option<OcrReport>,
+}
+
+/// What OCR did to one document: recorded with its run and shown by `GET /documents/{id}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OcrReport {
+    /// The pages OCR read (1-based): those without a usable text layer.
+    pub pages: Vec<u32>,
+    pub engine: String,
+    pub runtime: String,
+    pub det_model: String,
+    pub rec_model: String,
+    /// The resolution pages were rendered at for the recogniser.
+    pub dpi: u32,
+    /// Mean line confidence over every page read, weighted by characters.
+    pub mean_confidence: f32,
+    /// Pages whose confidence fell below `min_page_confidence`: flagged, and not indexed.
+    pub low_confidence_pages: Vec<u32>,
+    pub min_page_confidence: f32,
+    pub duration_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,6 +14,10 @@ use crate::quality::{garbage_ratio, GARBLED_PAGE_RATIO};
 use crate::raw::{RawBlock, RawDoc};
 use crate::structure::{recognise, starts_strong_unit, Kind};
 
+mod scanned;
+
+use scanned::Scans;
+
 pub const PDFIUM_ENV: &str = "DOCPIPE_PDFIUM_LIB";
 pub const PDFIUM_DEFAULT_PATH: &str = "/opt/lib/libpdfium.so";
 
@@ -142,6 +146,8 @@ struct Line {
     bbox: Option<[f32; 4]>,
     /// The line ended in a soft hyphen: join without a space.
     hyphenated: bool,
+    /// OCR's confidence, on lines it read.
+    confidence: Option<f32>,
 }
 
 struct PageText {
@@ -151,6 +157,8 @@ struct PageText {
     /// Characters before any filtering, for the "no text layer" decision.
     chars: usize,
     has_objects: bool,
+    /// The page was read by OCR, with this confidence.
+    ocr_confidence: Option<f32>,
 }
 
 pub fn parse(bytes: &[u8], limits: &Limits) -> Result<RawDoc, ParseError> {
@@ -229,7 +237,11 @@ fn parse_with_pdfium(
     if pages.iter().all(|p| p.chars == 0 && !p.has_objects) {
         return Err(Fallback::NoContent);
     }
-    Ok(assemble(pages, &outline, "pdfium"))
+    let scans = match scanned::read_scans(&doc, &mut pages, limits) {
+        Ok(scans) => scans,
+        Err(e) => return Ok(Err(e)),
+    };
+    Ok(assemble(pages, &outline, "pdfium", scans))
 }
 
 fn too_many_pages(pages: u32, limits: &Limits) -> ParseError {
@@ -244,6 +256,7 @@ fn page_text(page: &PdfPage) -> PageText {
             raw: String::new(),
             chars: 0,
             has_objects,
+            ocr_confidence: None,
         };
     };
     let chars = text.chars();
@@ -268,6 +281,7 @@ fn page_text(page: &PdfPage) -> PageText {
                     text: cleaned,
                     bbox,
                     hyphenated,
+                    confidence: None,
                 });
             }
             cur.clear();
@@ -299,6 +313,7 @@ fn page_text(page: &PdfPage) -> PageText {
         raw,
         chars: visible,
         has_objects,
+        ocr_confidence: None,
     }
 }
 
@@ -381,6 +396,7 @@ fn assemble(
     pages: Vec<PageText>,
     outline: &[OutlineEntry],
     engine: &str,
+    scans: Scans,
 ) -> Result<RawDoc, ParseError> {
     let page_count = pages.len() as u32;
     let mut warnings = Vec::new();
@@ -390,11 +406,20 @@ fn assemble(
     let mut blocks = Vec::new();
     let mut next_outline = 0usize;
     let mut any_objects = false;
+    let mut doubtful = Vec::new();
     for (i, page) in pages.into_iter().enumerate() {
         let pno = i as u32 + 1;
         any_objects |= page.has_objects;
         if page.chars == 0 {
             empty_pages.push(pno);
+            continue;
+        }
+        if let Some(confidence) = page.ocr_confidence {
+            if confidence < scanned::MIN_PAGE_CONFIDENCE {
+                doubtful.push((pno, confidence));
+                continue;
+            }
+            paragraphs(pno, page.lines, outline, &mut next_outline, &mut blocks);
             continue;
         }
         let ratio = garbage_ratio(&page.raw);
@@ -405,7 +430,27 @@ fn assemble(
         }
         paragraphs(pno, page.lines, outline, &mut next_outline, &mut blocks);
     }
+    let (ocr, unavailable) = match scans {
+        Scans::NoneNeeded => (None, None),
+        Scans::Unavailable { pages, why } => (None, Some((pages, why))),
+        Scans::Read(report) => (Some(report), None),
+    };
     if blocks.is_empty() {
+        if let Some(report) = &ocr {
+            if !doubtful.is_empty() {
+                return Err(ParseError::LowOcrConfidence {
+                    pages: doubtful.iter().map(|d| d.0).collect(),
+                    confidence: report.mean_confidence,
+                    threshold: scanned::MIN_PAGE_CONFIDENCE,
+                });
+            }
+        }
+        if let Some((pages, why)) = &unavailable {
+            return Err(ParseError::NoTextLayer {
+                pages: pages.len() as u32,
+                ocr: why.clone(),
+            });
+        }
         if !garbled.is_empty() {
             return Err(ParseError::GarbledText {
                 pages: garbled,
@@ -413,7 +458,10 @@ fn assemble(
             });
         }
         if any_objects {
-            return Err(ParseError::NoTextLayer { pages: page_count });
+            return Err(ParseError::NoTextLayer {
+                pages: page_count,
+                ocr: "no page needed it".into(),
+            });
         }
         return Err(ParseError::Empty);
     }
@@ -422,16 +470,38 @@ fn assemble(
             "pages {garbled:?}: text layer is glyph garbage (share {garbled_ratio:.2}), not indexed"
         ));
     }
+    if !doubtful.is_empty() {
+        let listed: Vec<String> = doubtful
+            .iter()
+            .map(|(p, c)| format!("{p} ({c:.2})"))
+            .collect();
+        warnings.push(format!(
+            "pages {}: OCR confidence below {:.2}, flagged and not indexed",
+            listed.join(", "),
+            scanned::MIN_PAGE_CONFIDENCE
+        ));
+    }
+    if let Some((pages, why)) = &unavailable {
+        warnings.push(format!(
+            "pages {pages:?}: no usable text layer, and OCR not available ({why}); not indexed"
+        ));
+        empty_pages.retain(|p| !pages.contains(p));
+    }
     if !empty_pages.is_empty() {
         warnings.push(format!(
             "pages {empty_pages:?}: no text layer (scanned or blank), not indexed"
         ));
     }
+    let engine = match &ocr {
+        Some(_) => format!("{engine}+ocr-ppocrv4"),
+        None => engine.to_string(),
+    };
     Ok(RawDoc {
-        parser_name: engine.to_string(),
+        parser_name: engine,
         page_count,
         blocks,
         warnings,
+        ocr,
     })
 }
 
@@ -489,6 +559,7 @@ fn paragraphs(
             }
             let mut block = RawBlock::heading(page, level, text);
             block.bbox = union(lines[i..i + used].iter().filter_map(|l| l.bbox));
+            block.confidence = lines[i].confidence;
             out.push(block);
             i += used;
             prev = None;
@@ -510,10 +581,16 @@ fn paragraphs(
             }
             let mut b = RawBlock::new(page, BlockKind::Paragraph, line.text.clone());
             b.bbox = line.bbox;
+            b.confidence = line.confidence;
             cur = Some(b);
         } else if let Some(b) = cur.as_mut() {
+            let before = b.text.chars().count() as f32;
             join_lines(&mut b.text, prev.is_some_and(|p| p.hyphenated), &line.text);
             b.bbox = union(b.bbox.into_iter().chain(line.bbox));
+            if let (Some(a), Some(c)) = (b.confidence, line.confidence) {
+                let added = line.text.chars().count() as f32;
+                b.confidence = Some((a * before + c * added) / (before + added).max(1.0));
+            }
         }
         // A heading line, or an article number alone on its line, ends its block.
         prev_was_heading = heading_line(&line.text)
@@ -638,6 +715,7 @@ fn parse_with_lopdf(bytes: &[u8], limits: &Limits, why: &str) -> Result<RawDoc, 
                 text,
                 bbox: None,
                 hyphenated: false,
+                confidence: None,
             })
             .collect();
         let chars = lines.iter().map(|l| l.text.chars().count()).sum();
@@ -646,6 +724,7 @@ fn parse_with_lopdf(bytes: &[u8], limits: &Limits, why: &str) -> Result<RawDoc, 
             raw,
             chars,
             has_objects: false,
+            ocr_confidence: None,
         });
     }
     if pages.iter().all(|p| p.chars == 0) {
@@ -658,7 +737,7 @@ fn parse_with_lopdf(bytes: &[u8], limits: &Limits, why: &str) -> Result<RawDoc, 
             "{why}; lopdf: no text in {page_count} page(s)"
         )));
     }
-    assemble(pages, &[], "lopdf")
+    assemble(pages, &[], "lopdf", Scans::NoneNeeded)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub struct RawBlock {
     pub heading_level: Option<u8>,
     pub text: String,
     pub bbox: Option<[f32; 4]>,
+    pub confidence: Option<f32>,
 }
 
 impl RawBlock {
@@ -19,6 +20,7 @@ impl RawBlock {
             heading_level: None,
             text,
             bbox: None,
+            confidence: None,
         }
     }
 
@@ -29,6 +31,7 @@ impl RawBlock {
             heading_level: Some(level),
             text,
             bbox: None,
+            confidence: None,
         }
     }
 }
@@ -39,4 +42,5 @@ pub struct RawDoc {
     pub page_count: u32,
     pub blocks: Vec<RawBlock>,
     pub warnings: Vec<String>,
+    pub ocr: Option<crate::model::OcrReport>,
 }

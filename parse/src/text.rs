@@ -58,6 +58,7 @@ pub fn parse(bytes: &[u8]) -> Result<RawDoc, ParseError> {
         page_count: 1,
         blocks,
         warnings: Vec::new(),
+        ocr: None,
     })
 }
 

@@ -128,9 +128,12 @@ fn artifacts_round_trip_as_json() {
     let back: docpipe_parse::ParsedDocument = serde_json::from_str(&json).unwrap();
     assert_eq!(back, doc);
     assert!(json.contains("\"kind\":\"heading\""));
-    let err = ParseError::NoTextLayer { pages: 3 };
+    let err = ParseError::NoTextLayer {
+        pages: 3,
+        ocr: "/opt/ocr/manifest.json is missing".into(),
+    };
     assert_eq!(err.kind(), "no_text_layer");
-    assert!(err.to_string().contains("OCR is not enabled"));
+    assert!(err.to_string().contains("OCR not available: /opt/ocr"));
 }
 
 fn parse_bytes(bytes: &[u8], name: &str) -> Result<docpipe_parse::ParsedDocument, ParseError> {

@@ -1,0 +1,359 @@
+//! Pages without a usable text layer: no text at all but something drawn (a scan), or a text
+//! layer that is glyph garbage. pdfium renders each such page and OCR reads it; the lines then
+//! take the text PDF's path (paragraphs, headings), so a scan gets the same heading tree. A page
+//! with a good text layer is never rendered.
+
+use std::time::Instant;
+
+use pdfium_render::prelude::*;
+
+use super::{Line, PageText};
+use crate::error::ParseError;
+use crate::model::{Limits, OcrReport};
+use crate::normalize::is_cjk;
+use crate::ocr::{self, Engine, Gray, OcrLine};
+use crate::quality::{garbage_ratio, GARBLED_PAGE_RATIO};
+
+/// Pages are rendered at the resolution scans are usually made at; the recogniser's models
+/// were trained on text of about this size.
+pub const OCR_DPI: u32 = 200;
+/// A page read with less mean confidence than this is flagged and left out of the index.
+pub const MIN_PAGE_CONFIDENCE: f32 = 0.8;
+
+/// What became of the pages that needed OCR.
+pub enum Scans {
+    /// Every page had a usable text layer.
+    NoneNeeded,
+    /// Some did, and no engine is available: why.
+    Unavailable {
+        pages: Vec<u32>,
+        why: String,
+    },
+    Read(OcrReport),
+}
+
+pub fn needs_ocr(page: &PageText) -> bool {
+    (page.chars == 0 && page.has_objects)
+        || (page.chars > 0 && garbage_ratio(&page.raw) > GARBLED_PAGE_RATIO)
+}
+
+/// Reads every page that needs it, in place of its text layer, within the page limit and the
+/// time budget of `limits`.
+pub fn read_scans(
+    doc: &PdfDocument,
+    pages: &mut [PageText],
+    limits: &Limits,
+) -> Result<Scans, ParseError> {
+    let needing: Vec<usize> = (0..pages.len()).filter(|&i| needs_ocr(&pages[i])).collect();
+    if needing.is_empty() {
+        return Ok(Scans::NoneNeeded);
+    }
+    let numbers: Vec<u32> = needing.iter().map(|&i| i as u32 + 1).collect();
+    let engine = match ocr::engine() {
+        Ok(engine) => engine,
+        Err(why) => {
+            return Ok(Scans::Unavailable {
+                pages: numbers,
+                why: why.to_string(),
+            })
+        }
+    };
+    if needing.len() as u32 > limits.max_ocr_pages {
+        return Err(ParseError::TooLarge(format!(
+            "{} pages have no usable text layer and need OCR (OCR page limit {})",
+            needing.len(),
+            limits.max_ocr_pages
+        )));
+    }
+    let started = Instant::now();
+    let budget_ms = limits.ocr_budget_ms;
+    let mut weighted = (0f64, 0usize);
+    let mut low = Vec::new();
+    for (done, &i) in needing.iter().enumerate() {
+        if budget_ms > 0 && done > 0 {
+            // Stop as soon as the pages left cannot fit: failing at the budget is better than
+            // being killed at the function's timeout with nothing said.
+            let spent = started.elapsed().as_millis() as u64;
+            let projected = spent + spent / done as u64 * (needing.len() - done) as u64;
+            if projected > budget_ms {
+                return Err(ParseError::TooLarge(format!(
+                    "OCR time budget of {:.0} s exceeded: {done} of {} pages read in {:.0} s, about {:.0} s needed for all",
+                    budget_ms as f64 / 1000.0,
+                    needing.len(),
+                    spent as f64 / 1000.0,
+                    projected as f64 / 1000.0
+                )));
+            }
+        }
+        let page = doc.pages().get(i as i32).map_err(|e| {
+            ParseError::Corrupt(format!("pdfium cannot load page {} for OCR: {e}", i + 1))
+        })?;
+        let (lines, confidence, chars) = read_page(engine, &page)?;
+        weighted.0 += confidence as f64 * chars as f64;
+        weighted.1 += chars;
+        if confidence < MIN_PAGE_CONFIDENCE {
+            low.push(i as u32 + 1);
+        }
+        let visible = chars;
+        pages[i] = PageText {
+            raw: lines
+                .iter()
+                .map(|l| l.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            lines,
+            chars: visible,
+            has_objects: true,
+            ocr_confidence: Some(confidence),
+        };
+    }
+    let mean_confidence = if weighted.1 == 0 {
+        0.0
+    } else {
+        (weighted.0 / weighted.1 as f64) as f32
+    };
+    Ok(Scans::Read(OcrReport {
+        pages: numbers,
+        engine: engine.info.engine.clone(),
+        runtime: engine.info.runtime.clone(),
+        det_model: engine.info.det_model.clone(),
+        rec_model: engine.info.rec_model.clone(),
+        dpi: OCR_DPI,
+        mean_confidence,
+        low_confidence_pages: low,
+        min_page_confidence: MIN_PAGE_CONFIDENCE,
+        duration_ms: started.elapsed().as_millis() as u64,
+    }))
+}
+
+/// One page: rendered grey, read, and turned into text-PDF lines in PDF points (y up). Returns
+/// the lines, the page's confidence (weighted by characters) and its character count.
+fn read_page(engine: &Engine, page: &PdfPage) -> Result<(Vec<Line>, f32, usize), ParseError> {
+    let scale = OCR_DPI as f32 / 72.0;
+    let bitmap = page
+        .render_with_config(&PdfRenderConfig::new().scale_page_by_factor(scale))
+        .map_err(|e| ParseError::Corrupt(format!("pdfium cannot render a page for OCR: {e}")))?;
+    let gray = to_gray(&bitmap);
+    let read = engine
+        .read_page(&gray)
+        .map_err(|e| ParseError::Corrupt(format!("OCR failed: {e}")))?;
+    let page_height = page.height().value;
+    let lines = join_rows(read);
+    let (mut sum, mut chars) = (0f64, 0usize);
+    let lines: Vec<Line> = lines
+        .into_iter()
+        .map(|l| {
+            let n = l.text.chars().filter(|c| !c.is_whitespace()).count();
+            sum += l.confidence as f64 * n as f64;
+            chars += n;
+            let xs = l.corners.map(|p| p.x / scale);
+            let ys = l.corners.map(|p| page_height - p.y / scale);
+            let min = |v: [f32; 4]| v.into_iter().fold(f32::MAX, f32::min);
+            let max = |v: [f32; 4]| v.into_iter().fold(f32::MIN, f32::max);
+            Line {
+                text: repair(&l.text),
+                bbox: Some([min(xs), min(ys), max(xs), max(ys)]),
+                hyphenated: false,
+                confidence: Some(l.confidence),
+            }
+        })
+        .collect();
+    let mut lines = lines;
+    separate_article_numbers(&mut lines);
+    let confidence = if chars == 0 {
+        1.0
+    } else {
+        (sum / chars as f64) as f32
+    };
+    Ok((lines, confidence, chars))
+}
+
+fn to_gray(bitmap: &PdfBitmap) -> Gray {
+    let (width, height) = (bitmap.width() as usize, bitmap.height() as usize);
+    let raw = bitmap.as_raw_bytes();
+    let stride = raw.len() / height.max(1);
+    let bpp = match bitmap.format() {
+        Ok(PdfBitmapFormat::Gray) => 1,
+        Ok(PdfBitmapFormat::BGR) => 3,
+        _ => 4,
+    };
+    let mut pixels = Vec::with_capacity(width * height);
+    for y in 0..height {
+        let row = &raw[y * stride..];
+        for x in 0..width {
+            let p = &row[x * bpp..];
+            pixels.push(if bpp == 1 {
+                p[0]
+            } else {
+                // BGR order; ITU-R 601 luma.
+                ((p[0] as u32 * 29 + p[1] as u32 * 150 + p[2] as u32 * 77) >> 8) as u8
+            });
+        }
+    }
+    Gray {
+        width,
+        height,
+        pixels,
+    }
+}
+
+/// Boxes the detector cut from one printed line ("第一条" apart from its body, table cells) are
+/// one line again: same row, left to right, with a space where they stood apart.
+fn join_rows(lines: Vec<OcrLine>) -> Vec<OcrLine> {
+    let mut out: Vec<OcrLine> = Vec::new();
+    for line in lines {
+        if let Some(last) = out.last_mut() {
+            let height = |l: &OcrLine| (l.corners[3].y - l.corners[0].y).abs().max(1.0);
+            let mid = |l: &OcrLine| (l.corners[0].y + l.corners[3].y) / 2.0;
+            let same_row = (mid(&line) - mid(last)).abs() < height(last).min(height(&line)) / 2.0;
+            let to_the_right = line.corners[0].x >= last.corners[1].x - height(last) / 2.0;
+            if same_row && to_the_right {
+                let (a, b) = (last.text.chars().count(), line.text.chars().count());
+                let cjk = last.text.chars().last().is_some_and(is_cjk)
+                    || line.text.chars().next().is_some_and(is_cjk);
+                last.text.push(if cjk { '\u{3000}' } else { ' ' });
+                last.text.push_str(&line.text);
+                last.confidence = (last.confidence * a as f32 + line.confidence * b as f32)
+                    / (a + b).max(1) as f32;
+                last.corners[1] = line.corners[1];
+                last.corners[2] = line.corners[2];
+                continue;
+            }
+        }
+        out.push(line);
+    }
+    out
+}
+
+/// "第八条禁止…" at the start of a paragraph is article 8, whose number and body the recogniser
+/// read without the space between them; heading recognition needs it (without it the line could
+/// be a cross-reference that wrapped, "第八条规定的…"). So where the page's geometry says a
+/// paragraph starts, or the previous line ended a sentence, the space is put back.
+fn separate_article_numbers(lines: &mut [Line]) {
+    let boxes: Vec<[f32; 4]> = lines.iter().filter_map(|l| l.bbox).collect();
+    let right_max = boxes.iter().map(|b| b[2]).fold(f32::MIN, f32::max);
+    let left_min = boxes.iter().map(|b| b[0]).fold(f32::MAX, f32::min);
+    for i in 0..lines.len() {
+        let starts_paragraph = i == 0 || {
+            let prev = &lines[i - 1];
+            super::paragraph_ended(prev, &lines[i], right_max, left_min)
+                || prev.text.ends_with(['。', '；', '：', ':'])
+                || super::heading_line(&prev.text)
+        };
+        if starts_paragraph {
+            if let Some(fixed) = separate_article_number(&lines[i].text) {
+                lines[i].text = fixed;
+            }
+        }
+    }
+}
+
+/// "第八条禁止" → "第八条　禁止"; None when the line does not start with an article number run
+/// into its text, or reads as a cross-reference ("第八条规定的", "第八条的").
+fn separate_article_number(text: &str) -> Option<String> {
+    let rest = text.strip_prefix('第')?;
+    let numerals = rest.chars().take_while(|&c| is_numeral(c)).count();
+    if numerals == 0 {
+        return None;
+    }
+    let mut after = rest.chars().skip(numerals);
+    if after.next() != Some('条') {
+        return None;
+    }
+    let body: String = after.collect();
+    let first = body.chars().next()?;
+    if !is_cjk(first) || "的之所和或及至、，。；".contains(first) || body.starts_with("规定")
+    {
+        return None;
+    }
+    let marker_len = text.len() - body.len();
+    Some(format!("{}\u{3000}{}", &text[..marker_len], body))
+}
+
+/// What OCR typically gets wrong in Chinese regulations, put right: spaces inside a
+/// 第…条/章/节/编 marker, punctuation read in place of the space after one, and half-width
+/// punctuation among Chinese text.
+pub fn repair(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    // A marker at the start: 第, numerals (spaces between them dropped), a unit.
+    if chars.first() == Some(&'第') {
+        let mut j = 1;
+        let mut numerals = String::new();
+        while j < chars.len() && (is_numeral(chars[j]) || chars[j].is_whitespace()) {
+            if !chars[j].is_whitespace() {
+                numerals.push(chars[j]);
+            }
+            j += 1;
+        }
+        if !numerals.is_empty() && j < chars.len() && "条章节编".contains(chars[j]) {
+            out.push('第');
+            out.push_str(&numerals);
+            out.push(chars[j]);
+            j += 1;
+            // "第八条，金融机构": the gap before the body was read as a comma or a dot.
+            if j + 1 < chars.len() && "，,、.．。·".contains(chars[j]) && is_cjk(chars[j + 1])
+            {
+                out.push('\u{3000}');
+                j += 1;
+            }
+            i = j;
+        }
+    }
+    while i < chars.len() {
+        let c = chars[i];
+        let prev_cjk = i > 0 && is_cjk(chars[i - 1]);
+        let next_cjk = chars.get(i + 1).is_some_and(|&n| is_cjk(n));
+        let full = match c {
+            ',' => Some('，'),
+            ';' => Some('；'),
+            ':' => Some('：'),
+            '?' => Some('？'),
+            '!' => Some('！'),
+            '(' => Some('（'),
+            ')' => Some('）'),
+            _ => None,
+        };
+        match full {
+            // A half-width mark touching Chinese text is the full-width one misread.
+            Some(f) if prev_cjk || (next_cjk && c != ')') => out.push(f),
+            _ => out.push(c),
+        }
+        i += 1;
+    }
+    out
+}
+
+fn is_numeral(c: char) -> bool {
+    c.is_ascii_digit() || "零〇一二三四五六七八九十百千两".contains(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_and_punctuation_are_put_right() {
+        assert_eq!(repair("第 十 一 条　本法"), "第十一条　本法");
+        assert_eq!(repair("第八条，金融机构应当"), "第八条\u{3000}金融机构应当");
+        assert_eq!(repair("第三章数据安全"), "第三章数据安全");
+        assert_eq!(repair("审计机制;"), "审计机制；");
+        assert_eq!(repair("包括:(一)数据"), "包括：（一）数据");
+        assert_eq!(repair("see (a), b"), "see (a), b");
+        // A cross-reference keeps its punctuation: only a marker at the start is repaired.
+        assert_eq!(repair("依照第八条，处罚"), "依照第八条，处罚");
+    }
+
+    #[test]
+    fn an_article_number_run_into_its_body_is_separated() {
+        assert_eq!(
+            separate_article_number("第十一条违反本条例").as_deref(),
+            Some("第十一条\u{3000}违反本条例")
+        );
+        assert_eq!(separate_article_number("第八条规定的情形"), None);
+        assert_eq!(separate_article_number("第八条的规定"), None);
+        assert_eq!(separate_article_number("第三章总则"), None);
+        assert_eq!(separate_article_number("本条例第八条"), None);
+    }
+}
