@@ -47,10 +47,12 @@ lint: lint-template
 lint-template:
 	bash scripts/lint-template.sh
 
-## layers: the Lambda layers' contents (libpdfium.so at lib/ of the pdfium layer, i.e. /opt/lib)
+## layers: the Lambda layers' contents (libpdfium.so at lib/ of the pdfium layer, i.e. /opt/lib;
+## ONNX Runtime and the OCR models at ocr/ of the OCR layer, i.e. /opt/ocr)
 layers:
-	mkdir -p .local/layers/pdfium/lib
+	mkdir -p .local/layers/pdfium/lib .local/layers/ocr
 	cp -u .local/lib/libpdfium.so .local/layers/pdfium/lib/libpdfium.so
+	cp -ru .local/ocr/. .local/layers/ocr/ocr
 
 ## test: bring up what the tests need, then run every test against the real stack
 test: up lint

@@ -267,7 +267,8 @@ write_env_vars() {
     "DOCPIPE_MILVUS_COLLECTION": "${DOCPIPE_SAM_COLLECTION:-docpipe_sam_local}"
   },
   "ParseFunction": {
-    "DOCPIPE_PDFIUM_LIB": "/opt/lib/libpdfium.so"
+    "DOCPIPE_PDFIUM_LIB": "/opt/lib/libpdfium.so",
+    "DOCPIPE_OCR_DIR": "/opt/ocr"
   },
   "ApiFunction": {
     "DOCPIPE_WEBHOOK_TOKEN_SECRET_ARN": ""

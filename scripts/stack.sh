@@ -544,6 +544,10 @@ phase_pdfium() {
   bash "$ROOT/scripts/fetch-pdfium.sh"
 }
 
+phase_ocr() {
+  bash "$ROOT/scripts/fetch-ocr.sh"
+}
+
 # ───────────────────────────── stop ─────────────────────────────
 
 stop_milvus() {
@@ -603,6 +607,7 @@ cmd_up() {
   phase_begin venv;      phase_venv;            phase_end
   phase_begin milvus-start; phase_milvus_start; phase_end   # starts in the background; awaited below
   phase_begin pdfium;    phase_pdfium;          phase_end
+  phase_begin ocr;       phase_ocr;             phase_end
   phase_begin e5;        bash "$ROOT/scripts/fetch-e5.sh"; phase_end
   phase_begin postgres;  phase_postgres;        phase_end
   phase_begin pgbouncer; phase_pgbouncer;       phase_end
@@ -655,6 +660,7 @@ cmd_env() {
   _e MILVUS_URL "http://$HOST:$MILVUS_PORT"
   _e DOCPIPE_API_URL "http://$HOST:8080"
   _e DOCPIPE_PDFIUM_LIB "$LOCAL/lib/libpdfium.so"
+  _e DOCPIPE_OCR_DIR "$LOCAL/ocr"
   # The offline multilingual embedder is the local default (scripts/fetch-e5.sh puts it there).
   _e DOCPIPE_EMBEDDER e5-small
   _e DOCPIPE_E5_MODEL "$LOCAL/e5/e5-small-q4.bin"
@@ -687,6 +693,8 @@ cmd_status() {
 
   if [[ -f "$LOCAL/lib/libpdfium.so" ]]; then _line pdfium ok "-" "$LOCAL/lib/libpdfium.so"
   else _line pdfium miss "-" "run: bash scripts/fetch-pdfium.sh"; fi
+  if [[ -f "$LOCAL/ocr/manifest.json" ]]; then _line ocr ok "-" "$LOCAL/ocr"
+  else _line ocr miss "-" "run: bash scripts/fetch-ocr.sh"; fi
   return $down
 }
 

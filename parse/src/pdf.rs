@@ -14,6 +14,7 @@ use crate::quality::{garbage_ratio, GARBLED_PAGE_RATIO};
 use crate::raw::{RawBlock, RawDoc};
 use crate::structure::{recognise, starts_strong_unit, Kind};
 
+mod fonts;
 mod scanned;
 
 use scanned::Scans;
@@ -37,9 +38,11 @@ fn pdfium() -> Result<&'static Pdfium, &'static str> {
     PDFIUM
         .get_or_init(|| {
             let path = pdfium_library_path();
-            Pdfium::bind_to_library(&path)
+            let pdfium = Pdfium::bind_to_library(&path)
                 .map(Pdfium::new)
-                .map_err(|e| format!("cannot load {}: {e}", path.display()))
+                .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+            fonts::hide_host_fonts(&pdfium);
+            Ok(pdfium)
         })
         .as_ref()
         .map_err(String::as_str)

@@ -184,8 +184,9 @@ class Drill:
             "DOCPIPE_WEBHOOK_TOKEN_SECRET_ARN": self.secret_arns["webhook-token"],
             "DOCPIPE_LOG": "warn",
         })
-        if os.environ.get("DOCPIPE_PDFIUM_LIB"):
-            env["DOCPIPE_PDFIUM_LIB"] = os.environ["DOCPIPE_PDFIUM_LIB"]
+        for var in ("DOCPIPE_PDFIUM_LIB", "DOCPIPE_OCR_DIR"):
+            if os.environ.get(var):
+                env[var] = os.environ[var]
         return env
 
     # ── processes ───────────────────────────────────────────────────────────────────────────

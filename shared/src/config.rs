@@ -228,6 +228,7 @@ impl ParseConfig {
             chunk,
             limits: docpipe_parse::Limits {
                 max_pages: env.parsed_or("DOCPIPE_MAX_PAGES", limit_defaults.max_pages),
+                max_ocr_pages: env.parsed_or("DOCPIPE_MAX_OCR_PAGES", limit_defaults.max_ocr_pages),
                 ..limit_defaults
             },
             clock: crate::clock::Clock::read(env),

@@ -484,12 +484,16 @@ impl docpipe::adapters::JobQueue for FlakyQueue {
     }
 }
 
-/// Points the parser at the stack's `libpdfium.so` when the environment does not (`make env` does).
+/// Points the parser at the stack's `libpdfium.so` and OCR files when the environment does not
+/// (`make env` does).
 pub fn ensure_pdfium_env() {
+    // Tests call this before they start any thread that reads the environment.
     if std::env::var_os("DOCPIPE_PDFIUM_LIB").is_none() {
         let lib = workspace_root().join(".local/lib/libpdfium.so");
-        // Tests call this before they start any thread that reads the environment.
         std::env::set_var("DOCPIPE_PDFIUM_LIB", lib);
+    }
+    if std::env::var_os("DOCPIPE_OCR_DIR").is_none() {
+        std::env::set_var("DOCPIPE_OCR_DIR", workspace_root().join(".local/ocr"));
     }
 }
 
@@ -1113,6 +1117,10 @@ impl DevRunner {
             .env(
                 "DOCPIPE_PDFIUM_LIB",
                 std::env::var_os("DOCPIPE_PDFIUM_LIB").unwrap_or_default(),
+            )
+            .env(
+                "DOCPIPE_OCR_DIR",
+                std::env::var_os("DOCPIPE_OCR_DIR").unwrap_or_default(),
             )
             .env("DOCPIPE_LOG", "info")
             .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))

@@ -323,7 +323,13 @@ pub async fn get_document(
             state.config.max_receive_count,
         )
     });
+    let ocr = run
+        .as_ref()
+        .and_then(|r| r.metadata.get("ocr"))
+        .cloned()
+        .unwrap_or(Value::Null);
     let mut answer = serde_json::to_value(DocumentView::from(doc)).expect("views serialise");
+    answer["ocr"] = ocr;
     answer["current_run"] = serde_json::to_value(run.map(RunView::from)).expect("views serialise");
     answer["progress"] = serde_json::to_value(progress).expect("views serialise");
     Ok(Json(answer))

@@ -129,13 +129,12 @@ fn components(mask: &[bool], width: usize, height: usize) -> Vec<Vec<Point>> {
     }
     let mut index_of_root = std::collections::HashMap::new();
     let mut out: Vec<Vec<Point>> = Vec::new();
-    for i in 0..runs.len() {
+    for (i, r) in runs.iter().enumerate() {
         let root = find(&mut parent, i);
         let slot = *index_of_root.entry(root).or_insert_with(|| {
             out.push(Vec::new());
             out.len() - 1
         });
-        let r = &runs[i];
         out[slot].push(Point::new(r.x0 as f32, r.y as f32));
         out[slot].push(Point::new(r.x1 as f32, r.y as f32));
     }

@@ -131,7 +131,10 @@ async fn parse_stored(
     let fetched_ms = started.elapsed().as_millis() as u64;
 
     let hint = Hint::new(doc.file_name.clone(), doc.content_type.clone());
-    let limits = deps.config.limits;
+    let limits = docpipe_parse::Limits {
+        ocr_budget_ms: ocr_budget(deps.config.clock.parse.function_timeout, started.elapsed()),
+        ..deps.config.limits
+    };
     let chunk_config = deps.config.chunk;
     let parsed = tokio::task::spawn_blocking(move || {
         docpipe_parse::parse(&original, &hint, &limits).map(|parsed| {
@@ -200,6 +203,7 @@ async fn parse_stored(
         semantic_blocks = parsed.semantic_blocks.len(),
         chunks = chunks.len(),
         parse_ms,
+        ocr_pages = parsed.ocr.as_ref().map_or(0, |o| o.pages.len()),
         "parsed"
     );
     send_index(deps, doc_id, run_id).await?;
@@ -210,6 +214,15 @@ async fn parse_stored(
         semantic_blocks: parsed.semantic_blocks.len(),
         chunks: chunks.len(),
     })
+}
+
+/// The share of the function's timeout that OCR may spend: the rest is left for the artifacts and
+/// the commit, so a scan too slow to finish fails with its reason instead of being killed.
+const OCR_SHARE_OF_TIMEOUT: f64 = 0.8;
+
+fn ocr_budget(function_timeout: std::time::Duration, spent: std::time::Duration) -> u64 {
+    let budget = function_timeout.mul_f64(OCR_SHARE_OF_TIMEOUT);
+    (budget.saturating_sub(spent).as_millis() as u64).max(1)
 }
 
 /// Where a parse's time went, recorded in the run's metadata.
@@ -263,7 +276,8 @@ async fn commit(
             "fetch_ms": timings.fetch_ms,
             "parse_ms": timings.parse_ms,
             "artifacts_ms": timings.artifacts_ms,
-        }
+        },
+        "ocr": parsed.ocr,
     });
     let moved = transitions::mark_parsed(
         &*tx,
