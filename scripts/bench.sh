@@ -9,6 +9,8 @@
 # Rows and how they are measured (BENCHMARKS.md says more):
 #   parse + chunk        scripts/bench-parse.sh: docpipe-parse (release) against pypdf, pdfminer.six
 #                        and langchain's Markdown splitters, plus the pdfium floor
+#   OCR                  scripts/bench-ocr.sh: docpipe-parse (release) on corpus/scanned against
+#                        rapidocr-onnxruntime on the same pages: pages/s, peak RSS, char accuracy
 #   snapshot writes      UNNEST (db::snapshot::replace) against one execute_typed per row, one
 #                        transaction each, through PgBouncer, on a database of its own
 #   embed + index        index_job on parsed laws (hash, e5-small) against MilvusIndex::insert of as
@@ -61,6 +63,10 @@ busy() { ps -eo comm= | grep -cE '^(rustc|cargo|cc1|cc1plus|ld|clippy-driver|pyt
 # 1. Parse + chunk against the Python baseline (its own script, its own table).
 log "parse + chunk: scripts/bench-parse.sh"
 BENCH_PARSE_JSON="$OUT/parse.json" bash scripts/bench-parse.sh >"$OUT/parse.md"
+
+# 1b. OCR on the scans against the Python pipeline with the same models (its own table).
+log "OCR: scripts/bench-ocr.sh"
+BENCH_OCR_JSON="$OUT/ocr.json" bash scripts/bench-ocr.sh >"$OUT/ocr.md"
 
 # 2. Builds: the functions as they ship (release, stripped, no e5), and this benchmark with e5 when
 #    its engine has been fetched.
@@ -121,13 +127,16 @@ while IFS= read -r kv; do TEMPLATE_ENV+=("$kv"); done < <("$DOCPIPE" template-en
 env "${TEMPLATE_ENV[@]}" DOCPIPE_EMBEDDER=bedrock RUST_LOG=warn "$BENCH" init --bin-dir "$CARGO_TARGET_DIR/release" \
   --starts "$INIT_STARTS" store parse index dlq sweeper api >>"$RESULTS"
 
-# 5. Peak RSS per stage on the corpus's largest supported file.
-# Scans have no text layer to parse until OCR lands; malformed files are refused by design.
+# 5. Peak RSS per stage on the corpus's largest supported file, and on its largest scan (OCR).
+# Malformed files are refused by design.
 LARGEST="$(find "$CORPUS" \( -path "$CORPUS/malformed" -o -path "$CORPUS/scanned" \) -prune -o -type f \
   \( -iname '*.pdf' -o -iname '*.docx' -o -iname '*.html' -o -iname '*.htm' -o -iname '*.md' -o -iname '*.txt' \) \
   -printf '%s\t%p\n' | sort -n | tail -1 | cut -f2)"
 log "peak RSS per stage: $LARGEST"
 "$BENCH" rss "$LARGEST" --embedder hash >>"$RESULTS"
+LARGEST_SCAN="$(find "$CORPUS/scanned" -type f -iname '*.pdf' -printf '%s\t%p\n' | sort -n | tail -1 | cut -f2)"
+log "peak RSS per stage: $LARGEST_SCAN"
+"$BENCH" rss "$LARGEST_SCAN" --embedder hash >>"$RESULTS"
 
 # 6. End to end through the local pipeline.
 if [[ "$LOAD_N" -gt 0 ]]; then
@@ -154,4 +163,6 @@ fi
   python3 scripts/bench-table.py "$OUT"
   printf '\n## Retrieval\n\n'
   cat "$OUT/retrieval.md"
+  printf '\n## OCR\n\n'
+  cat "$OUT/ocr.md"
 } | tee "$OUT/latest.md"

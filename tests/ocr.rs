@@ -2,8 +2,9 @@
 //! layer, and the document ends `indexed` with the heading tree of its text-layer source.
 //!
 //! The parse stage's OCR budget comes from its function timeout in template.yaml; these tests
-//! scale the template's clock by `OCR_TIME_SCALE` (180 s for parse), since the usual test scale
-//! leaves parse only its 20 s floor, less than a four-page scan takes on two loaded cores.
+//! scale the template's clock by `OCR_TIME_SCALE` (450 s for parse, 360 s of it for OCR), since
+//! the usual test scale leaves parse only its 20 s floor, less than a five-page scan takes on two
+//! cores busy with the rest of the suite (a page took 33 s under a load of 7).
 
 use docpipe::model::DocStatus;
 use docpipe::search::{Filters, Mode};
@@ -13,8 +14,9 @@ use docpipe_tests::{
     TestDb,
 };
 use lopdf::{dictionary, Document, Object, Stream};
+use std::sync::Arc;
 
-const OCR_TIME_SCALE: f64 = 0.2;
+const OCR_TIME_SCALE: f64 = 0.5;
 
 async fn pipeline() -> Pipeline {
     let aws = TestAws::with_scale(OCR_TIME_SCALE).await;
@@ -72,6 +74,43 @@ async fn ocr_of(p: &Pipeline, doc_id: &str) -> serde_json::Value {
     run.metadata["ocr"].clone()
 }
 
+/// `GET /documents/{doc_id}` from the API router, served over HTTP as the dev runner serves it.
+async fn api_document(p: &Pipeline, doc_id: &str) -> serde_json::Value {
+    let config = docpipe_api_fn::ApiConfig {
+        bucket: p.aws.bucket.clone(),
+        parse_queue_url: p.aws.parse_queue.clone(),
+        upload_url_ttl: std::time::Duration::from_secs(600),
+        download_url_ttl: std::time::Duration::from_secs(300),
+        webhook_token: None,
+        webhook_token_secret_arn: None,
+        stage_deadline_secs: 900,
+        max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
+        max_body_bytes: 64 * 1024,
+        max_receive_count: Some(p.aws.clock.max_receive_count),
+    };
+    let state = Arc::new(docpipe_api_fn::ApiState::new(
+        p.db.db.clone(),
+        &p.aws.clients,
+        p.index.embedder.clone(),
+        p.milvus.clone(),
+        p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+        config,
+        docpipe_api_fn::ActorSource::Local,
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(docpipe_api_fn::serve(
+        listener,
+        state,
+        std::future::pending(),
+    ));
+    let response = reqwest::get(format!("{base}/documents/{doc_id}"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
 /// Ingests `bytes`, which must end indexed with the tree of `source`, OCR'd on `ocr_pages`.
 async fn ingests_like(p: &Pipeline, name: &str, bytes: &[u8], source: &str, ocr_pages: &[u32]) {
     let doc_id = p.ingest(&format!("uploads/{name}"), bytes).await;
@@ -91,6 +130,11 @@ async fn ingests_like(p: &Pipeline, name: &str, bytes: &[u8], source: &str, ocr_
         "{name} against {source}"
     );
     let ocr = ocr_of(p, &doc_id).await;
+    assert_eq!(
+        api_document(p, &doc_id).await["ocr"],
+        ocr,
+        "the API shows the run's record"
+    );
     assert_eq!(ocr["pages"], serde_json::json!(ocr_pages), "{ocr}");
     assert!(ocr["mean_confidence"].as_f64().unwrap() > 0.9, "{ocr}");
     assert_eq!(ocr["rec_model"], "ch_PP-OCRv4_rec_infer.onnx");
@@ -263,6 +307,24 @@ async fn a_page_whose_text_layer_is_glyph_garbage_is_ocrd() {
     let p = pipeline().await;
     ingests_like(&p, "garbage.pdf", &bytes, source, &[1, 2]).await;
     p.cleanup().await;
+}
+
+#[test]
+fn a_scan_that_would_overrun_its_time_budget_fails_with_the_reason() {
+    ensure_pdfium_env();
+    let bytes = std::fs::read(corpus_dir().join("scanned/law-23989715.pdf")).unwrap();
+    // One page is read; the second would take the whole document past its budget.
+    let limits = Limits {
+        ocr_budget_ms: 1,
+        ..Limits::default()
+    };
+    let err = parse(&bytes, &Hint::new("scan.pdf", ""), &limits).unwrap_err();
+    assert_eq!(err.kind(), "too_large");
+    assert!(
+        err.to_string().contains("OCR time budget of")
+            && err.to_string().contains("exceeded: 1 of 2 pages read"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

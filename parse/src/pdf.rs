@@ -756,6 +756,59 @@ mod tests {
         assert_eq!(nesting_depth(b"stream\n[[[[[[\nendstream [ ]"), 1);
     }
 
+    fn ocr_page(text: &str, confidence: f32) -> PageText {
+        PageText {
+            lines: vec![Line {
+                text: text.into(),
+                bbox: Some([72.0, 700.0, 500.0, 712.0]),
+                hyphenated: false,
+                confidence: Some(confidence),
+            }],
+            raw: text.into(),
+            chars: text.chars().count(),
+            has_objects: true,
+            ocr_confidence: Some(confidence),
+        }
+    }
+
+    fn report(pages: Vec<u32>, low: Vec<u32>) -> Scans {
+        Scans::Read(crate::model::OcrReport {
+            pages,
+            engine: "PP-OCRv4".into(),
+            runtime: "onnxruntime".into(),
+            det_model: "det.onnx".into(),
+            rec_model: "rec.onnx".into(),
+            dpi: scanned::OCR_DPI,
+            mean_confidence: 0.7,
+            low_confidence_pages: low,
+            min_page_confidence: scanned::MIN_PAGE_CONFIDENCE,
+            duration_ms: 1,
+        })
+    }
+
+    #[test]
+    fn a_page_read_with_low_confidence_is_flagged_and_not_indexed() {
+        let pages = vec![
+            ocr_page("第一条　本条例适用于本市。", 0.97),
+            ocr_page("第二条　口口口口口口", 0.41),
+        ];
+        let doc = assemble(pages, &[], "pdfium", report(vec![1, 2], vec![2])).unwrap();
+        assert!(doc.blocks.iter().all(|b| b.page == 1), "{:?}", doc.blocks);
+        assert_eq!(doc.blocks[0].confidence, Some(0.97));
+        assert!(
+            doc.warnings
+                .iter()
+                .any(|w| w.starts_with("pages 2 (0.41): OCR confidence below 0.80")),
+            "{:?}",
+            doc.warnings
+        );
+        assert_eq!(doc.ocr.unwrap().low_confidence_pages, vec![2]);
+        // With nothing else to index, the document fails and says why.
+        let only = vec![ocr_page("口口口", 0.3)];
+        let err = assemble(only, &[], "pdfium", report(vec![1], vec![1])).unwrap_err();
+        assert_eq!(err.kind(), "low_ocr_confidence", "{err}");
+    }
+
     #[test]
     fn page_numbers() {
         assert!(is_page_number("- 3 -"));

@@ -172,6 +172,15 @@ impl Engine {
                 .map_err(options)?
                 .with_inter_threads(1)
                 .map_err(options)?
+                // Every page and line has its own shape: a memory plan per shape and an arena
+                // that keeps the largest of each only grow the process (rapidocr turns the arena
+                // off too).
+                .with_memory_pattern(false)
+                .map_err(options)?
+                .with_execution_providers([ort::ep::CPU::default()
+                    .with_arena_allocator(false)
+                    .build()])
+                .map_err(options)?
                 .commit_from_file(&path)
                 .map_err(|e| format!("cannot load {}: {e}", path.display()))
         };

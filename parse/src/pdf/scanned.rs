@@ -72,10 +72,11 @@ pub fn read_scans(
     for (done, &i) in needing.iter().enumerate() {
         if budget_ms > 0 && done > 0 {
             // Stop as soon as the pages left cannot fit: failing at the budget is better than
-            // being killed at the function's timeout with nothing said.
+            // being killed at the function's timeout with nothing said. The projection waits
+            // for two pages, so one slow first page (a cold cache, a busy host) decides nothing.
             let spent = started.elapsed().as_millis() as u64;
             let projected = spent + spent / done as u64 * (needing.len() - done) as u64;
-            if projected > budget_ms {
+            if spent >= budget_ms || (done >= 2 && projected > budget_ms) {
                 return Err(ParseError::TooLarge(format!(
                     "OCR time budget of {:.0} s exceeded: {done} of {} pages read in {:.0} s, about {:.0} s needed for all",
                     budget_ms as f64 / 1000.0,

@@ -100,6 +100,10 @@ pub async fn parse_job(deps: &ParseDeps<'_>, job: &JobMessage) -> Result<ParseOu
     outcome
 }
 
+/// A step's result: what it made, or the reason the input is refused (the run fails with it);
+/// the outer error asks for a retry.
+type Step<T> = Result<Result<T, String>, StageError>;
+
 /// The parse itself, under the run's lease: fetch, parse and chunk, write the artifacts, commit,
 /// queue the index job.
 async fn parse_stored(
@@ -109,88 +113,28 @@ async fn parse_stored(
 ) -> Result<ParseOutcome, StageError> {
     let doc_id = doc.doc_id.as_str();
     let started = Instant::now();
-    let original = match deps
-        .objects
-        .get(&doc.source_bucket, &doc.object_name, deps.config.max_bytes)
-        .await
-    {
+    let original = match fetch_original(deps, doc).await? {
         Ok(bytes) => bytes,
-        Err(StorageError::NotFound { bucket, key }) => {
-            let reason = format!("the original s3://{bucket}/{key} no longer exists");
-            return fail(deps, doc_id, run_id, reason).await;
-        }
-        Err(StorageError::TooLarge { limit }) => {
-            let reason = format!("the original is larger than the limit of {limit} bytes");
-            return fail(deps, doc_id, run_id, reason).await;
-        }
-        Err(e @ StorageError::AccessDenied { .. }) => {
-            return fail(deps, doc_id, run_id, crate::error::chain(&e)).await;
-        }
-        Err(e) => return Err(StageError::transient(Stage::Parse, e)),
+        Err(reason) => return fail(deps, doc_id, run_id, reason).await,
     };
-    let fetched_ms = started.elapsed().as_millis() as u64;
-
-    let hint = Hint::new(doc.file_name.clone(), doc.content_type.clone());
-    let limits = docpipe_parse::Limits {
-        ocr_budget_ms: ocr_budget(deps.config.clock.parse.function_timeout, started.elapsed()),
-        ..deps.config.limits
+    let fetch_ms = started.elapsed().as_millis() as u64;
+    let (parsed, chunks) = match parse_and_chunk(deps, doc, original, started).await {
+        Ok(made) => made,
+        Err(reason) => return fail(deps, doc_id, run_id, reason).await,
     };
-    let chunk_config = deps.config.chunk;
-    let parsed = tokio::task::spawn_blocking(move || {
-        docpipe_parse::parse(&original, &hint, &limits).map(|parsed| {
-            let chunks = docpipe_parse::chunk(&parsed, &chunk_config);
-            (parsed, chunks)
-        })
-    })
-    .await;
-    let (parsed, chunks) = match parsed {
-        Ok(Ok(result)) => result,
-        Ok(Err(e)) => {
-            return fail(deps, doc_id, run_id, format!("{} ({})", e, e.kind())).await;
-        }
-        // The parser catches panics itself; this is the last line of defence.
-        Err(join) => {
-            return fail(deps, doc_id, run_id, format!("the parser crashed: {join}")).await;
-        }
-    };
-    let parse_ms = started.elapsed().as_millis() as u64 - fetched_ms;
-    if chunks.is_empty() {
-        let reason = "the document has no text to index (no chunks)".to_string();
-        return fail(deps, doc_id, run_id, reason).await;
-    }
-
-    let (written, bodies): (Vec<Artifact>, Vec<Vec<u8>>) =
-        artifacts::build_all(doc_id, run_id, &parsed, &chunks)
-            .into_iter()
-            .unzip();
+    let parse_ms = started.elapsed().as_millis() as u64 - fetch_ms;
     let writing = Instant::now();
-    // Four independent objects: written side by side, one round trip instead of four. Each body
-    // moves into its request, so the artifacts are held in memory once.
-    let written_all =
-        futures::future::try_join_all(written.iter().zip(bodies).map(|(artifact, body)| {
-            deps.objects.put(
-                &deps.config.bucket,
-                &artifact.object_name,
-                body,
-                "application/json",
-            )
-        }))
-        .await;
-    match written_all {
-        Err(e @ StorageError::AccessDenied { .. }) => {
-            return fail(deps, doc_id, run_id, crate::error::chain(&e)).await;
-        }
-        other => other.map_err(storage_err)?,
+    let written = match write_artifacts(deps, doc_id, run_id, &parsed, &chunks).await? {
+        Ok(written) => written,
+        Err(reason) => return fail(deps, doc_id, run_id, reason).await,
     };
     let timings = Timings {
         started,
-        fetch_ms: fetched_ms,
+        fetch_ms,
         parse_ms,
         artifacts_ms: writing.elapsed().as_millis() as u64,
     };
-
-    let committed = commit(deps, doc_id, run_id, &parsed, &chunks, &written, &timings).await?;
-    if !committed {
+    if !commit(deps, doc_id, run_id, &parsed, &chunks, &written, &timings).await? {
         return abandon(deps, doc_id, run_id).await;
     }
     info!(
@@ -214,6 +158,90 @@ async fn parse_stored(
         semantic_blocks: parsed.semantic_blocks.len(),
         chunks: chunks.len(),
     })
+}
+
+/// The stored original's bytes.
+async fn fetch_original(
+    deps: &ParseDeps<'_>,
+    doc: &crate::db::documents::Document,
+) -> Step<Vec<u8>> {
+    let got = deps
+        .objects
+        .get(&doc.source_bucket, &doc.object_name, deps.config.max_bytes)
+        .await;
+    Ok(match got {
+        Ok(bytes) => Ok(bytes),
+        Err(StorageError::NotFound { bucket, key }) => {
+            Err(format!("the original s3://{bucket}/{key} no longer exists"))
+        }
+        Err(StorageError::TooLarge { limit }) => Err(format!(
+            "the original is larger than the limit of {limit} bytes"
+        )),
+        Err(e @ StorageError::AccessDenied { .. }) => Err(crate::error::chain(&e)),
+        Err(e) => return Err(StageError::transient(Stage::Parse, e)),
+    })
+}
+
+/// Parses and chunks on a blocking thread (CPU-bound; OCR may take minutes), with OCR's budget
+/// taken from what is left of the function's timeout. Every parse error is the input's fault.
+async fn parse_and_chunk(
+    deps: &ParseDeps<'_>,
+    doc: &crate::db::documents::Document,
+    original: Vec<u8>,
+    started: Instant,
+) -> Result<(ParsedDocument, Vec<VectorChunk>), String> {
+    let hint = Hint::new(doc.file_name.clone(), doc.content_type.clone());
+    let limits = docpipe_parse::Limits {
+        ocr_budget_ms: ocr_budget(deps.config.clock.parse.function_timeout, started.elapsed()),
+        ..deps.config.limits
+    };
+    let chunk_config = deps.config.chunk;
+    let parsed = tokio::task::spawn_blocking(move || {
+        docpipe_parse::parse(&original, &hint, &limits).map(|parsed| {
+            let chunks = docpipe_parse::chunk(&parsed, &chunk_config);
+            (parsed, chunks)
+        })
+    })
+    .await;
+    match parsed {
+        Ok(Ok((_, chunks))) if chunks.is_empty() => {
+            Err("the document has no text to index (no chunks)".to_string())
+        }
+        Ok(Ok(made)) => Ok(made),
+        Ok(Err(e)) => Err(format!("{} ({})", e, e.kind())),
+        // The parser catches panics itself; this is the last line of defence.
+        Err(join) => Err(format!("the parser crashed: {join}")),
+    }
+}
+
+/// The four artifacts, written side by side: one round trip instead of four. Each body moves
+/// into its request, so the artifacts are held in memory once.
+async fn write_artifacts(
+    deps: &ParseDeps<'_>,
+    doc_id: &str,
+    run_id: i64,
+    parsed: &ParsedDocument,
+    chunks: &[VectorChunk],
+) -> Step<Vec<Artifact>> {
+    let (written, bodies): (Vec<Artifact>, Vec<Vec<u8>>) =
+        artifacts::build_all(doc_id, run_id, parsed, chunks)
+            .into_iter()
+            .unzip();
+    let put_all =
+        futures::future::try_join_all(written.iter().zip(bodies).map(|(artifact, body)| {
+            deps.objects.put(
+                &deps.config.bucket,
+                &artifact.object_name,
+                body,
+                "application/json",
+            )
+        }))
+        .await;
+    match put_all {
+        Ok(_) => Ok(Ok(written)),
+        Err(e @ StorageError::AccessDenied { .. }) => Ok(Err(crate::error::chain(&e))),
+        Err(e) => Err(storage_err(e)),
+    }
 }
 
 /// The share of the function's timeout that OCR may spend: the rest is left for the artifacts and
@@ -267,18 +295,7 @@ async fn commit(
     snapshot::record_artifacts(&*tx, doc_id, run_id, written)
         .await
         .map_err(db_err)?;
-    let metadata = serde_json::json!({
-        "parse": {
-            "format": parsed.format.as_str(),
-            "pages": parsed.page_count,
-            "warnings": parsed.warnings,
-            "duration_ms": timings.started.elapsed().as_millis() as u64,
-            "fetch_ms": timings.fetch_ms,
-            "parse_ms": timings.parse_ms,
-            "artifacts_ms": timings.artifacts_ms,
-        },
-        "ocr": parsed.ocr,
-    });
+    let metadata = run_metadata(parsed, timings);
     let moved = transitions::mark_parsed(
         &*tx,
         doc_id,
@@ -300,6 +317,22 @@ async fn commit(
     }
     tx.commit().await.map_err(|e| db_err(e.into()))?;
     Ok(true)
+}
+
+/// What the run records of its parse: the format, pages, warnings and timings, and what OCR did.
+fn run_metadata(parsed: &ParsedDocument, timings: &Timings) -> serde_json::Value {
+    serde_json::json!({
+        "parse": {
+            "format": parsed.format.as_str(),
+            "pages": parsed.page_count,
+            "warnings": parsed.warnings,
+            "duration_ms": timings.started.elapsed().as_millis() as u64,
+            "fetch_ms": timings.fetch_ms,
+            "parse_ms": timings.parse_ms,
+            "artifacts_ms": timings.artifacts_ms,
+        },
+        "ocr": parsed.ocr,
+    })
 }
 
 /// The document moved on while this message was parsing. If the run is still current (a duplicate
