@@ -140,48 +140,17 @@ async fn write_vectors(
     let started = Instant::now();
     let chunks = load_chunks(deps, doc_id, run_id).await?;
     let mut timings = IndexTimings::default();
-
-    deps.vectors
-        .ensure_collection(deps.embedder.dimension(), deps.embedder.model_id())
-        .await
-        .map_err(classify_vector)?;
-    // One set of vectors per run. Only a retry can find some of this run's vectors already
-    // there, from an attempt that died between its inserts and its commit: they go first.
-    let retry = lease.attempt.attempt > 1;
-    if retry {
-        let t = Instant::now();
-        deps.vectors
-            .delete_run(doc_id, run_id)
-            .await
-            .map_err(classify_vector)?;
-        timings.checks_ms += t.elapsed().as_millis();
-    }
-
-    if !embed_and_insert(deps, doc, run_id, &chunks, lease, &mut timings).await? {
+    prepare_collection(deps, doc_id, lease, &mut timings).await?;
+    let keeper = LeaseKeeper {
+        db: deps.db,
+        lease,
+        lease_for: deps.config.clock.lease,
+        doc_id,
+    };
+    if !embed_and_insert(deps, doc, &chunks, &keeper, &mut timings).await? {
         return Ok(None);
     }
-
-    // Every insert above was acknowledged row for row. A retry also reads the run back, to be
-    // sure its clean-up and its inserts left exactly one vector per chunk.
-    if retry {
-        let t = Instant::now();
-        let present = deps
-            .vectors
-            .count(doc_id, Some(run_id))
-            .await
-            .map_err(classify_vector)?;
-        if present != chunks.len() {
-            return Err(Failure::Transient(StageError::transient(
-                Stage::Index,
-                format!(
-                    "Milvus holds {present} vectors of run {run_id}, expected {}",
-                    chunks.len()
-                ),
-            )));
-        }
-        timings.checks_ms += t.elapsed().as_millis();
-    }
-
+    verify_run(deps, doc_id, lease, chunks.len(), &mut timings).await?;
     let t = Instant::now();
     let keywords = analyse_keywords(deps, doc_id).await?;
     let keyword_ms = t.elapsed().as_millis() as u64;
@@ -218,6 +187,59 @@ async fn write_vectors(
         run_id,
         chunks: chunks.len(),
     }))
+}
+
+/// The collection exists with the embedder's dimension and model. One set of vectors per run:
+/// only a retry can find some of this run's vectors already there, from an attempt that died
+/// between its inserts and its commit, and they go first.
+async fn prepare_collection(
+    deps: &IndexDeps<'_>,
+    doc_id: &str,
+    lease: &HeldLease,
+    timings: &mut IndexTimings,
+) -> Result<(), Failure> {
+    deps.vectors
+        .ensure_collection(deps.embedder.dimension(), deps.embedder.model_id())
+        .await
+        .map_err(classify_vector)?;
+    if lease.attempt.attempt > 1 {
+        let t = Instant::now();
+        deps.vectors
+            .delete_run(doc_id, lease.run_id)
+            .await
+            .map_err(classify_vector)?;
+        timings.checks_ms += t.elapsed().as_millis();
+    }
+    Ok(())
+}
+
+/// Every insert was acknowledged row for row. A retry also reads the run back, to be sure its
+/// clean-up and its inserts left exactly one vector per chunk.
+async fn verify_run(
+    deps: &IndexDeps<'_>,
+    doc_id: &str,
+    lease: &HeldLease,
+    expected: usize,
+    timings: &mut IndexTimings,
+) -> Result<(), Failure> {
+    if lease.attempt.attempt <= 1 {
+        return Ok(());
+    }
+    let run_id = lease.run_id;
+    let t = Instant::now();
+    let present = deps
+        .vectors
+        .count(doc_id, Some(run_id))
+        .await
+        .map_err(classify_vector)?;
+    if present != expected {
+        return Err(Failure::Transient(StageError::transient(
+            Stage::Index,
+            format!("Milvus holds {present} vectors of run {run_id}, expected {expected}"),
+        )));
+    }
+    timings.checks_ms += t.elapsed().as_millis();
+    Ok(())
 }
 
 #[derive(Default)]
@@ -280,22 +302,11 @@ async fn load_chunks(
 async fn embed_and_insert(
     deps: &IndexDeps<'_>,
     doc: &documents::Document,
-    run_id: i64,
     chunks: &[VectorChunk],
-    lease: &HeldLease,
+    keeper: &LeaseKeeper<'_>,
     timings: &mut IndexTimings,
 ) -> Result<bool, Failure> {
-    let doc_id = doc.doc_id.as_str();
-    let tags: Vec<String> = doc
-        .metadata
-        .get("tags")
-        .and_then(|t| t.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
+    let tags = document_tags(doc);
     for (batch_no, batch) in chunks.chunks(deps.config.embed_batch).enumerate() {
         let texts: Vec<String> = batch.iter().map(embedding_text).collect();
         let t = Instant::now();
@@ -305,29 +316,8 @@ async fn embed_and_insert(
             .await
             .map_err(classify_embed)?;
         timings.embed_ms += t.elapsed().as_millis();
-        // A worker that lost the run must not write another vector: the lease is confirmed right
-        // before each insert (a takeover can only follow a lease that ran out).
-        let held = lease
-            .confirm(deps.db, deps.config.clock.lease)
-            .await
-            .map_err(|e| Failure::Transient(db_err(e)))?;
-        if !held {
-            let client = deps
-                .db
-                .client()
-                .await
-                .map_err(|e| Failure::Transient(db_err(e)))?;
-            let gone = documents::get(&**client, doc_id)
-                .await
-                .map_err(|e| Failure::Transient(db_err(e)))?
-                .is_none_or(|d| d.deleting_at.is_some() || d.current_run_id != Some(run_id));
-            if gone {
-                return Ok(false);
-            }
-            return Err(Failure::Transient(StageError::transient(
-                Stage::Index,
-                format!("lost the lease on run {run_id} (another worker took over)"),
-            )));
+        if !keeper.still_held().await? {
+            return Ok(false);
         }
         if vectors.len() != batch.len() {
             return Err(Failure::Permanent(
@@ -340,27 +330,7 @@ async fn embed_and_insert(
             ));
         }
         let first = batch_no * deps.config.embed_batch;
-        let records: Vec<ChunkRecord> = batch
-            .iter()
-            .zip(vectors)
-            .enumerate()
-            .map(|(i, (chunk, embedding))| ChunkRecord {
-                chunk_id: format!("{doc_id}:{run_id}:{}", first + i),
-                doc_id: doc_id.to_string(),
-                run_id,
-                chunk_index: (first + i) as i64,
-                doc_name: doc.doc_name.clone(),
-                regulation_type: doc.regulation_type.clone(),
-                version: doc.version.clone(),
-                section_path: chunk.section_path.join(" > "),
-                section_title: chunk.section_title.clone(),
-                page_start: chunk.page_start as i64,
-                page_end: chunk.page_end as i64,
-                text: chunk.text.clone(),
-                tags: tags.clone(),
-                embedding,
-            })
-            .collect();
+        let records = chunk_records(doc, keeper.lease.run_id, first, batch, vectors, &tags);
         let t = Instant::now();
         deps.vectors
             .insert(&records)
@@ -369,6 +339,90 @@ async fn embed_and_insert(
         timings.insert_ms += t.elapsed().as_millis();
     }
     Ok(true)
+}
+
+/// A worker that lost the run must not write another vector: the keeper confirms the lease right
+/// before each insert (a takeover can only follow a lease that ran out).
+struct LeaseKeeper<'a> {
+    db: &'a Db,
+    lease: &'a HeldLease,
+    lease_for: std::time::Duration,
+    doc_id: &'a str,
+}
+
+impl LeaseKeeper<'_> {
+    /// True while the lease is held. False when it was lost and the document is gone (deleted, or
+    /// another run is current); an error asking for a retry when another worker took the run over.
+    async fn still_held(&self) -> Result<bool, Failure> {
+        let transient = |e| Failure::Transient(db_err(e));
+        if self
+            .lease
+            .confirm(self.db, self.lease_for)
+            .await
+            .map_err(transient)?
+        {
+            return Ok(true);
+        }
+        let run_id = self.lease.run_id;
+        let client = self.db.client().await.map_err(transient)?;
+        let gone = documents::get(&**client, self.doc_id)
+            .await
+            .map_err(transient)?
+            .is_none_or(|d| d.deleting_at.is_some() || d.current_run_id != Some(run_id));
+        if gone {
+            return Ok(false);
+        }
+        Err(Failure::Transient(StageError::transient(
+            Stage::Index,
+            format!("lost the lease on run {run_id} (another worker took over)"),
+        )))
+    }
+}
+
+/// The document's tags, which every one of its vectors carries.
+fn document_tags(doc: &documents::Document) -> Vec<String> {
+    doc.metadata
+        .get("tags")
+        .and_then(|t| t.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One batch's Milvus rows; `first` is the batch's first chunk index in the run.
+fn chunk_records(
+    doc: &documents::Document,
+    run_id: i64,
+    first: usize,
+    batch: &[VectorChunk],
+    vectors: Vec<Vec<f32>>,
+    tags: &[String],
+) -> Vec<ChunkRecord> {
+    let doc_id = doc.doc_id.as_str();
+    batch
+        .iter()
+        .zip(vectors)
+        .enumerate()
+        .map(|(i, (chunk, embedding))| ChunkRecord {
+            chunk_id: format!("{doc_id}:{run_id}:{}", first + i),
+            doc_id: doc_id.to_string(),
+            run_id,
+            chunk_index: (first + i) as i64,
+            doc_name: doc.doc_name.clone(),
+            regulation_type: doc.regulation_type.clone(),
+            version: doc.version.clone(),
+            section_path: chunk.section_path.join(" > "),
+            section_title: chunk.section_title.clone(),
+            page_start: chunk.page_start as i64,
+            page_end: chunk.page_end as i64,
+            text: chunk.text.clone(),
+            tags: tags.to_vec(),
+            embedding,
+        })
+        .collect()
 }
 
 /// The run's blocks analysed for the keyword index, before the commit that writes them.
