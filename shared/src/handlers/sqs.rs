@@ -136,6 +136,37 @@ pub async fn handle_jobs<H: JobHandler>(handler: &H, batch: SqsEvent) -> BatchRe
     .await
 }
 
+/// A function that takes each message as it is (store: an upload notification; DLQ: a dead
+/// letter). [`handle_messages`] lifts it to a batch handler, as [`handle_jobs`] does for jobs.
+#[async_trait::async_trait]
+pub trait MessageHandler: Sync {
+    type Outcome: std::fmt::Display + Send;
+    /// Where a message that failed transiently waits; `None` when it comes back after its
+    /// visibility timeout.
+    fn backoff(&self) -> Option<Backoff<'_>>;
+    async fn handle(&self, message: &SqsMessage) -> Result<Self::Outcome, StageError>;
+}
+
+/// The lifter for messages that name no run: each message is handled in order, and one that
+/// failed transiently backs off (only the message: there is no run to record it on) before it is
+/// reported back to its queue.
+pub async fn handle_messages<H: MessageHandler>(handler: &H, batch: SqsEvent) -> BatchReport {
+    let backoff = handler.backoff();
+    let backoff = backoff.as_ref();
+    for_each_message(batch, |message| async move {
+        let result = handler.handle(&message).await;
+        if let (Err(e), Some(backoff)) = (&result, backoff) {
+            if e.is_retryable() {
+                backoff
+                    .after_failure(&Delivery::of(&message), None, e)
+                    .await;
+            }
+        }
+        result.map(|outcome| outcome.to_string())
+    })
+    .await
+}
+
 /// Which delivery of its message this is, and how to hold it back.
 #[derive(Debug, Clone)]
 pub struct Delivery {
@@ -300,6 +331,48 @@ mod tests {
             "{}",
             report.lines[4]
         );
+    }
+
+    /// A message handler that answers from each body: `ok`, `bad` (permanent) or `down`.
+    struct Echo;
+
+    #[async_trait::async_trait]
+    impl MessageHandler for Echo {
+        type Outcome = String;
+        fn backoff(&self) -> Option<Backoff<'_>> {
+            None
+        }
+        async fn handle(&self, message: &SqsMessage) -> Result<String, StageError> {
+            match message.body.as_deref() {
+                Some("ok") => Ok("done".into()),
+                Some("bad") => Err(StageError::permanent(Stage::Store, "refused")),
+                _ => Err(StageError::transient(Stage::Store, "the queue is down")),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn the_message_lifter_reports_back_only_what_failed_transiently() {
+        let mut batch = SqsEvent::default();
+        batch.records = vec![
+            message("m-1", "ok"),
+            message("m-2", "bad"),
+            message("m-3", "down"),
+            message("m-4", "ok"),
+        ];
+        let report = handle_messages(&Echo, batch).await;
+        assert_eq!(report.failed_ids(), ["m-3"]);
+        assert_eq!(report.lines[0], "done");
+        assert_eq!(
+            report.lines[1],
+            "dropped: store failed permanently: refused"
+        );
+        assert!(
+            report.lines[2].starts_with("retry later: "),
+            "{}",
+            report.lines[2]
+        );
+        assert_eq!(report.lines[3], "done", "a failure never stops the batch");
     }
 
     #[tokio::test]

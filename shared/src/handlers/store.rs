@@ -1,12 +1,13 @@
 //! The store function: every shape of upload notification in, stored documents out.
 
-use super::sqs::{for_each_message, Backoff, BatchReport, Delivery};
+use super::lambda::Function;
+use super::sqs::{handle_messages, Backoff, BatchReport, MessageHandler};
 use crate::error::StageError;
 use crate::events::{self, Notification};
 use crate::model::Stage;
 use crate::services::StoreService;
 use crate::stages::store::{store_object, StoreOutcome};
-use aws_lambda_events::event::sqs::SqsEvent;
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use serde_json::Value;
 
 /// Lambda's entry: an SQS batch (from the store-events queue), or a notification delivered directly
@@ -25,35 +26,41 @@ pub async fn handle_event(service: &StoreService, event: Value) -> Result<Value,
 }
 
 pub async fn handle_sqs(service: &StoreService, batch: SqsEvent) -> BatchReport {
-    let backoff = Backoff {
-        db: &service.db,
-        queue: service.queue.as_ref(),
-        queue_url: service.config.store_queue_url.as_deref(),
-        clock: &service.config.clock,
-    };
-    let backoff = &backoff;
-    for_each_message(batch, |message| async move {
-        let delivery = Delivery::of(&message);
-        let body = message.body.unwrap_or_default();
-        let value: Value = match serde_json::from_str(&body) {
-            Ok(v) => v,
-            Err(e) => {
-                return Err(StageError::permanent(
-                    Stage::Store,
-                    format!("message body is not JSON: {e}"),
-                ))
-            }
-        };
-        let result = handle_notification(service, &value).await;
-        if let Err(e) = &result {
-            if e.is_retryable() {
-                // An upload has no run until it is stored: only the message backs off.
-                backoff.after_failure(&delivery, None, e).await;
-            }
-        }
-        result
-    })
-    .await
+    handle_messages(service, batch).await
+}
+
+#[async_trait::async_trait]
+impl MessageHandler for StoreService {
+    type Outcome = String;
+
+    fn backoff(&self) -> Option<Backoff<'_>> {
+        Some(Backoff {
+            db: &self.db,
+            queue: self.queue.as_ref(),
+            queue_url: self.config.store_queue_url.as_deref(),
+            clock: &self.config.clock,
+        })
+    }
+
+    /// A store-events message: the notification is its body.
+    async fn handle(&self, message: &SqsMessage) -> Result<String, StageError> {
+        let body = message.body.as_deref().unwrap_or_default();
+        let value: Value = serde_json::from_str(body).map_err(|e| {
+            StageError::permanent(Stage::Store, format!("message body is not JSON: {e}"))
+        })?;
+        handle_notification(self, &value).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Function for StoreService {
+    type Event = Value;
+    type Response = Value;
+    type Error = StageError;
+
+    async fn invoke(&self, event: Value) -> Result<Value, StageError> {
+        handle_event(self, event).await
+    }
 }
 
 /// Stores every object a notification names; the line says what became of each.
