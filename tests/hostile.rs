@@ -6,9 +6,14 @@
 //! untouched. Every test has its own database, bucket and queues.
 
 use docpipe::db::{documents, runs, Type};
+use docpipe::error::StageError;
 use docpipe::handlers;
+use docpipe::handlers::sqs::Handled;
+use docpipe::handlers::store::Notified;
 use docpipe::model::{DocStatus, JobMessage, RunStatus};
 use docpipe::services::{ParseService, StoreService};
+use docpipe::stages::parse::ParseOutcome;
+use docpipe::stages::store::StoreOutcome;
 use docpipe_tests::{
     ensure_pdfium_env, s3_put_event, sha256_hex, sqs_batch, HookedObjectStore, Pipeline, TestAws,
     TestDb,
@@ -19,6 +24,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MAX: u64 = docpipe::config::DEFAULT_MAX_BYTES;
+
+/// A store message that stored its one object.
+fn stored(handled: &Handled<Notified>) -> bool {
+    matches!(
+        handled.done().map(Notified::only),
+        Some(StoreOutcome::Stored { .. })
+    )
+}
+
+/// A store message dropped as refused, for a reason that says `why`.
+fn refused_because(handled: &Handled<Notified>, why: &str) -> bool {
+    matches!(handled.dropped(), Some(StageError::Failed { reason, .. }) if reason.contains(why))
+}
 
 struct Fixture {
     db: TestDb,
@@ -75,8 +93,8 @@ impl Fixture {
     }
 
     /// Runs a parse batch of `[hostile, good]`: neither may be reported as a batch failure, the
-    /// good document must be parsed. Returns the report's line for the hostile message.
-    async fn parse_beside_a_good_one(&self, hostile: &JobMessage) -> String {
+    /// good document must be parsed. Returns the hostile message's outcome.
+    async fn parse_beside_a_good_one(&self, hostile: &JobMessage) -> ParseOutcome {
         let good = self
             .stored(
                 "uploads/good-neighbour.md",
@@ -93,12 +111,17 @@ impl Fixture {
             started.elapsed()
         );
         assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
-        assert!(report.lines[1].contains("parsed ("), "{:?}", report.lines);
+        assert!(
+            matches!(report.done()[1], Some(ParseOutcome::Parsed { .. })),
+            "{:?}",
+            report.lines
+        );
         assert_eq!(
             self.doc_by_id(&good.doc_id).await.unwrap().status,
             DocStatus::Parsed
         );
-        report.lines[0].clone()
+        let hostile = report.done()[0].cloned();
+        hostile.unwrap_or_else(|| panic!("no outcome: {:?}", report.lines))
     }
 
     /// The one run of `doc_id`, which must have failed at `stage`.
@@ -180,9 +203,12 @@ async fn hostile_object_keys_are_stored_exactly_and_their_ids_stay_safe() {
         batch.push(s3_put_event(&f.aws.bucket, good).to_string());
         let report = handlers::store::handle_sqs(&f.store, sqs_batch(&batch)).await;
         assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
-        for line in &report.lines {
+        for (outcome, line) in report.done().into_iter().zip(&report.lines) {
             assert!(
-                line.contains("stored (") || line.contains("duplicate event, no new run"),
+                matches!(
+                    outcome.map(Notified::only),
+                    Some(StoreOutcome::Stored { .. } | StoreOutcome::Duplicate { .. })
+                ),
                 "{line}"
             );
         }
@@ -266,17 +292,19 @@ async fn keys_no_row_can_hold_are_refused_at_once_and_not_retried() {
     .await;
     assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
     assert!(
-        report.lines[0].starts_with("dropped: ") && report.lines[0].contains("NUL character"),
+        refused_because(&report.outcomes[0], "NUL character"),
         "{}",
         report.lines[0]
     );
     assert!(
-        report.lines[1].starts_with("dropped: ")
-            && report.lines[1].contains("1112 bytes, longer than the 1024 bytes S3 allows"),
+        refused_because(
+            &report.outcomes[1],
+            "1112 bytes, longer than the 1024 bytes S3 allows"
+        ),
         "{}",
         report.lines[1]
     );
-    assert!(report.lines[2].contains("stored ("), "{:?}", report.lines);
+    assert!(stored(&report.outcomes[2]), "{:?}", report.lines);
     assert_eq!(f.count("SELECT count(*) FROM documents").await, 1);
 }
 
@@ -322,17 +350,15 @@ async fn an_sqs_body_of_256_kb_with_thousands_of_records_is_handled_in_bounded_t
         took < Duration::from_secs(10),
         "{n} records took {took:?}: the store function has 60 s for a batch of 10"
     );
-    let line = &report.lines[0];
     assert!(
-        line.starts_with("dropped: ")
-            && line.contains(&format!("{n} records in one notification, more than 100")),
-        "{line}"
+        refused_because(
+            &report.outcomes[0],
+            &format!("{n} records in one notification, more than 100")
+        ),
+        "{}",
+        report.lines[0]
     );
-    assert!(
-        report.lines[1].contains("stored ("),
-        "{:?}",
-        report.lines[1]
-    );
+    assert!(stored(&report.outcomes[1]), "{:?}", report.lines[1]);
     // Nothing was created for the phantom objects.
     assert_eq!(f.count("SELECT count(*) FROM documents").await, 1);
 }
@@ -356,7 +382,7 @@ async fn a_direct_notification_with_ten_thousand_records_is_refused_at_once() {
     // As many records as a notification may carry are each looked up, in bounded time.
     let limit = docpipe::events::MAX_RECORDS;
     let started = Instant::now();
-    let line = handlers::store::handle_notification(
+    let notified = handlers::store::handle_notification(
         &f.store,
         &records_for_missing_objects(&f.aws.bucket, limit),
     )
@@ -364,11 +390,20 @@ async fn a_direct_notification_with_ten_thousand_records_is_refused_at_once() {
     .unwrap();
     let took = started.elapsed();
     eprintln!("{limit} records for missing objects: {took:?}");
-    assert_eq!(
-        line.matches("no longer exists, nothing to do").count(),
-        limit,
-        "{line}"
-    );
+    let missing = notified
+        .objects()
+        .iter()
+        .filter(|o| {
+            matches!(
+                o.outcome,
+                Ok(StoreOutcome::ObjectMissing {
+                    failed_run: None,
+                    ..
+                })
+            )
+        })
+        .count();
+    assert_eq!(missing, limit, "{notified}");
     assert!(took < Duration::from_secs(20), "{took:?}");
     assert_eq!(f.count("SELECT count(*) FROM documents").await, 0);
 }
@@ -593,11 +628,14 @@ async fn a_500_mb_object_fails_at_store_with_the_size_message_without_being_read
     assert!(took < Duration::from_secs(10), "the batch took {took:?}");
     assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
     assert!(
-        report.lines[0].contains("failed at store"),
+        matches!(
+            report.done()[0].map(Notified::only),
+            Some(StoreOutcome::Rejected { .. })
+        ),
         "{:?}",
         report.lines
     );
-    assert!(report.lines[1].contains("stored ("), "{:?}", report.lines);
+    assert!(stored(&report.outcomes[1]), "{:?}", report.lines);
     assert_eq!(
         watched.body_reads.load(Ordering::SeqCst),
         1,
@@ -690,9 +728,12 @@ async fn a_pdf_of_ten_thousand_pages_fails_at_parse_as_too_large() {
     let pdf = many_page_pdf(10_000);
     let job = f.stored("uploads/ten-thousand-pages.pdf", &pdf).await;
     let started = Instant::now();
-    let line = f.parse_beside_a_good_one(&job).await;
+    let outcome = f.parse_beside_a_good_one(&job).await;
     eprintln!("10,000 pages: {} bytes, {:?}", pdf.len(), started.elapsed());
-    assert!(line.contains("failed at parse"), "{line}");
+    assert!(
+        matches!(outcome, ParseOutcome::Failed { .. }),
+        "{outcome:?}"
+    );
     let run = f.failed_run(&job.doc_id, "parse").await;
     assert!(
         run.error_message.contains("10000 pages (limit 5000)")
@@ -913,8 +954,11 @@ async fn a_docx_zip_bomb_fails_at_parse_with_the_zip_bomb_message() {
     assert!(bomb.len() < 2 * 1024 * 1024, "{} bytes", bomb.len());
     assert!(inflated > docpipe::parse::Limits::default().max_decompressed_bytes);
     let job = f.stored("uploads/bomb.docx", &bomb).await;
-    let line = f.parse_beside_a_good_one(&job).await;
-    assert!(line.contains("failed at parse"), "{line}");
+    let outcome = f.parse_beside_a_good_one(&job).await;
+    assert!(
+        matches!(outcome, ParseOutcome::Failed { .. }),
+        "{outcome:?}"
+    );
     let run = f.failed_run(&job.doc_id, "parse").await;
     assert!(
         run.error_message.contains("zip bomb guard") && run.error_message.contains("too_large"),
@@ -928,8 +972,11 @@ async fn a_docx_zip_bomb_that_lies_about_its_size_fails_at_parse_too() {
     let f = fixture(MAX).await;
     let (bomb, _) = docx_bomb(Some(4096));
     let job = f.stored("uploads/liar.docx", &bomb).await;
-    let line = f.parse_beside_a_good_one(&job).await;
-    assert!(line.contains("failed at parse"), "{line}");
+    let outcome = f.parse_beside_a_good_one(&job).await;
+    assert!(
+        matches!(outcome, ParseOutcome::Failed { .. }),
+        "{outcome:?}"
+    );
     let run = f.failed_run(&job.doc_id, "parse").await;
     // The archive reader stops at the declared size; what is left is a corrupt entry.
     assert!(

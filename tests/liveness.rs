@@ -3,8 +3,11 @@
 //! every delivery backs off, reaches the DLQ after exactly `MaxReceiveCount` deliveries and fails
 //! with its real error; an invocation past its timeout is stopped and the document still ends right.
 
+use docpipe::handlers::sqs::BatchReport;
 use docpipe::model::{DocStatus, RunStatus, Stage};
 use docpipe::services::DeadLetterService;
+use docpipe::stages::index::IndexOutcome;
+use docpipe::stages::parse::ParseOutcome;
 use docpipe::stages::sweep::{sweep, SweepDeps, Swept};
 use docpipe_tests::{
     law_paths, read_law, run_event_kinds, stored, vector_outage, wait_terminal, DevRunner,
@@ -40,10 +43,10 @@ async fn run(p: &Pipeline, run_id: i64) -> docpipe::db::runs::Run {
 }
 
 /// One receive of `queue` into `handle`, as the dev runner's poller does it.
-async fn pump<F, Fut>(p: &Pipeline, queue: &str, handle: F) -> Option<Vec<String>>
+async fn pump<O, F, Fut>(p: &Pipeline, queue: &str, handle: F) -> Option<BatchReport<O>>
 where
     F: FnOnce(aws_lambda_events::event::sqs::SqsEvent) -> Fut,
-    Fut: std::future::Future<Output = docpipe::handlers::sqs::BatchReport>,
+    Fut: std::future::Future<Output = BatchReport<O>>,
 {
     docpipe::dev_runner::pump_once(
         &p.aws.clients.sqs,
@@ -56,7 +59,6 @@ where
     )
     .await
     .expect("poll")
-    .map(|r| r.lines)
 }
 
 #[tokio::test]
@@ -136,12 +138,16 @@ async fn a_lost_parse_job_and_a_lost_index_job_are_redriven_and_the_document_end
         "{:?}",
         report.actions
     );
-    let lines = pump(&p, &p.aws.parse_queue, |e| {
+    let report = pump(&p, &p.aws.parse_queue, |e| {
         docpipe::handlers::parse::handle_sqs(&p.parse, e)
     })
     .await
     .expect("the re-driven parse job is on the queue");
-    assert!(lines[0].contains("parsed"), "{lines:?}");
+    assert!(
+        matches!(report.done()[..], [Some(ParseOutcome::Parsed { .. })]),
+        "{:?}",
+        report.lines
+    );
 
     // Now the index job is lost.
     assert_eq!(p.aws.drain(&p.aws.index_queue, 10).await.len(), 1);
@@ -158,12 +164,16 @@ async fn a_lost_parse_job_and_a_lost_index_job_are_redriven_and_the_document_end
         "{:?}",
         report.actions
     );
-    let lines = pump(&p, &p.aws.index_queue, |e| {
+    let report = pump(&p, &p.aws.index_queue, |e| {
         docpipe::handlers::index::handle_sqs(&p.index, e)
     })
     .await
     .expect("the re-driven index job is on the queue");
-    assert!(lines[0].contains("indexed"), "{lines:?}");
+    assert!(
+        matches!(report.done()[..], [Some(IndexOutcome::Indexed { .. })]),
+        "{:?}",
+        report.lines
+    );
 
     let doc = p.doc(&job.doc_id).await.unwrap();
     assert_eq!(doc.status, DocStatus::Indexed);

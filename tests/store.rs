@@ -2,7 +2,9 @@
 //! bucket notifications) and the same handler the Lambda binary runs.
 
 use docpipe::db::{documents, runs};
-use docpipe::handlers::store::{handle_notification, handle_sqs};
+use docpipe::error::StageError;
+use docpipe::handlers::sqs::Handled;
+use docpipe::handlers::store::{handle_notification, handle_sqs, Notified};
 use docpipe::model::{DocStatus, JobMessage, RunStatus};
 use docpipe::services::StoreService;
 use docpipe::stages::store::{store_object, StoreOutcome};
@@ -12,6 +14,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MAX: u64 = docpipe::config::DEFAULT_MAX_BYTES;
+
+/// A store message dropped as refused, for a reason that says `why`.
+fn refused_because(handled: &Handled<Notified>, why: &str) -> bool {
+    matches!(handled.dropped(), Some(StageError::Failed { reason, .. }) if reason.contains(why))
+}
 
 struct Fixture {
     db: TestDb,
@@ -27,10 +34,13 @@ async fn fixture(max_bytes: u64) -> Fixture {
 }
 
 impl Fixture {
-    async fn deliver(&self, key: &str) -> String {
+    /// The store outcome of the event for `key`.
+    async fn deliver(&self, key: &str) -> StoreOutcome {
         handle_notification(&self.service, &s3_put_event(&self.aws.bucket, key))
             .await
             .expect("store succeeds")
+            .only()
+            .clone()
     }
 
     async fn doc(&self, key: &str) -> Option<documents::Document> {
@@ -131,8 +141,11 @@ async fn the_same_event_twice_leaves_one_document_and_one_run() {
     f.aws.put(key, b"same event, delivered twice").await;
     let first = f.deliver(key).await;
     let second = f.deliver(key).await;
-    assert!(first.contains("stored"), "{first}");
-    assert!(second.contains("duplicate event, no new run"), "{second}");
+    assert!(matches!(first, StoreOutcome::Stored { .. }), "{first:?}");
+    assert!(
+        matches!(second, StoreOutcome::Duplicate { .. }),
+        "{second:?}"
+    );
     let doc = f.doc(key).await.unwrap();
     assert_eq!(f.runs(&doc.doc_id).await.len(), 1);
     assert_eq!(f.history(&doc.doc_id).await, [">pending", "pending>stored"]);
@@ -160,7 +173,10 @@ async fn two_invocations_at_the_same_moment_leave_one_run() {
             handle_notification(&other, &event)
         );
         let (a, b) = (a.unwrap(), b.unwrap());
-        let stored = [&a, &b].iter().filter(|l| l.contains("stored (")).count();
+        let stored = [&a, &b]
+            .iter()
+            .filter(|n| matches!(n.only(), StoreOutcome::Stored { .. }))
+            .count();
         assert_eq!(stored, 1, "exactly one invocation stores: {a} | {b}");
         let doc = f.doc(&key).await.unwrap();
         assert_eq!(f.runs(&doc.doc_id).await.len(), 1, "{a} | {b}");
@@ -175,7 +191,10 @@ async fn re_uploading_the_same_content_starts_no_new_run() {
     f.aws.put(key, b"unchanged content").await;
     f.deliver(key).await;
     f.aws.put(key, b"unchanged content").await;
-    assert!(f.deliver(key).await.contains("no new run"));
+    assert!(matches!(
+        f.deliver(key).await,
+        StoreOutcome::Duplicate { .. }
+    ));
 
     // Without the ETag shortcut (say, a multipart re-upload has another ETag), the sha256 decides.
     let doc = f.doc(key).await.unwrap();
@@ -187,7 +206,10 @@ async fn re_uploading_the_same_content_starts_no_new_run() {
         )
         .await
         .unwrap();
-    assert!(f.deliver(key).await.contains("no new run"));
+    assert!(matches!(
+        f.deliver(key).await,
+        StoreOutcome::Duplicate { .. }
+    ));
     assert_eq!(f.runs(&doc.doc_id).await.len(), 1);
 }
 
@@ -233,8 +255,17 @@ async fn new_content_under_the_same_key_supersedes_the_run_in_flight() {
 async fn an_event_for_an_object_that_no_longer_exists_is_a_clear_outcome() {
     let f = fixture(MAX).await;
     // Never existed: nothing is created.
-    let line = f.deliver("uploads/ghost.txt").await;
-    assert!(line.contains("no longer exists, nothing to do"), "{line}");
+    let outcome = f.deliver("uploads/ghost.txt").await;
+    assert!(
+        matches!(
+            outcome,
+            StoreOutcome::ObjectMissing {
+                failed_run: None,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
     assert!(f.doc("uploads/ghost.txt").await.is_none());
 
     // Existed, was deleted while its run was in flight: the run fails at store.
@@ -242,8 +273,17 @@ async fn an_event_for_an_object_that_no_longer_exists_is_a_clear_outcome() {
     f.aws.put(key, b"here for a moment").await;
     f.deliver(key).await;
     f.aws.delete(key).await;
-    let line = f.deliver(key).await;
-    assert!(line.contains("failed at store"), "{line}");
+    let outcome = f.deliver(key).await;
+    assert!(
+        matches!(
+            outcome,
+            StoreOutcome::ObjectMissing {
+                failed_run: Some(_),
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
     let doc = f.doc(key).await.unwrap();
     assert_eq!(doc.status, DocStatus::Failed);
     let run = &f.runs(&doc.doc_id).await[0];
@@ -268,15 +308,19 @@ async fn a_body_that_is_not_an_event_is_dropped_without_failing_its_batch() {
     let report = handle_sqs(&f.service, batch).await;
     assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
     assert!(
-        report.lines[0].starts_with("dropped: ") && report.lines[0].contains("not JSON"),
+        refused_because(&report.outcomes[0], "not JSON"),
         "{:?}",
         report.lines
     );
     assert!(
-        report.lines[1].contains("not an upload notification"),
+        refused_because(&report.outcomes[1], "not an upload notification"),
         "{:?}",
         report.lines
     );
+    assert!(matches!(
+        report.done()[2].map(Notified::only),
+        Some(StoreOutcome::Stored { .. })
+    ));
     assert_eq!(f.doc(key).await.unwrap().status, DocStatus::Stored);
 }
 
@@ -285,8 +329,11 @@ async fn an_object_over_the_size_limit_fails_at_store_once() {
     let f = fixture(64).await;
     let key = "uploads/huge.bin";
     f.aws.put(key, &[7u8; 200]).await;
-    let line = f.deliver(key).await;
-    assert!(line.contains("failed at store"), "{line}");
+    let outcome = f.deliver(key).await;
+    assert!(
+        matches!(outcome, StoreOutcome::Rejected { .. }),
+        "{outcome:?}"
+    );
     let doc = f.doc(key).await.unwrap();
     assert_eq!(doc.status, DocStatus::Failed);
     let runs = f.runs(&doc.doc_id).await;
@@ -301,7 +348,10 @@ async fn an_object_over_the_size_limit_fails_at_store_once() {
     );
     assert_eq!(doc.error_message, runs[0].error_message);
     // The same event again opens no second failed run, and nothing was queued for parsing.
-    assert!(f.deliver(key).await.contains("no new run"));
+    assert!(matches!(
+        f.deliver(key).await,
+        StoreOutcome::Duplicate { .. }
+    ));
     assert_eq!(f.runs(&doc.doc_id).await.len(), 1);
     assert!(f.parse_jobs().await.is_empty());
 }

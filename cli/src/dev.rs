@@ -417,7 +417,11 @@ async fn invoke(
     let outcome = tokio::time::timeout(timeout, process.invoke(&event)).await;
     let why = match outcome {
         Ok(Ok(Invocation { response, lines })) => {
-            return BatchReport { response, lines };
+            return BatchReport {
+                response,
+                lines,
+                outcomes: Vec::new(),
+            };
         }
         Ok(Err(e)) => format!("the function process failed: {e:#}"),
         Err(_) => format!(

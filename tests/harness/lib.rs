@@ -812,11 +812,17 @@ pub async fn stored(
     body: &[u8],
 ) -> docpipe::model::JobMessage {
     aws.put(key, body).await;
-    let line =
+    let notified =
         docpipe::handlers::store::handle_notification(store, &s3_put_event(&aws.bucket, key))
             .await
             .expect("store");
-    assert!(line.contains("stored ("), "{line}");
+    assert!(
+        matches!(
+            notified.only(),
+            docpipe::stages::store::StoreOutcome::Stored { .. }
+        ),
+        "{notified}"
+    );
     let doc_id = docpipe::ids::derived_doc_id(&aws.bucket, key);
     let doc = docpipe::db::documents::get(&**db.client().await, &doc_id)
         .await

@@ -46,6 +46,7 @@ async fn record_lost_upload(
     attempts: u32,
     last_error: Option<&str>,
 ) -> Result<Option<String>, StageError> {
+    // The reason recorded, when one was.
     if matches!(outcome, GiveUpOutcome::Failed { .. }) {
         return Ok(None);
     }
@@ -83,29 +84,28 @@ async fn record_lost_upload(
     .await
     .map_err(transient)?;
     tracing::error!(bucket = %upload.bucket, key = %upload.key, attempts, "upload given up: recorded as an intake failure");
-    Ok(Some(format!(
-        "{}: intake failure recorded: {reason}",
-        upload.key
-    )))
+    Ok(Some(reason))
 }
 
-pub async fn handle_sqs(service: &DeadLetterService, batch: SqsEvent) -> BatchReport {
+pub async fn handle_sqs(
+    service: &DeadLetterService,
+    batch: SqsEvent,
+) -> BatchReport<DeadLetterOutcome> {
     handle_messages(service, batch).await
 }
 
 #[async_trait::async_trait]
 impl MessageHandler for DeadLetterService {
-    type Outcome = String;
+    type Outcome = DeadLetterOutcome;
 
     /// A dead letter that fails to be recorded goes back to the DLQ as it is.
     fn backoff(&self) -> Option<Backoff<'_>> {
         None
     }
 
-    async fn handle(&self, message: &SqsMessage) -> Result<String, StageError> {
-        let letter = match read_letter(self, message).await? {
-            Ok(letter) => letter,
-            Err(line) => return Ok(line),
+    async fn handle(&self, message: &SqsMessage) -> Result<DeadLetterOutcome, StageError> {
+        let Some(letter) = read_letter(self, message).await? else {
+            return Ok(DeadLetterOutcome::NothingToRecord);
         };
         let mut lines = Vec::new();
         for target in letter.targets {
@@ -113,7 +113,66 @@ impl MessageHandler for DeadLetterService {
                 give_up_target(self, target, letter.attempts, letter.last_error.as_deref()).await?,
             );
         }
-        Ok(lines.join("; "))
+        Ok(DeadLetterOutcome::Recorded(lines))
+    }
+}
+
+/// What a dead letter came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeadLetterOutcome {
+    /// It named no document (a test event, an ignored notification).
+    NothingToRecord,
+    /// What was recorded for each run or upload it named, in order.
+    Recorded(Vec<GaveUp>),
+}
+
+/// The give-up of one run or upload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GaveUp {
+    /// The run's give-up, after the attempts counted.
+    Run {
+        outcome: GiveUpOutcome,
+        attempts: u32,
+    },
+    /// An upload that never became a document, recorded as an intake failure with the reason.
+    IntakeFailure { key: String, reason: String },
+}
+
+impl std::fmt::Display for DeadLetterOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ends = match self {
+            DeadLetterOutcome::NothingToRecord => {
+                return f.write_str("dead letter without a document: nothing to record")
+            }
+            DeadLetterOutcome::Recorded(ends) => ends,
+        };
+        for (i, end) in ends.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            match end {
+                GaveUp::IntakeFailure { key, reason } => {
+                    write!(f, "{key}: intake failure recorded: {reason}")?
+                }
+                GaveUp::Run { outcome, attempts } => match outcome {
+                    GiveUpOutcome::Failed {
+                        doc_id,
+                        run_id,
+                        stage,
+                    } => write!(
+                        f,
+                        "{doc_id} run {run_id}: failed at {stage}: gave up after {attempts} attempts"
+                    )?,
+                    GiveUpOutcome::AlreadyEnded { doc_id, run_id } => {
+                        write!(f, "{doc_id} run {run_id}: already ended, nothing to record")?
+                    }
+                    GiveUpOutcome::NoSuchDocument { doc_id } => {
+                        write!(f, "{doc_id}: no such document, nothing to record")?
+                    }
+                },
+            }
+        }
+        Ok(())
     }
 }
 
@@ -138,11 +197,11 @@ struct Letter {
 
 /// A parse or index job names its run; a store-events message is an S3 notification; a store
 /// invoked directly (NotificationMode=direct) that failed all its asynchronous attempts arrives as
-/// Lambda's invocation record around the notification. `Ok(Err(line))`: nothing to record.
+/// Lambda's invocation record around the notification. `None`: it names no document.
 async fn read_letter(
     service: &DeadLetterService,
     message: &SqsMessage,
-) -> Result<Result<Letter, String>, StageError> {
+) -> Result<Option<Letter>, StageError> {
     let mut attempts = message
         .attributes
         .get("ApproximateReceiveCount")
@@ -156,7 +215,7 @@ async fn read_letter(
             run_id: Some(job.run_id),
             upload: None,
         };
-        return Ok(Ok(Letter {
+        return Ok(Some(Letter {
             targets: vec![target],
             attempts,
             last_error,
@@ -176,13 +235,9 @@ async fn read_letter(
     };
     let objects = match notification {
         Ok(Notification::Created(objects)) => objects,
-        Ok(_) => {
-            return Ok(Err(
-                "dead letter without a document: nothing to record".into()
-            ))
-        }
+        Ok(_) => return Ok(None),
         Err(e) => {
-            return Err(StageError::permanent(
+            return Err(StageError::failed(
                 Stage::Sweep,
                 format!("unreadable dead letter dropped: {e}"),
             ))
@@ -199,20 +254,20 @@ async fn read_letter(
             upload: Some(object),
         });
     }
-    Ok(Ok(Letter {
+    Ok(Some(Letter {
         targets,
         attempts,
         last_error,
     }))
 }
 
-/// The give-up of one target, and what it says.
+/// The give-up of one target.
 async fn give_up_target(
     service: &DeadLetterService,
     target: Target,
     attempts: u32,
     last_error: Option<&str>,
-) -> Result<String, StageError> {
+) -> Result<GaveUp, StageError> {
     let outcome = give_up(
         &service.db,
         service.vectors.as_ref(),
@@ -224,23 +279,14 @@ async fn give_up_target(
     .await
     .map_err(|e| StageError::transient(Stage::Sweep, e))?;
     if let Some(upload) = &target.upload {
-        if let Some(line) =
+        if let Some(reason) =
             record_lost_upload(service, upload, &outcome, attempts, last_error).await?
         {
-            return Ok(line);
+            return Ok(GaveUp::IntakeFailure {
+                key: upload.key.clone(),
+                reason,
+            });
         }
     }
-    Ok(match outcome {
-        GiveUpOutcome::Failed {
-            doc_id,
-            run_id,
-            stage,
-        } => format!("{doc_id} run {run_id}: failed at {stage}: gave up after {attempts} attempts"),
-        GiveUpOutcome::AlreadyEnded { doc_id, run_id } => {
-            format!("{doc_id} run {run_id}: already ended, nothing to record")
-        }
-        GiveUpOutcome::NoSuchDocument { doc_id } => {
-            format!("{doc_id}: no such document, nothing to record")
-        }
-    })
+    Ok(GaveUp::Run { outcome, attempts })
 }

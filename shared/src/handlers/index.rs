@@ -9,7 +9,7 @@ use crate::services::IndexService;
 use crate::stages::index::{index_job, IndexOutcome};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 
-pub async fn handle_sqs(service: &IndexService, batch: SqsEvent) -> BatchReport {
+pub async fn handle_sqs(service: &IndexService, batch: SqsEvent) -> BatchReport<IndexOutcome> {
     handle_jobs(service, batch).await
 }
 

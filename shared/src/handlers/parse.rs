@@ -8,7 +8,7 @@ use crate::services::ParseService;
 use crate::stages::parse::{parse_job, ParseOutcome};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 
-pub async fn handle_sqs(service: &ParseService, batch: SqsEvent) -> BatchReport {
+pub async fn handle_sqs(service: &ParseService, batch: SqsEvent) -> BatchReport<ParseOutcome> {
     handle_jobs(service, batch).await
 }
 

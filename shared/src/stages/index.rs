@@ -64,25 +64,23 @@ fn vector_err(e: VectorError) -> StageError {
     StageError::transient(Stage::Index, e)
 }
 
-/// What a permanent failure of a dependency means for the run.
-enum Failure {
-    Permanent(Stage, String),
-    Transient(StageError),
-}
-
-fn classify_embed(e: EmbedError) -> Failure {
+/// An embedder's error: a bad input or answer fails the run at `embed`; an unavailable embedder
+/// asks for a retry.
+fn classify_embed(e: EmbedError) -> StageError {
     if e.is_transient() {
-        Failure::Transient(StageError::transient(Stage::Embed, e))
+        StageError::transient(Stage::Embed, e)
     } else {
-        Failure::Permanent(Stage::Embed, crate::error::chain(&e))
+        StageError::failed(Stage::Embed, crate::error::chain(&e))
     }
 }
 
-fn classify_vector(e: VectorError) -> Failure {
+/// A Milvus error: a refused request fails the run at `index`; an unavailable Milvus asks for a
+/// retry.
+fn classify_vector(e: VectorError) -> StageError {
     if e.is_transient() {
-        Failure::Transient(vector_err(e))
+        vector_err(e)
     } else {
-        Failure::Permanent(Stage::Index, crate::error::chain(&e))
+        StageError::failed(Stage::Index, crate::error::chain(&e))
     }
 }
 
@@ -121,8 +119,10 @@ pub async fn index_job(deps: &IndexDeps<'_>, job: &JobMessage) -> Result<IndexOu
             Ok(outcome)
         }
         Ok(None) => abandon(deps, doc_id, run_id).await,
-        Err(Failure::Permanent(stage, reason)) => fail(deps, doc_id, run_id, stage, reason).await,
-        Err(Failure::Transient(e)) => Err(e),
+        Err(StageError::Failed { stage, reason }) => {
+            fail(deps, doc_id, run_id, stage, reason).await
+        }
+        Err(e) => Err(e),
     };
     // Let a redelivery claim at once rather than wait for the lease to run out.
     lease.release(deps.db).await;
@@ -135,7 +135,7 @@ async fn write_vectors(
     deps: &IndexDeps<'_>,
     doc: &documents::Document,
     lease: &HeldLease,
-) -> Result<Option<IndexOutcome>, Failure> {
+) -> Result<Option<IndexOutcome>, StageError> {
     let (doc_id, run_id) = (doc.doc_id.as_str(), lease.run_id);
     let started = Instant::now();
     let chunks = load_chunks(deps, doc_id, run_id).await?;
@@ -169,7 +169,7 @@ async fn write_vectors(
     });
     if !commit(deps, doc_id, lease, chunks.len(), &keywords, metadata)
         .await
-        .map_err(|e| Failure::Transient(db_err(e)))?
+        .map_err(db_err)?
     {
         return Ok(None);
     }
@@ -197,7 +197,7 @@ async fn prepare_collection(
     doc_id: &str,
     lease: &HeldLease,
     timings: &mut IndexTimings,
-) -> Result<(), Failure> {
+) -> Result<(), StageError> {
     deps.vectors
         .ensure_collection(deps.embedder.dimension(), deps.embedder.model_id())
         .await
@@ -221,7 +221,7 @@ async fn verify_run(
     lease: &HeldLease,
     expected: usize,
     timings: &mut IndexTimings,
-) -> Result<(), Failure> {
+) -> Result<(), StageError> {
     if lease.attempt.attempt <= 1 {
         return Ok(());
     }
@@ -233,10 +233,10 @@ async fn verify_run(
         .await
         .map_err(classify_vector)?;
     if present != expected {
-        return Err(Failure::Transient(StageError::transient(
+        return Err(StageError::transient(
             Stage::Index,
             format!("Milvus holds {present} vectors of run {run_id}, expected {expected}"),
-        )));
+        ));
     }
     timings.checks_ms += t.elapsed().as_millis();
     Ok(())
@@ -258,7 +258,7 @@ async fn load_chunks(
     deps: &IndexDeps<'_>,
     doc_id: &str,
     run_id: i64,
-) -> Result<Vec<VectorChunk>, Failure> {
+) -> Result<Vec<VectorChunk>, StageError> {
     let key = format!(
         "{}vector_chunks.json",
         artifacts::run_prefix(doc_id, run_id)
@@ -270,28 +270,28 @@ async fn load_chunks(
     {
         Ok(b) => b,
         Err(StorageError::NotFound { .. }) => {
-            return Err(Failure::Permanent(
+            return Err(StageError::failed(
                 Stage::Index,
                 format!("the chunks artifact {key} is missing"),
             ))
         }
         Err(StorageError::TooLarge { limit }) => {
-            return Err(Failure::Permanent(
+            return Err(StageError::failed(
                 Stage::Index,
                 format!("the chunks artifact {key} is larger than {limit} bytes"),
             ))
         }
         Err(e @ StorageError::AccessDenied { .. }) => {
-            return Err(Failure::Permanent(Stage::Index, crate::error::chain(&e)))
+            return Err(StageError::failed(Stage::Index, crate::error::chain(&e)))
         }
-        Err(e) => return Err(Failure::Transient(StageError::transient(Stage::Index, e))),
+        Err(e) => return Err(StageError::transient(Stage::Index, e)),
     };
     let chunks: Vec<VectorChunk> = artifacts::decode_items(&body)
-        .map_err(|e| Failure::Permanent(Stage::Index, format!("{key}: {e}")))?;
+        .map_err(|e| StageError::failed(Stage::Index, format!("{key}: {e}")))?;
     if chunks.is_empty() {
-        return Err(Failure::Permanent(
+        return Err(StageError::failed(
             Stage::Index,
-            "the run has no chunks to index".into(),
+            "the run has no chunks to index",
         ));
     }
     Ok(chunks)
@@ -305,7 +305,7 @@ async fn embed_and_insert(
     chunks: &[VectorChunk],
     keeper: &LeaseKeeper<'_>,
     timings: &mut IndexTimings,
-) -> Result<bool, Failure> {
+) -> Result<bool, StageError> {
     let tags = document_tags(doc);
     for (batch_no, batch) in chunks.chunks(deps.config.embed_batch).enumerate() {
         let texts: Vec<String> = batch.iter().map(embedding_text).collect();
@@ -320,7 +320,7 @@ async fn embed_and_insert(
             return Ok(false);
         }
         if vectors.len() != batch.len() {
-            return Err(Failure::Permanent(
+            return Err(StageError::failed(
                 Stage::Embed,
                 format!(
                     "the embedder returned {} vectors for {} chunks",
@@ -353,29 +353,28 @@ struct LeaseKeeper<'a> {
 impl LeaseKeeper<'_> {
     /// True while the lease is held. False when it was lost and the document is gone (deleted, or
     /// another run is current); an error asking for a retry when another worker took the run over.
-    async fn still_held(&self) -> Result<bool, Failure> {
-        let transient = |e| Failure::Transient(db_err(e));
+    async fn still_held(&self) -> Result<bool, StageError> {
         if self
             .lease
             .confirm(self.db, self.lease_for)
             .await
-            .map_err(transient)?
+            .map_err(db_err)?
         {
             return Ok(true);
         }
         let run_id = self.lease.run_id;
-        let client = self.db.client().await.map_err(transient)?;
+        let client = self.db.client().await.map_err(db_err)?;
         let gone = documents::get(&**client, self.doc_id)
             .await
-            .map_err(transient)?
+            .map_err(db_err)?
             .is_none_or(|d| d.deleting_at.is_some() || d.current_run_id != Some(run_id));
         if gone {
             return Ok(false);
         }
-        Err(Failure::Transient(StageError::transient(
+        Err(StageError::transient(
             Stage::Index,
             format!("lost the lease on run {run_id} (another worker took over)"),
-        )))
+        ))
     }
 }
 
@@ -426,15 +425,12 @@ fn chunk_records(
 }
 
 /// The run's blocks analysed for the keyword index, before the commit that writes them.
-async fn analyse_keywords(deps: &IndexDeps<'_>, doc_id: &str) -> Result<AnalysedDocument, Failure> {
-    let client = deps
-        .db
-        .client()
-        .await
-        .map_err(|e| Failure::Transient(db_err(e)))?;
-    keywords::analyse(&**client, doc_id)
-        .await
-        .map_err(|e| Failure::Transient(db_err(e)))
+async fn analyse_keywords(
+    deps: &IndexDeps<'_>,
+    doc_id: &str,
+) -> Result<AnalysedDocument, StageError> {
+    let client = deps.db.client().await.map_err(db_err)?;
+    keywords::analyse(&**client, doc_id).await.map_err(db_err)
 }
 
 /// Seed 000 §6.4's transaction: under the document's row lock, the run succeeds and the document

@@ -63,7 +63,7 @@ fn storage_err(e: StorageError) -> StageError {
     if e.is_transient() {
         StageError::transient(Stage::Store, e)
     } else {
-        StageError::permanent(Stage::Store, crate::error::chain(&e))
+        StageError::failed(Stage::Store, crate::error::chain(&e))
     }
 }
 
