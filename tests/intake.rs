@@ -8,7 +8,6 @@ use docpipe::error::StageError;
 use docpipe::handlers::dlq::{DeadLetterOutcome, GaveUp};
 use docpipe::handlers::store::{handle_notification, ObjectStored};
 use docpipe::model::{DocStatus, Stage};
-use docpipe::services::DeadLetterService;
 use docpipe::stages::give_up::GiveUpOutcome;
 use docpipe::stages::store::StoreOutcome;
 use docpipe_tests::{law_paths, read_law, s3_put_event, Pipeline};
@@ -244,21 +243,13 @@ fn dead_letter(body: String, id: &str, receive_count: u32) -> SqsEvent {
     event
 }
 
-fn dead_letter_service(p: &Pipeline) -> DeadLetterService {
-    DeadLetterService {
-        db: p.db.db.clone(),
-        vectors: p.milvus.clone(),
-    }
-}
-
 #[tokio::test]
 async fn a_dead_lettered_registered_upload_fails_its_own_waiting_run() {
     let p = Pipeline::new(Pipeline::hash()).await;
     let registered = p.register("registered.md").await;
     let event = s3_put_event(&p.aws.bucket, &registered.object_name).to_string();
     let report =
-        docpipe::handlers::dlq::handle_sqs(&dead_letter_service(&p), dead_letter(event, "m-1", 8))
-            .await;
+        docpipe::handlers::dlq::handle_sqs(&p.dead_letters(), dead_letter(event, "m-1", 8)).await;
     assert!(
         report.response.batch_item_failures.is_empty(),
         "{:?}",
@@ -289,8 +280,7 @@ async fn a_dead_lettered_upload_with_no_run_is_an_intake_failure_and_a_healthy_r
     // An upload that never became a document.
     let event = s3_put_event(&p.aws.bucket, "intake/never-stored.md").to_string();
     let report =
-        docpipe::handlers::dlq::handle_sqs(&dead_letter_service(&p), dead_letter(event, "m-1", 8))
-            .await;
+        docpipe::handlers::dlq::handle_sqs(&p.dead_letters(), dead_letter(event, "m-1", 8)).await;
     assert!(report.response.batch_item_failures.is_empty());
     assert!(
         matches!(
@@ -311,8 +301,7 @@ async fn a_dead_lettered_upload_with_no_run_is_an_intake_failure_and_a_healthy_r
     let (_, law) = read_law(&law_paths()[4]);
     let doc_id = p.ingest("intake/healthy.md", law.as_bytes()).await;
     let event = s3_put_event(&p.aws.bucket, "intake/healthy.md").to_string();
-    docpipe::handlers::dlq::handle_sqs(&dead_letter_service(&p), dead_letter(event, "m-2", 8))
-        .await;
+    docpipe::handlers::dlq::handle_sqs(&p.dead_letters(), dead_letter(event, "m-2", 8)).await;
     let doc = documents::get(&**p.db.client().await, &doc_id)
         .await
         .unwrap()
@@ -387,7 +376,7 @@ async fn in_direct_mode_a_store_that_always_fails_ends_as_a_recorded_failure() {
     assert_eq!(records.len(), 2, "one invocation record per event");
     for (i, body) in records.into_iter().enumerate() {
         let report = docpipe::handlers::dlq::handle_sqs(
-            &dead_letter_service(&p),
+            &p.dead_letters(),
             dead_letter(body, &format!("r-{i}"), 1),
         )
         .await;

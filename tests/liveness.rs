@@ -5,7 +5,6 @@
 
 use docpipe::handlers::sqs::BatchReport;
 use docpipe::model::{DocStatus, RunStatus, Stage};
-use docpipe::services::DeadLetterService;
 use docpipe::stages::index::IndexOutcome;
 use docpipe::stages::parse::ParseOutcome;
 use docpipe::stages::sweep::{sweep, SweepDeps, Swept};
@@ -258,24 +257,7 @@ async fn a_poison_job_backs_off_reaches_the_dlq_after_max_receive_count_deliveri
         .await
         .unwrap();
     // The first insert succeeds, every later one fails: the first attempt leaves vectors behind.
-    let down = docpipe::services::IndexService {
-        db: p.db.db.clone(),
-        objects: p.index.objects.clone(),
-        queue: p.index.queue.clone(),
-        embedder: p.index.embedder.clone(),
-        vectors: Arc::new({
-            let mut down = HookedVectorIndex::new(p.milvus.clone());
-            down.before_insert = Box::new(|n| {
-                if n > 1 {
-                    Err(vector_outage("insert"))
-                } else {
-                    Ok(())
-                }
-            });
-            down
-        }),
-        config: p.index.config.clone(),
-    };
+    let down = failing_after_one_insert(&p);
     let mut deliveries: Vec<Instant> = Vec::new();
     let started = Instant::now();
     let dead = loop {
@@ -315,11 +297,43 @@ async fn a_poison_job_backs_off_reaches_the_dlq_after_max_receive_count_deliveri
         );
     }
 
-    let service = DeadLetterService {
+    assert_given_up(&p, &job, &dead, &clock).await;
+    p.cleanup().await;
+}
+
+/// The pipeline's index service over a Milvus whose first insert succeeds and every later one
+/// fails.
+fn failing_after_one_insert(p: &Pipeline) -> docpipe::services::IndexService {
+    docpipe::services::IndexService {
         db: p.db.db.clone(),
-        vectors: p.milvus.clone(),
-    };
-    let mut batch = docpipe_tests::sqs_batch(&dead);
+        objects: p.index.objects.clone(),
+        queue: p.index.queue.clone(),
+        embedder: p.index.embedder.clone(),
+        vectors: Arc::new({
+            let mut down = HookedVectorIndex::new(p.milvus.clone());
+            down.before_insert = Box::new(|n| {
+                if n > 1 {
+                    Err(vector_outage("insert"))
+                } else {
+                    Ok(())
+                }
+            });
+            down
+        }),
+        config: p.index.config.clone(),
+    }
+}
+
+/// The dead letter, handled: the run failed with the queue's count and its last error, no vectors
+/// left, and one attempt and one backoff per delivery, then the give-up, in its events.
+async fn assert_given_up(
+    p: &Pipeline,
+    job: &docpipe::model::JobMessage,
+    dead: &[String],
+    clock: &docpipe::clock::Clock,
+) {
+    let service = p.dead_letters();
+    let mut batch = docpipe_tests::sqs_batch(dead);
     batch.records[0]
         .attributes
         .insert("ApproximateReceiveCount".into(), "9".into());
@@ -333,7 +347,7 @@ async fn a_poison_job_backs_off_reaches_the_dlq_after_max_receive_count_deliveri
         "{}",
         doc.error_message
     );
-    let r = run(&p, job.run_id).await;
+    let r = run(p, job.run_id).await;
     assert_eq!(r.run_status, RunStatus::Failed);
     assert_eq!(r.index_attempts as u32, clock.max_receive_count);
     assert_eq!(
@@ -351,7 +365,6 @@ async fn a_poison_job_backs_off_reaches_the_dlq_after_max_receive_count_deliveri
     assert_eq!(count("attempt"), clock.max_receive_count, "{kinds:?}");
     assert_eq!(count("backoff"), clock.max_receive_count, "{kinds:?}");
     assert_eq!(count("gave_up"), 1, "{kinds:?}");
-    p.cleanup().await;
 }
 
 /// Every document of the batch ends `indexed`, each history shows it queued and then running.
