@@ -82,7 +82,7 @@ iam-check:
 ## demo: the stack and the dev runner, then 62 laws uploaded through the API with the docpipe CLI,
 ## watched until each is indexed or failed, a summary and two searches (idempotent: a second run
 ## uploads nothing new)
-demo: up
+demo:
 	bash scripts/demo.sh
 
 ## bench: the benchmark table, as Markdown (BENCHMARKS.md carries the latest figures)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job, on the running stack (`make demo` runs `make up` first): upload laws through the
+# The main job: `make up` (quietly), then upload laws through the
 # API with the `docpipe` CLI, watch them go store → parse → index, then show a summary and two
 # searches (one in Chinese, one cross-lingual in English).
 #
@@ -16,13 +16,23 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$ROOT"
+started=$SECONDS
+
+# The stack and the dev runner (`make up`), with its step-by-step log kept in a file: a person
+# watching the demo sees one line for it, or the log's end when it failed.
+mkdir -p .local
+echo "== stack: make up (log: .local/demo-up.log)"
+if ! make -s up > .local/demo-up.log 2>&1; then
+  tail -n 20 .local/demo-up.log >&2
+  echo "make up failed; the whole log is .local/demo-up.log" >&2
+  exit 1
+fi
 eval "$(bash scripts/stack.sh env)"
 BIN="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}/debug/docpipe"
 CORPUS="${DOCPIPE_CORPUS:-$ROOT/../shared/corpus}"
 LAWS="${DOCPIPE_DEMO_LAWS:-30}"
 [[ -d "$CORPUS/laws-formats" ]] || { echo "corpus not found at $CORPUS (set DOCPIPE_CORPUS)" >&2; exit 1; }
 docpipe() { "$BIN" "$@"; }
-started=$SECONDS
 
 # The dev runner serves the API; give it a moment after a (re)start.
 for _ in $(seq 1 60); do docpipe ls --limit 1 >/dev/null 2>&1 && break; sleep 0.5; done

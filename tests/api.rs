@@ -285,11 +285,43 @@ async fn a_registered_upload_flows_through_the_pipeline_and_every_read_endpoint_
     assert_eq!(reg.body["upload_headers"]["Content-Type"], "text/markdown");
     let run_id = reg.body["run_id"].as_i64().unwrap();
 
-    // The client uploads with the presigned PUT; the bucket notification goes to the store queue.
+    upload_and_store(&api, &reg, &text, &doc_id, run_id).await;
+    api.p.drive(&doc_id).await;
+    let blocks_total = assert_document_view(&api, &doc_id, run_id, &text).await;
+    assert_runs_history_and_artifacts(&api, &doc_id, run_id).await;
+    assert_structure_nests(&api, &doc_id).await;
+    assert_blocks_page_and_filter(&api, &doc_id, blocks_total).await;
+
+    let (_, download) = api.get(&format!("/documents/{doc_id}/download")).await;
+    assert_eq!(
+        fetch(download["url"].as_str().unwrap()).await,
+        text.as_bytes()
+    );
+    assert_eq!(download["content_sha256"], sha256_hex(text.as_bytes()));
+
+    // The registration is in the audit log, with who asked and the request's id.
+    let audit = docpipe::db::audit::for_target(&**api.p.db.client().await, "document", &doc_id)
+        .await
+        .unwrap();
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].action, "register");
+    assert_eq!(audit[0].result, "succeeded");
+    assert_eq!(
+        (audit[0].actor_type.as_str(), audit[0].actor_id.as_str()),
+        ("local", "alice")
+    );
+    assert_eq!(audit[0].request_id, reg.headers["x-request-id"]);
+    assert_eq!(audit[0].detail["run_id"], run_id);
+    api.p.cleanup().await;
+}
+
+/// The client uploads with the presigned PUT; the bucket notification reaches the store stage,
+/// which adopts the registration's waiting run.
+async fn upload_and_store(api: &Api, reg: &Answer, text: &str, doc_id: &str, run_id: i64) {
     let put = reqwest::Client::new()
         .put(reg.body["upload_url"].as_str().unwrap())
         .header("Content-Type", "text/markdown")
-        .body(text.clone().into_bytes())
+        .body(text.to_string().into_bytes())
         .send()
         .await
         .unwrap();
@@ -302,7 +334,7 @@ async fn a_registered_upload_flows_through_the_pipeline_and_every_read_endpoint_
     let report =
         docpipe::handlers::store::handle_sqs(&api.p.store, sqs_batch(&notifications)).await;
     assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
-    let doc = api.p.doc(&doc_id).await.unwrap();
+    let doc = api.p.doc(doc_id).await.unwrap();
     assert_eq!(
         doc.status,
         DocStatus::Stored,
@@ -313,8 +345,11 @@ async fn a_registered_upload_flows_through_the_pipeline_and_every_read_endpoint_
         Some(run_id),
         "and adopted its waiting run"
     );
-    api.p.drive(&doc_id).await;
+}
 
+/// The document's view: indexed, with what was registered and every stage of its run; the run's
+/// block count.
+async fn assert_document_view(api: &Api, doc_id: &str, run_id: i64, text: &str) -> i64 {
     let (status, body) = api.get(&format!("/documents/{doc_id}")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["status"], "indexed", "{body}");
@@ -337,7 +372,12 @@ async fn a_registered_upload_flows_through_the_pipeline_and_every_read_endpoint_
     assert!(blocks_total > 3, "{run}");
     assert!(run["counts"]["chunks"].as_i64().unwrap() > 0);
     assert_eq!(run["failure_stage"], "");
+    blocks_total
+}
 
+/// One run, its history, and its four artifacts (downloadable, checksums matching; none for
+/// another run).
+async fn assert_runs_history_and_artifacts(api: &Api, doc_id: &str, run_id: i64) {
     let (_, runs) = api.get(&format!("/documents/{doc_id}/runs")).await;
     assert_eq!(runs["runs"].as_array().unwrap().len(), 1);
 
@@ -377,7 +417,10 @@ async fn a_registered_upload_flows_through_the_pipeline_and_every_read_endpoint_
         .await;
     assert_eq!(status, StatusCode::OK);
     assert!(other_run["artifacts"].as_array().unwrap().is_empty());
+}
 
+/// The heading tree nests, each child deeper than its parent, and counts its nodes.
+async fn assert_structure_nests(api: &Api, doc_id: &str) {
     let (_, structure) = api.get(&format!("/documents/{doc_id}/structure")).await;
     fn walk(nodes: &Value, parent_level: i64, count: &mut usize, nested: &mut bool) {
         for n in nodes.as_array().unwrap() {
@@ -397,8 +440,10 @@ async fn a_registered_upload_flows_through_the_pipeline_and_every_read_endpoint_
     walk(&structure["nodes"], i64::MIN, &mut count, &mut nested);
     assert!(count > 0 && nested, "a law's headings nest: {structure}");
     assert_eq!(structure["node_count"], count);
+}
 
-    // Blocks, three at a time, cover every block once, in order.
+/// Blocks, three at a time, cover every block once, in order; the type and title filters hold.
+async fn assert_blocks_page_and_filter(api: &Api, doc_id: &str, blocks_total: i64) {
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -453,28 +498,6 @@ async fn a_registered_upload_flows_through_the_pipeline_and_every_read_endpoint_
     assert!(by_title
         .iter()
         .all(|b| b["section_title"] == title.as_str()));
-
-    let (_, download) = api.get(&format!("/documents/{doc_id}/download")).await;
-    assert_eq!(
-        fetch(download["url"].as_str().unwrap()).await,
-        text.as_bytes()
-    );
-    assert_eq!(download["content_sha256"], sha256_hex(text.as_bytes()));
-
-    // The registration is in the audit log, with who asked and the request's id.
-    let audit = docpipe::db::audit::for_target(&**api.p.db.client().await, "document", &doc_id)
-        .await
-        .unwrap();
-    assert_eq!(audit.len(), 1, "{audit:?}");
-    assert_eq!(audit[0].action, "register");
-    assert_eq!(audit[0].result, "succeeded");
-    assert_eq!(
-        (audit[0].actor_type.as_str(), audit[0].actor_id.as_str()),
-        ("local", "alice")
-    );
-    assert_eq!(audit[0].request_id, reg.headers["x-request-id"]);
-    assert_eq!(audit[0].detail["run_id"], run_id);
-    api.p.cleanup().await;
 }
 
 #[tokio::test]
@@ -981,6 +1004,28 @@ async fn search_answers_validated_hits_and_refuses_bad_requests() {
 async fn bad_input_is_always_a_problem_and_never_a_server_error() {
     let api = Api::new().await;
     let id = docpipe::ids::random_doc_id();
+    bad_paths_are_problems(&api, &id).await;
+    bad_registrations_are_problems(&api).await;
+    bad_methods_and_keys_are_problems(&api, &id).await;
+    // None of this reached the audit log: bad ids are refused before any query.
+    let audited = api
+        .p
+        .db
+        .client()
+        .await
+        .query_typed_one(
+            "SELECT count(*) FROM audit_log WHERE action <> 'register'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0);
+    assert_eq!(audited, 0);
+    api.p.cleanup().await;
+}
+
+/// Bad ids, parameters and routes: 400 or 404 problems.
+async fn bad_paths_are_problems(api: &Api, id: &str) {
     let get = |path: String| {
         let api = &api;
         async move { read(api.http.get(api.url(&path)).send().await.unwrap()).await }
@@ -1038,7 +1083,10 @@ async fn bad_input_is_always_a_problem_and_never_a_server_error() {
         "not-found",
         "unknown route",
     );
+}
 
+/// Bodies that are no registration: 400, 413, 415 or 422 problems.
+async fn bad_registrations_are_problems(api: &Api) {
     let post_raw = |body: Vec<u8>, content_type: Option<&'static str>| {
         let api = &api;
         async move {
@@ -1076,7 +1124,15 @@ async fn bad_input_is_always_a_problem_and_never_a_server_error() {
         "payload-too-large",
         "70 KiB body",
     );
-    for (body, kind, what) in [
+    for (body, kind, what) in invalid_registrations() {
+        let a = post_raw(serde_json::to_vec(&body).unwrap(), json_ct).await;
+        assert_problem(&a, 422, kind, what);
+    }
+}
+
+/// Registration bodies the API must refuse, with the problem type and what each one tries.
+fn invalid_registrations() -> Vec<(Value, &'static str, &'static str)> {
+    vec![
         (
             json!({"file_name": "a.md", "owner": "me"}),
             "invalid-body",
@@ -1158,11 +1214,11 @@ async fn bad_input_is_always_a_problem_and_never_a_server_error() {
             "validation-failed",
             "content type wider than its column",
         ),
-    ] {
-        let a = post_raw(serde_json::to_vec(&body).unwrap(), json_ct).await;
-        assert_problem(&a, 422, kind, what);
-    }
+    ]
+}
 
+/// Methods a route does not take (405, with Allow) and a bad Idempotency-Key (400).
+async fn bad_methods_and_keys_are_problems(api: &Api, id: &str) {
     let a = read(api.http.put(api.url("/documents")).send().await.unwrap()).await;
     assert_problem(&a, 405, "method-not-allowed", "PUT /documents");
     let allow = a.headers.get("allow").cloned().unwrap_or_default();
@@ -1193,21 +1249,6 @@ async fn bad_input_is_always_a_problem_and_never_a_server_error() {
         "invalid-parameter",
         "bad Idempotency-Key",
     );
-    // None of this reached the audit log: bad ids are refused before any query.
-    let audited = api
-        .p
-        .db
-        .client()
-        .await
-        .query_typed_one(
-            "SELECT count(*) FROM audit_log WHERE action <> 'register'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get::<_, i64>(0);
-    assert_eq!(audited, 0);
-    api.p.cleanup().await;
 }
 
 #[tokio::test]

@@ -5,9 +5,11 @@
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use docpipe::db::{documents, intake};
 use docpipe::error::StageError;
-use docpipe::handlers::store::handle_notification;
+use docpipe::handlers::dlq::{DeadLetterOutcome, GaveUp};
+use docpipe::handlers::store::{handle_notification, ObjectStored};
 use docpipe::model::{DocStatus, Stage};
-use docpipe::services::DeadLetterService;
+use docpipe::stages::give_up::GiveUpOutcome;
+use docpipe::stages::store::StoreOutcome;
 use docpipe_tests::{law_paths, read_law, s3_put_event, Pipeline};
 use serde_json::json;
 
@@ -60,10 +62,13 @@ async fn values_wider_than_their_column_are_cut_at_a_character_and_kept_whole_in
     let key = format!("wide/{file_name}");
     assert!(key.len() <= 1024);
     put_with_content_type(&p, &key, law.as_bytes(), content_type.as_bytes()).await;
-    let line = handle_notification(&p.store, &s3_put_event(&p.aws.bucket, &key))
+    let notified = handle_notification(&p.store, &s3_put_event(&p.aws.bucket, &key))
         .await
         .expect("a wide value is not an error");
-    assert!(line.contains("stored"), "{line}");
+    assert!(
+        matches!(notified.only(), StoreOutcome::Stored { .. }),
+        "{notified}"
+    );
 
     let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
     let doc = p.doc(&doc_id).await.expect("a document");
@@ -101,10 +106,13 @@ async fn a_content_type_holding_non_ascii_bytes_is_stored_not_retried_forever() 
         "text/markdown; 名称=法律".as_bytes(),
     )
     .await;
-    let line = handle_notification(&p.store, &s3_put_event(&p.aws.bucket, key))
+    let notified = handle_notification(&p.store, &s3_put_event(&p.aws.bucket, key))
         .await
         .unwrap_or_else(|e| panic!("{}", docpipe::error::chain(&e)));
-    assert!(line.contains("stored"), "{line}");
+    assert!(
+        matches!(notified.only(), StoreOutcome::Stored { .. }),
+        "{notified}"
+    );
     let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, key);
     let doc = p.doc(&doc_id).await.expect("a document");
     assert!(!doc.content_type.is_empty(), "{doc:?}");
@@ -165,10 +173,19 @@ async fn an_upload_the_schema_refuses_ends_as_a_recorded_intake_failure_not_a_re
     let (_, law) = read_law(&law_paths()[2]);
     let key = "intake/refused.md";
     p.aws.put(key, law.as_bytes()).await;
-    let line = handle_notification(&p.store, &s3_put_event(&p.aws.bucket, key))
+    let notified = handle_notification(&p.store, &s3_put_event(&p.aws.bucket, key))
         .await
         .expect("a permanent refusal is an answer, not an error to retry");
-    assert!(line.contains("refused"), "{line}");
+    assert!(
+        matches!(
+            notified.objects(),
+            [ObjectStored {
+                outcome: Err(_),
+                ..
+            }]
+        ),
+        "{notified}"
+    );
     assert!(p
         .doc(&docpipe::ids::derived_doc_id(&p.aws.bucket, key))
         .await
@@ -226,23 +243,24 @@ fn dead_letter(body: String, id: &str, receive_count: u32) -> SqsEvent {
     event
 }
 
-fn dead_letter_service(p: &Pipeline) -> DeadLetterService {
-    DeadLetterService {
-        db: p.db.db.clone(),
-        vectors: p.milvus.clone(),
-    }
-}
-
 #[tokio::test]
 async fn a_dead_lettered_registered_upload_fails_its_own_waiting_run() {
     let p = Pipeline::new(Pipeline::hash()).await;
     let registered = p.register("registered.md").await;
     let event = s3_put_event(&p.aws.bucket, &registered.object_name).to_string();
     let report =
-        docpipe::handlers::dlq::handle_sqs(&dead_letter_service(&p), dead_letter(event, "m-1", 8))
-            .await;
+        docpipe::handlers::dlq::handle_sqs(&p.dead_letters(), dead_letter(event, "m-1", 8)).await;
     assert!(
         report.response.batch_item_failures.is_empty(),
+        "{:?}",
+        report.lines
+    );
+    assert!(
+        matches!(
+            report.done()[..],
+            [Some(DeadLetterOutcome::Recorded(ref ends))]
+                if matches!(ends[..], [GaveUp::Run { outcome: GiveUpOutcome::Failed { .. }, attempts: 8 }])
+        ),
         "{:?}",
         report.lines
     );
@@ -262,9 +280,17 @@ async fn a_dead_lettered_upload_with_no_run_is_an_intake_failure_and_a_healthy_r
     // An upload that never became a document.
     let event = s3_put_event(&p.aws.bucket, "intake/never-stored.md").to_string();
     let report =
-        docpipe::handlers::dlq::handle_sqs(&dead_letter_service(&p), dead_letter(event, "m-1", 8))
-            .await;
+        docpipe::handlers::dlq::handle_sqs(&p.dead_letters(), dead_letter(event, "m-1", 8)).await;
     assert!(report.response.batch_item_failures.is_empty());
+    assert!(
+        matches!(
+            report.done()[..],
+            [Some(DeadLetterOutcome::Recorded(ref ends))]
+                if matches!(ends[..], [GaveUp::IntakeFailure { .. }])
+        ),
+        "{:?}",
+        report.lines
+    );
     let failures = intake_failures(&p).await;
     assert_eq!(failures.len(), 1, "{:?}", report.lines);
     assert_eq!(failures[0].object_name, "intake/never-stored.md");
@@ -275,8 +301,7 @@ async fn a_dead_lettered_upload_with_no_run_is_an_intake_failure_and_a_healthy_r
     let (_, law) = read_law(&law_paths()[4]);
     let doc_id = p.ingest("intake/healthy.md", law.as_bytes()).await;
     let event = s3_put_event(&p.aws.bucket, "intake/healthy.md").to_string();
-    docpipe::handlers::dlq::handle_sqs(&dead_letter_service(&p), dead_letter(event, "m-2", 8))
-        .await;
+    docpipe::handlers::dlq::handle_sqs(&p.dead_letters(), dead_letter(event, "m-2", 8)).await;
     let doc = documents::get(&**p.db.client().await, &doc_id)
         .await
         .unwrap()
@@ -351,7 +376,7 @@ async fn in_direct_mode_a_store_that_always_fails_ends_as_a_recorded_failure() {
     assert_eq!(records.len(), 2, "one invocation record per event");
     for (i, body) in records.into_iter().enumerate() {
         let report = docpipe::handlers::dlq::handle_sqs(
-            &dead_letter_service(&p),
+            &p.dead_letters(),
             dead_letter(body, &format!("r-{i}"), 1),
         )
         .await;

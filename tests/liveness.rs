@@ -3,8 +3,10 @@
 //! every delivery backs off, reaches the DLQ after exactly `MaxReceiveCount` deliveries and fails
 //! with its real error; an invocation past its timeout is stopped and the document still ends right.
 
+use docpipe::handlers::sqs::BatchReport;
 use docpipe::model::{DocStatus, RunStatus, Stage};
-use docpipe::services::DeadLetterService;
+use docpipe::stages::index::IndexOutcome;
+use docpipe::stages::parse::ParseOutcome;
 use docpipe::stages::sweep::{sweep, SweepDeps, Swept};
 use docpipe_tests::{
     law_paths, read_law, run_event_kinds, stored, vector_outage, wait_terminal, DevRunner,
@@ -40,10 +42,10 @@ async fn run(p: &Pipeline, run_id: i64) -> docpipe::db::runs::Run {
 }
 
 /// One receive of `queue` into `handle`, as the dev runner's poller does it.
-async fn pump<F, Fut>(p: &Pipeline, queue: &str, handle: F) -> Option<Vec<String>>
+async fn pump<O, F, Fut>(p: &Pipeline, queue: &str, handle: F) -> Option<BatchReport<O>>
 where
     F: FnOnce(aws_lambda_events::event::sqs::SqsEvent) -> Fut,
-    Fut: std::future::Future<Output = docpipe::handlers::sqs::BatchReport>,
+    Fut: std::future::Future<Output = BatchReport<O>>,
 {
     docpipe::dev_runner::pump_once(
         &p.aws.clients.sqs,
@@ -56,7 +58,6 @@ where
     )
     .await
     .expect("poll")
-    .map(|r| r.lines)
 }
 
 #[tokio::test]
@@ -136,12 +137,16 @@ async fn a_lost_parse_job_and_a_lost_index_job_are_redriven_and_the_document_end
         "{:?}",
         report.actions
     );
-    let lines = pump(&p, &p.aws.parse_queue, |e| {
+    let report = pump(&p, &p.aws.parse_queue, |e| {
         docpipe::handlers::parse::handle_sqs(&p.parse, e)
     })
     .await
     .expect("the re-driven parse job is on the queue");
-    assert!(lines[0].contains("parsed"), "{lines:?}");
+    assert!(
+        matches!(report.done()[..], [Some(ParseOutcome::Parsed { .. })]),
+        "{:?}",
+        report.lines
+    );
 
     // Now the index job is lost.
     assert_eq!(p.aws.drain(&p.aws.index_queue, 10).await.len(), 1);
@@ -158,12 +163,16 @@ async fn a_lost_parse_job_and_a_lost_index_job_are_redriven_and_the_document_end
         "{:?}",
         report.actions
     );
-    let lines = pump(&p, &p.aws.index_queue, |e| {
+    let report = pump(&p, &p.aws.index_queue, |e| {
         docpipe::handlers::index::handle_sqs(&p.index, e)
     })
     .await
     .expect("the re-driven index job is on the queue");
-    assert!(lines[0].contains("indexed"), "{lines:?}");
+    assert!(
+        matches!(report.done()[..], [Some(IndexOutcome::Indexed { .. })]),
+        "{:?}",
+        report.lines
+    );
 
     let doc = p.doc(&job.doc_id).await.unwrap();
     assert_eq!(doc.status, DocStatus::Indexed);
@@ -248,24 +257,7 @@ async fn a_poison_job_backs_off_reaches_the_dlq_after_max_receive_count_deliveri
         .await
         .unwrap();
     // The first insert succeeds, every later one fails: the first attempt leaves vectors behind.
-    let down = docpipe::services::IndexService {
-        db: p.db.db.clone(),
-        objects: p.index.objects.clone(),
-        queue: p.index.queue.clone(),
-        embedder: p.index.embedder.clone(),
-        vectors: Arc::new({
-            let mut down = HookedVectorIndex::new(p.milvus.clone());
-            down.before_insert = Box::new(|n| {
-                if n > 1 {
-                    Err(vector_outage("insert"))
-                } else {
-                    Ok(())
-                }
-            });
-            down
-        }),
-        config: p.index.config.clone(),
-    };
+    let down = failing_after_one_insert(&p);
     let mut deliveries: Vec<Instant> = Vec::new();
     let started = Instant::now();
     let dead = loop {
@@ -305,11 +297,43 @@ async fn a_poison_job_backs_off_reaches_the_dlq_after_max_receive_count_deliveri
         );
     }
 
-    let service = DeadLetterService {
+    assert_given_up(&p, &job, &dead, &clock).await;
+    p.cleanup().await;
+}
+
+/// The pipeline's index service over a Milvus whose first insert succeeds and every later one
+/// fails.
+fn failing_after_one_insert(p: &Pipeline) -> docpipe::services::IndexService {
+    docpipe::services::IndexService {
         db: p.db.db.clone(),
-        vectors: p.milvus.clone(),
-    };
-    let mut batch = docpipe_tests::sqs_batch(&dead);
+        objects: p.index.objects.clone(),
+        queue: p.index.queue.clone(),
+        embedder: p.index.embedder.clone(),
+        vectors: Arc::new({
+            let mut down = HookedVectorIndex::new(p.milvus.clone());
+            down.before_insert = Box::new(|n| {
+                if n > 1 {
+                    Err(vector_outage("insert"))
+                } else {
+                    Ok(())
+                }
+            });
+            down
+        }),
+        config: p.index.config.clone(),
+    }
+}
+
+/// The dead letter, handled: the run failed with the queue's count and its last error, no vectors
+/// left, and one attempt and one backoff per delivery, then the give-up, in its events.
+async fn assert_given_up(
+    p: &Pipeline,
+    job: &docpipe::model::JobMessage,
+    dead: &[String],
+    clock: &docpipe::clock::Clock,
+) {
+    let service = p.dead_letters();
+    let mut batch = docpipe_tests::sqs_batch(dead);
     batch.records[0]
         .attributes
         .insert("ApproximateReceiveCount".into(), "9".into());
@@ -323,7 +347,7 @@ async fn a_poison_job_backs_off_reaches_the_dlq_after_max_receive_count_deliveri
         "{}",
         doc.error_message
     );
-    let r = run(&p, job.run_id).await;
+    let r = run(p, job.run_id).await;
     assert_eq!(r.run_status, RunStatus::Failed);
     assert_eq!(r.index_attempts as u32, clock.max_receive_count);
     assert_eq!(
@@ -341,7 +365,6 @@ async fn a_poison_job_backs_off_reaches_the_dlq_after_max_receive_count_deliveri
     assert_eq!(count("attempt"), clock.max_receive_count, "{kinds:?}");
     assert_eq!(count("backoff"), clock.max_receive_count, "{kinds:?}");
     assert_eq!(count("gave_up"), 1, "{kinds:?}");
-    p.cleanup().await;
 }
 
 /// Every document of the batch ends `indexed`, each history shows it queued and then running.

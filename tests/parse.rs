@@ -3,58 +3,16 @@
 
 use docpipe::db::{documents, runs};
 use docpipe::model::{DocStatus, JobMessage, RunStatus};
-use docpipe::services::{ParseService, StoreService};
 use docpipe::stages::parse::{parse_job, ParseOutcome};
-use docpipe_tests::{corpus_dir, ensure_pdfium_env, sha256_hex, TestAws, TestDb};
+use docpipe_tests::{corpus_dir, sha256_hex, Pipeline};
 
-struct Fixture {
-    db: TestDb,
-    aws: TestAws,
-    store: StoreService,
-    parse: ParseService,
+async fn fixture() -> Pipeline {
+    Pipeline::new(Pipeline::hash()).await
 }
 
-async fn fixture() -> Fixture {
-    ensure_pdfium_env();
-    let db = TestDb::new().await;
-    let aws = TestAws::new().await;
-    let store = StoreService::new(
-        db.db.clone(),
-        &aws.clients,
-        aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
-    );
-    let parse = ParseService::new(db.db.clone(), &aws.clients, aws.parse_config());
-    Fixture {
-        db,
-        aws,
-        store,
-        parse,
-    }
-}
-
-impl Fixture {
-    /// Uploads and stores a file; returns its parse job.
-    async fn stored(&self, key: &str, body: &[u8]) -> JobMessage {
-        docpipe_tests::stored(&self.db, &self.aws, &self.store, key, body).await
-    }
-
-    async fn doc(&self, key: &str) -> documents::Document {
-        let id = docpipe::ids::derived_doc_id(&self.aws.bucket, key);
-        documents::get(&**self.db.client().await, &id)
-            .await
-            .unwrap()
-            .expect("document")
-    }
-
-    async fn count(&self, sql: &str, doc_id: &str) -> i64 {
-        self.db
-            .client()
-            .await
-            .query_typed_one(sql, &[(&doc_id, docpipe::db::Type::VARCHAR)])
-            .await
-            .unwrap()
-            .get(0)
-    }
+/// The document an upload under `key` became.
+async fn doc(f: &Pipeline, key: &str) -> documents::Document {
+    f.doc_at(key).await.expect("document")
 }
 
 fn markdown_ground_truth(text: &str) -> (usize, usize) {
@@ -88,15 +46,15 @@ async fn a_stored_law_becomes_its_snapshot_artifacts_and_an_index_job() {
         panic!("not parsed: {outcome:?}")
     };
 
-    let doc = f.doc("uploads/law.md").await;
+    let doc = doc(&f, "uploads/law.md").await;
     assert_eq!(doc.status, DocStatus::Parsed);
     assert!(!doc.parser_name.is_empty());
     let id = doc.doc_id.as_str();
     let db_articles = f
-        .count("SELECT count(*) FROM structure_nodes WHERE doc_id = $1 AND sub_type = 'article' AND title LIKE '第%条%'", id)
+        .count_for("SELECT count(*) FROM structure_nodes WHERE doc_id = $1 AND sub_type = 'article' AND title LIKE '第%条%'", id)
         .await;
     let db_chapters = f
-        .count(
+        .count_for(
             "SELECT count(*) FROM structure_nodes WHERE doc_id = $1 AND sub_type = 'chapter'",
             id,
         )
@@ -106,6 +64,25 @@ async fn a_stored_law_becomes_its_snapshot_artifacts_and_an_index_job() {
         (chapters, articles)
     );
 
+    assert_run_counts(&f, &job, id, chunks).await;
+    assert_article_paths(&f, id).await;
+    assert_artifacts(&f, &job, id, chunks).await;
+    assert_eq!(
+        f.aws.drain(&f.aws.index_queue, 10).await,
+        [job.encode()],
+        "exactly one index job"
+    );
+    let history: Vec<String> = runs::history(&**f.db.client().await, id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.to_status)
+        .collect();
+    assert_eq!(history, ["pending", "stored", "parsed"]);
+}
+
+/// The run's counts match the rows it wrote, and its timing has every phase.
+async fn assert_run_counts(f: &Pipeline, job: &JobMessage, id: &str, chunks: usize) {
     let run = runs::get(&**f.db.client().await, job.run_id)
         .await
         .unwrap()
@@ -114,10 +91,10 @@ async fn a_stored_law_becomes_its_snapshot_artifacts_and_an_index_job() {
     assert!(run.parsed_at.is_some());
     assert_eq!(run.vector_chunk_count as usize, chunks);
     let nodes = f
-        .count("SELECT count(*) FROM structure_nodes WHERE doc_id = $1", id)
+        .count_for("SELECT count(*) FROM structure_nodes WHERE doc_id = $1", id)
         .await;
     let blocks = f
-        .count("SELECT count(*) FROM semantic_blocks WHERE doc_id = $1", id)
+        .count_for("SELECT count(*) FROM semantic_blocks WHERE doc_id = $1", id)
         .await;
     assert_eq!(run.structure_node_count as i64, nodes);
     assert_eq!(run.semantic_block_count as i64, blocks);
@@ -131,8 +108,10 @@ async fn a_stored_law_becomes_its_snapshot_artifacts_and_an_index_job() {
             .unwrap_or_else(|| panic!("{k} in {timing}"))
     };
     assert!(ms("fetch_ms") + ms("parse_ms") + ms("artifacts_ms") <= ms("duration_ms"));
+}
 
-    // Every article block carries its path from the root.
+/// Every article block carries its path from the root.
+async fn assert_article_paths(f: &Pipeline, id: &str) {
     let row =
         f.db.client()
             .await
@@ -150,8 +129,10 @@ async fn a_stored_law_becomes_its_snapshot_artifacts_and_an_index_job() {
         title
     );
     assert!(title.starts_with('第'), "{title}");
+}
 
-    // The four artifacts: objects in S3, rows whose size and checksum match the bytes.
+/// The four artifacts: objects in S3, rows whose size and checksum match the bytes.
+async fn assert_artifacts(f: &Pipeline, job: &JobMessage, id: &str, chunks: usize) {
     let rows =
         f.db.client()
             .await
@@ -196,19 +177,6 @@ async fn a_stored_law_becomes_its_snapshot_artifacts_and_an_index_job() {
     )
     .unwrap();
     assert_eq!(chunk_items.len(), chunks);
-
-    assert_eq!(
-        f.aws.drain(&f.aws.index_queue, 10).await,
-        [job.encode()],
-        "exactly one index job"
-    );
-    let history: Vec<String> = runs::history(&**f.db.client().await, id)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.to_status)
-        .collect();
-    assert_eq!(history, ["pending", "stored", "parsed"]);
 }
 
 #[tokio::test]
@@ -237,18 +205,18 @@ async fn duplicate_and_concurrent_parse_messages_leave_the_same_rows() {
     assert_eq!(keys.len(), 4, "{keys:?}");
 }
 
-async fn snapshot_counts(f: &Fixture, id: &str) -> (i64, i64, i64, i64) {
+async fn snapshot_counts(f: &Pipeline, id: &str) -> (i64, i64, i64, i64) {
     (
-        f.count("SELECT count(*) FROM structure_nodes WHERE doc_id = $1", id)
+        f.count_for("SELECT count(*) FROM structure_nodes WHERE doc_id = $1", id)
             .await,
-        f.count("SELECT count(*) FROM semantic_blocks WHERE doc_id = $1", id)
+        f.count_for("SELECT count(*) FROM semantic_blocks WHERE doc_id = $1", id)
             .await,
-        f.count(
+        f.count_for(
             "SELECT count(*) FROM document_artifacts WHERE doc_id = $1",
             id,
         )
         .await,
-        f.count(
+        f.count_for(
             "SELECT count(*) FROM document_status_history WHERE doc_id = $1",
             id,
         )
@@ -274,7 +242,10 @@ async fn a_message_for_a_superseded_run_is_dropped_and_leaves_nothing() {
     assert_ne!(old.run_id, new.run_id);
     let outcome = parse_job(&f.parse.deps(), &old).await.unwrap();
     assert!(matches!(outcome, ParseOutcome::Stale { .. }), "{outcome:?}");
-    assert_eq!(f.doc("uploads/changing.md").await.status, DocStatus::Stored);
+    assert_eq!(
+        doc(&f, "uploads/changing.md").await.status,
+        DocStatus::Stored
+    );
     assert!(f
         .aws
         .keys(&format!("artifacts/{}/", old.doc_id))
@@ -317,7 +288,7 @@ async fn bad_input_fails_the_run_at_parse_with_a_clear_reason() {
             panic!("{key}: expected a failure, got {outcome:?}")
         };
         assert!(reason.to_lowercase().contains(expect), "{key}: {reason}");
-        let doc = f.doc(key).await;
+        let doc = doc(&f, key).await;
         assert_eq!(doc.status, DocStatus::Failed, "{key}");
         let run = runs::get(&**f.db.client().await, job.run_id)
             .await

@@ -235,7 +235,13 @@ async fn a_delete_while_store_hashes_wins_and_a_later_upload_is_a_new_document()
         docpipe::handlers::store::handle_notification(&p.store, &s3_put_event(&p.aws.bucket, key))
             .await
             .expect("store");
-    assert!(outcome.contains("stored"), "{outcome}");
+    assert!(
+        matches!(
+            outcome.only(),
+            docpipe::stages::store::StoreOutcome::Stored { .. }
+        ),
+        "{outcome}"
+    );
     p.drive(&doc_id).await;
     assert_current_vectors(&p, &doc_id).await;
     p.cleanup().await;

@@ -1,68 +1,27 @@
 //! The store stage end to end, against PostgreSQL through PgBouncer, moto's S3 and SQS (with real
 //! bucket notifications) and the same handler the Lambda binary runs.
 
-use docpipe::db::{documents, runs};
-use docpipe::handlers::store::{handle_notification, handle_sqs};
+use docpipe::db::documents;
+use docpipe::error::StageError;
+use docpipe::handlers::sqs::Handled;
+use docpipe::handlers::store::{handle_notification, handle_sqs, Notified};
 use docpipe::model::{DocStatus, JobMessage, RunStatus};
 use docpipe::services::StoreService;
 use docpipe::stages::store::{store_object, StoreOutcome};
-use docpipe_tests::{s3_put_event, sha256_hex, sqs_batch, FlakyQueue, TestAws, TestDb};
+use docpipe_tests::{s3_put_event, sha256_hex, sqs_batch, FlakyQueue, Pipeline};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MAX: u64 = docpipe::config::DEFAULT_MAX_BYTES;
 
-struct Fixture {
-    db: TestDb,
-    aws: TestAws,
-    service: StoreService,
+/// A store message dropped as refused, for a reason that says `why`.
+fn refused_because(handled: &Handled<Notified>, why: &str) -> bool {
+    matches!(handled.dropped(), Some(StageError::Failed { reason, .. }) if reason.contains(why))
 }
 
-async fn fixture(max_bytes: u64) -> Fixture {
-    let db = TestDb::new().await;
-    let aws = TestAws::new().await;
-    let service = StoreService::new(db.db.clone(), &aws.clients, aws.store_config(max_bytes));
-    Fixture { db, aws, service }
-}
-
-impl Fixture {
-    async fn deliver(&self, key: &str) -> String {
-        handle_notification(&self.service, &s3_put_event(&self.aws.bucket, key))
-            .await
-            .expect("store succeeds")
-    }
-
-    async fn doc(&self, key: &str) -> Option<documents::Document> {
-        let id = docpipe::ids::derived_doc_id(&self.aws.bucket, key);
-        documents::get(&**self.db.client().await, &id)
-            .await
-            .unwrap()
-    }
-
-    async fn runs(&self, doc_id: &str) -> Vec<runs::Run> {
-        runs::list_for_doc(&**self.db.client().await, doc_id)
-            .await
-            .unwrap()
-    }
-
-    async fn history(&self, doc_id: &str) -> Vec<String> {
-        runs::history(&**self.db.client().await, doc_id)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| format!("{}>{}", e.from_status, e.to_status))
-            .collect()
-    }
-
-    async fn parse_jobs(&self) -> Vec<JobMessage> {
-        self.aws
-            .drain(&self.aws.parse_queue, 100)
-            .await
-            .iter()
-            .map(|b| JobMessage::decode(b).expect("a v1 job message"))
-            .collect()
-    }
+async fn fixture(max_bytes: u64) -> Pipeline {
+    Pipeline::with_max_bytes(max_bytes).await
 }
 
 #[tokio::test]
@@ -77,7 +36,7 @@ async fn a_real_upload_reaches_the_handler_through_the_notification_and_is_store
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut lines = Vec::new();
     while f
-        .doc(key)
+        .doc_at(key)
         .await
         .is_none_or(|d| d.status != DocStatus::Stored)
     {
@@ -92,7 +51,7 @@ async fn a_real_upload_reaches_the_handler_through_the_notification_and_is_store
             2,
             10,
             Duration::ZERO,
-            |event| handle_sqs(&f.service, event),
+            |event| handle_sqs(&f.store, event),
         )
         .await
         .expect("poll");
@@ -102,7 +61,7 @@ async fn a_real_upload_reaches_the_handler_through_the_notification_and_is_store
         }
     }
 
-    let doc = f.doc(key).await.unwrap();
+    let doc = f.doc_at(key).await.unwrap();
     assert_eq!(doc.file_name, "法规 2026+final.md");
     assert_eq!(doc.object_name, key);
     assert_eq!(doc.source_bucket, f.aws.bucket);
@@ -131,9 +90,12 @@ async fn the_same_event_twice_leaves_one_document_and_one_run() {
     f.aws.put(key, b"same event, delivered twice").await;
     let first = f.deliver(key).await;
     let second = f.deliver(key).await;
-    assert!(first.contains("stored"), "{first}");
-    assert!(second.contains("duplicate event, no new run"), "{second}");
-    let doc = f.doc(key).await.unwrap();
+    assert!(matches!(first, StoreOutcome::Stored { .. }), "{first:?}");
+    assert!(
+        matches!(second, StoreOutcome::Duplicate { .. }),
+        "{second:?}"
+    );
+    let doc = f.doc_at(key).await.unwrap();
     assert_eq!(f.runs(&doc.doc_id).await.len(), 1);
     assert_eq!(f.history(&doc.doc_id).await, [">pending", "pending>stored"]);
     // The duplicate re-queues the parse of the run still waiting for it: harmless, since parse
@@ -156,13 +118,16 @@ async fn two_invocations_at_the_same_moment_leave_one_run() {
         f.aws.put(&key, format!("race {i}").as_bytes()).await;
         let event = s3_put_event(&f.aws.bucket, &key);
         let (a, b) = tokio::join!(
-            handle_notification(&f.service, &event),
+            handle_notification(&f.store, &event),
             handle_notification(&other, &event)
         );
         let (a, b) = (a.unwrap(), b.unwrap());
-        let stored = [&a, &b].iter().filter(|l| l.contains("stored (")).count();
+        let stored = [&a, &b]
+            .iter()
+            .filter(|n| matches!(n.only(), StoreOutcome::Stored { .. }))
+            .count();
         assert_eq!(stored, 1, "exactly one invocation stores: {a} | {b}");
-        let doc = f.doc(&key).await.unwrap();
+        let doc = f.doc_at(&key).await.unwrap();
         assert_eq!(f.runs(&doc.doc_id).await.len(), 1, "{a} | {b}");
     }
     assert_eq!(documents::count(&**f.db.client().await).await.unwrap(), 5);
@@ -175,10 +140,13 @@ async fn re_uploading_the_same_content_starts_no_new_run() {
     f.aws.put(key, b"unchanged content").await;
     f.deliver(key).await;
     f.aws.put(key, b"unchanged content").await;
-    assert!(f.deliver(key).await.contains("no new run"));
+    assert!(matches!(
+        f.deliver(key).await,
+        StoreOutcome::Duplicate { .. }
+    ));
 
     // Without the ETag shortcut (say, a multipart re-upload has another ETag), the sha256 decides.
-    let doc = f.doc(key).await.unwrap();
+    let doc = f.doc_at(key).await.unwrap();
     f.db.client()
         .await
         .execute_typed(
@@ -187,7 +155,10 @@ async fn re_uploading_the_same_content_starts_no_new_run() {
         )
         .await
         .unwrap();
-    assert!(f.deliver(key).await.contains("no new run"));
+    assert!(matches!(
+        f.deliver(key).await,
+        StoreOutcome::Duplicate { .. }
+    ));
     assert_eq!(f.runs(&doc.doc_id).await.len(), 1);
 }
 
@@ -197,11 +168,11 @@ async fn new_content_under_the_same_key_supersedes_the_run_in_flight() {
     let key = "uploads/changing.txt";
     f.aws.put(key, b"version one").await;
     f.deliver(key).await;
-    let first_run = f.doc(key).await.unwrap().current_run_id.unwrap();
+    let first_run = f.doc_at(key).await.unwrap().current_run_id.unwrap();
     f.aws.put(key, b"version two").await;
     f.deliver(key).await;
 
-    let doc = f.doc(key).await.unwrap();
+    let doc = f.doc_at(key).await.unwrap();
     let runs = f.runs(&doc.doc_id).await;
     assert_eq!(runs.len(), 2);
     let old = runs.iter().find(|r| r.run_id == first_run).unwrap();
@@ -233,18 +204,36 @@ async fn new_content_under_the_same_key_supersedes_the_run_in_flight() {
 async fn an_event_for_an_object_that_no_longer_exists_is_a_clear_outcome() {
     let f = fixture(MAX).await;
     // Never existed: nothing is created.
-    let line = f.deliver("uploads/ghost.txt").await;
-    assert!(line.contains("no longer exists, nothing to do"), "{line}");
-    assert!(f.doc("uploads/ghost.txt").await.is_none());
+    let outcome = f.deliver("uploads/ghost.txt").await;
+    assert!(
+        matches!(
+            outcome,
+            StoreOutcome::ObjectMissing {
+                failed_run: None,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert!(f.doc_at("uploads/ghost.txt").await.is_none());
 
     // Existed, was deleted while its run was in flight: the run fails at store.
     let key = "uploads/vanishing.txt";
     f.aws.put(key, b"here for a moment").await;
     f.deliver(key).await;
     f.aws.delete(key).await;
-    let line = f.deliver(key).await;
-    assert!(line.contains("failed at store"), "{line}");
-    let doc = f.doc(key).await.unwrap();
+    let outcome = f.deliver(key).await;
+    assert!(
+        matches!(
+            outcome,
+            StoreOutcome::ObjectMissing {
+                failed_run: Some(_),
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    let doc = f.doc_at(key).await.unwrap();
     assert_eq!(doc.status, DocStatus::Failed);
     let run = &f.runs(&doc.doc_id).await[0];
     assert_eq!(run.failure_stage, "store");
@@ -265,19 +254,23 @@ async fn a_body_that_is_not_an_event_is_dropped_without_failing_its_batch() {
         r#"{"hello":"world"}"#.to_string(),
         s3_put_event(&f.aws.bucket, key).to_string(),
     ]);
-    let report = handle_sqs(&f.service, batch).await;
+    let report = handle_sqs(&f.store, batch).await;
     assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
     assert!(
-        report.lines[0].starts_with("dropped: ") && report.lines[0].contains("not JSON"),
+        refused_because(&report.outcomes[0], "not JSON"),
         "{:?}",
         report.lines
     );
     assert!(
-        report.lines[1].contains("not an upload notification"),
+        refused_because(&report.outcomes[1], "not an upload notification"),
         "{:?}",
         report.lines
     );
-    assert_eq!(f.doc(key).await.unwrap().status, DocStatus::Stored);
+    assert!(matches!(
+        report.done()[2].map(Notified::only),
+        Some(StoreOutcome::Stored { .. })
+    ));
+    assert_eq!(f.doc_at(key).await.unwrap().status, DocStatus::Stored);
 }
 
 #[tokio::test]
@@ -285,9 +278,12 @@ async fn an_object_over_the_size_limit_fails_at_store_once() {
     let f = fixture(64).await;
     let key = "uploads/huge.bin";
     f.aws.put(key, &[7u8; 200]).await;
-    let line = f.deliver(key).await;
-    assert!(line.contains("failed at store"), "{line}");
-    let doc = f.doc(key).await.unwrap();
+    let outcome = f.deliver(key).await;
+    assert!(
+        matches!(outcome, StoreOutcome::Rejected { .. }),
+        "{outcome:?}"
+    );
+    let doc = f.doc_at(key).await.unwrap();
     assert_eq!(doc.status, DocStatus::Failed);
     let runs = f.runs(&doc.doc_id).await;
     assert_eq!(runs.len(), 1);
@@ -301,7 +297,10 @@ async fn an_object_over_the_size_limit_fails_at_store_once() {
     );
     assert_eq!(doc.error_message, runs[0].error_message);
     // The same event again opens no second failed run, and nothing was queued for parsing.
-    assert!(f.deliver(key).await.contains("no new run"));
+    assert!(matches!(
+        f.deliver(key).await,
+        StoreOutcome::Duplicate { .. }
+    ));
     assert_eq!(f.runs(&doc.doc_id).await.len(), 1);
     assert!(f.parse_jobs().await.is_empty());
 }
@@ -310,12 +309,12 @@ async fn an_object_over_the_size_limit_fails_at_store_once() {
 async fn a_queue_outage_returns_the_message_and_redelivery_heals_it() {
     let f = fixture(MAX).await;
     let flaky = Arc::new(FlakyQueue {
-        inner: f.service.queue.clone(),
+        inner: f.store.queue.clone(),
         failing: true.into(),
     });
     let service = StoreService {
         db: f.db.db.clone(),
-        objects: f.service.objects.clone(),
+        objects: f.store.objects.clone(),
         queue: flaky.clone(),
         config: f.aws.store_config(MAX),
     };
@@ -339,7 +338,7 @@ async fn a_queue_outage_returns_the_message_and_redelivery_heals_it() {
     ]);
     let report = handle_sqs(&service, batch).await;
     assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
-    let doc = f.doc(key).await.unwrap();
+    let doc = f.doc_at(key).await.unwrap();
     assert_eq!(
         f.runs(&doc.doc_id).await.len(),
         1,
@@ -411,7 +410,7 @@ async fn failing_a_run_that_is_no_longer_current_writes_no_history_row() {
     let key = "uploads/two-runs.txt";
     f.aws.put(key, b"version one").await;
     f.deliver(key).await;
-    let doc = f.doc(key).await.unwrap();
+    let doc = f.doc_at(key).await.unwrap();
     let old_run = doc.current_run_id.unwrap();
     // A second run opens while the first is still running. The schema's one-running-run index
     // forbids that today; it is dropped in this test's own database, so that fail_run's own guard
@@ -442,7 +441,7 @@ async fn failing_a_run_that_is_no_longer_current_writes_no_history_row() {
         before,
         "the document's history is about its current run"
     );
-    let doc = f.doc(key).await.unwrap();
+    let doc = f.doc_at(key).await.unwrap();
     assert_eq!(doc.current_run_id, Some(new_run));
     assert_eq!(doc.status, DocStatus::Pending);
 }

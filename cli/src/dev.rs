@@ -21,7 +21,7 @@ use docpipe::clock::Clock;
 use docpipe::config::{AwsConfig, EnvReader};
 use docpipe::dev_runner::{apply_queue_clock, pump_once};
 use docpipe::handlers::sqs::BatchReport;
-use docpipe::services::{AwsClients, SweepService};
+use docpipe::services::{AwsClients, Service, SweepService};
 use docpipe_cli::template::Template;
 use std::sync::Arc;
 use std::time::Duration;
@@ -417,7 +417,11 @@ async fn invoke(
     let outcome = tokio::time::timeout(timeout, process.invoke(&event)).await;
     let why = match outcome {
         Ok(Ok(Invocation { response, lines })) => {
-            return BatchReport { response, lines };
+            return BatchReport {
+                response,
+                lines,
+                outcomes: Vec::new(),
+            };
         }
         Ok(Err(e)) => format!("the function process failed: {e:#}"),
         Err(_) => format!(

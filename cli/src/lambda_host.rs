@@ -123,10 +123,10 @@ impl Handler {
     async fn handle(&self, event: SqsEvent) -> docpipe::handlers::sqs::BatchReport {
         use docpipe::handlers;
         match self {
-            Handler::Store(s) => handlers::store::handle_sqs(s, event).await,
-            Handler::Parse(s) => handlers::parse::handle_sqs(s, event).await,
-            Handler::Index(s) => handlers::index::handle_sqs(s, event).await,
-            Handler::DeadLetter(s) => handlers::dlq::handle_sqs(s, event).await,
+            Handler::Store(s) => handlers::store::handle_sqs(s, event).await.untyped(),
+            Handler::Parse(s) => handlers::parse::handle_sqs(s, event).await.untyped(),
+            Handler::Index(s) => handlers::index::handle_sqs(s, event).await.untyped(),
+            Handler::DeadLetter(s) => handlers::dlq::handle_sqs(s, event).await.untyped(),
         }
     }
 }

@@ -28,7 +28,7 @@ pub fn queue_arn(queue_url: &str, region: &str) -> String {
 /// One receive → handle → delete cycle, taking at most `batch_size` messages (the event source
 /// mapping's BatchSize in template.yaml), gathering for up to `batching_window` as Lambda's poller
 /// does. Returns `None` when the long poll found nothing.
-pub async fn pump_once<H, Fut>(
+pub async fn pump_once<O, H, Fut>(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
     region: &str,
@@ -36,10 +36,10 @@ pub async fn pump_once<H, Fut>(
     batch_size: i32,
     batching_window: std::time::Duration,
     handler: H,
-) -> Result<Option<BatchReport>, PollError>
+) -> Result<Option<BatchReport<O>>, PollError>
 where
     H: FnOnce(SqsEvent) -> Fut,
-    Fut: Future<Output = BatchReport>,
+    Fut: Future<Output = BatchReport<O>>,
 {
     let poll_err = |operation, e: Box<dyn std::error::Error + Send + Sync>| PollError {
         queue_url: queue_url.to_string(),

@@ -1,14 +1,19 @@
-//! The one classification every failure gets: permanent (the input is bad, retrying cannot help; the
-//! run fails at once) or transient (a dependency is unavailable; the message goes back to the queue).
+//! The one vocabulary every failure speaks: a step either fails the run (the input is bad, retrying
+//! cannot help: [`StageError::Failed`], with the stage and a reason) or asks for a retry (a
+//! dependency is unavailable: [`StageError::Transient`], with its source chain; the message goes
+//! back to its queue).
 
 use crate::model::Stage;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StageError {
-    /// The input is at fault. The run is failed with this stage and message, and the message is
-    /// acknowledged.
-    #[error("{stage} failed permanently: {message}")]
-    Permanent { stage: Stage, message: String },
+    /// The input is at fault: the run fails at `stage` with `reason`, and the message is
+    /// acknowledged. A stage that holds the run records the failure itself (the index stage's
+    /// steps return this, and the stage fails the run with it); one that reaches a lifter had no
+    /// run it could fail (a body that is no job, an upload refused before it had a run) and its
+    /// message is dropped.
+    #[error("{stage} failed permanently: {reason}")]
+    Failed { stage: Stage, reason: String },
     /// A dependency is at fault. The message is returned to its queue and retried; after the queue's
     /// maximum receive count the DLQ handler records the give-up.
     #[error("transient failure in {stage}: {source}")]
@@ -20,10 +25,11 @@ pub enum StageError {
 }
 
 impl StageError {
-    pub fn permanent(stage: Stage, message: impl Into<String>) -> Self {
-        StageError::Permanent {
+    /// A step that fails the run.
+    pub fn failed(stage: Stage, reason: impl Into<String>) -> Self {
+        StageError::Failed {
             stage,
-            message: message.into(),
+            reason: reason.into(),
         }
     }
 
@@ -37,11 +43,11 @@ impl StageError {
         }
     }
 
-    /// A database error: permanent when the data is at fault ([`DbError::is_data_error`]),
-    /// transient otherwise.
+    /// A database error: it fails the run when the data is at fault ([`DbError::is_data_error`]),
+    /// and asks for a retry otherwise.
     pub fn from_db(stage: Stage, e: crate::db::DbError) -> Self {
         if e.is_data_error() {
-            StageError::permanent(stage, format!("the data does not fit: {}", chain(&e)))
+            StageError::failed(stage, format!("the data does not fit: {}", chain(&e)))
         } else {
             StageError::transient(stage, e)
         }
@@ -53,7 +59,7 @@ impl StageError {
 
     pub fn class(&self) -> &'static str {
         match self {
-            StageError::Permanent { .. } => "permanent",
+            StageError::Failed { .. } => "permanent",
             StageError::Transient { .. } => "transient",
         }
     }

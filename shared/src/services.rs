@@ -100,6 +100,36 @@ impl AwsClients {
     }
 }
 
+/// The environment of this process, as every function reads it.
+pub type ProcessEnv = EnvReader<fn(&str) -> Option<String>>;
+
+/// How every function starts, once per container: its own variables and the database's and AWS's
+/// are read through one [`EnvReader`], so that every problem is reported at once; then the pool,
+/// the AWS clients, and the function's own clients.
+#[async_trait::async_trait]
+pub trait Service: Sized + Send + Sync {
+    /// The function's own variables, as read (checked by the reader's `finish`).
+    type Config: Send;
+
+    fn read_config(env: &mut ProcessEnv) -> Self::Config;
+
+    /// The function's clients, once its configuration is complete.
+    async fn connect(db: Db, clients: &AwsClients, config: Self::Config)
+        -> Result<Self, InitError>;
+
+    /// Reads and validates the environment, then builds the clients.
+    async fn from_env() -> Result<Self, InitError> {
+        let mut env = EnvReader::from_process();
+        let db_config = DbConfig::read(&mut env);
+        let aws_config = AwsConfig::read(&mut env);
+        let config = Self::read_config(&mut env);
+        env.finish()?;
+        let db = connect_db(&db_config, &aws_config).await?;
+        let clients = AwsClients::new(&aws_config).await;
+        Self::connect(db, &clients, config).await
+    }
+}
+
 pub struct StoreService {
     pub db: Db,
     pub objects: Arc<dyn ObjectStore>,
@@ -107,19 +137,20 @@ pub struct StoreService {
     pub config: StoreConfig,
 }
 
-impl StoreService {
-    /// Reads and validates the environment, then builds the clients.
-    pub async fn from_env() -> Result<Self, InitError> {
-        let mut env = EnvReader::from_process();
-        let db_config = DbConfig::read(&mut env);
-        let aws_config = AwsConfig::read(&mut env);
-        let config = StoreConfig::read(&mut env);
-        env.finish()?;
-        let db = connect_db(&db_config, &aws_config).await?;
-        let clients = AwsClients::new(&aws_config).await;
-        Ok(Self::new(db, &clients, config))
+#[async_trait::async_trait]
+impl Service for StoreService {
+    type Config = StoreConfig;
+
+    fn read_config(env: &mut ProcessEnv) -> StoreConfig {
+        StoreConfig::read(env)
     }
 
+    async fn connect(db: Db, clients: &AwsClients, config: StoreConfig) -> Result<Self, InitError> {
+        Ok(Self::new(db, clients, config))
+    }
+}
+
+impl StoreService {
     pub fn new(db: Db, clients: &AwsClients, config: StoreConfig) -> Self {
         StoreService {
             db,
@@ -146,18 +177,20 @@ pub struct ParseService {
     pub config: ParseConfig,
 }
 
-impl ParseService {
-    pub async fn from_env() -> Result<Self, InitError> {
-        let mut env = EnvReader::from_process();
-        let db_config = DbConfig::read(&mut env);
-        let aws_config = AwsConfig::read(&mut env);
-        let config = ParseConfig::read(&mut env);
-        env.finish()?;
-        let db = connect_db(&db_config, &aws_config).await?;
-        let clients = AwsClients::new(&aws_config).await;
-        Ok(Self::new(db, &clients, config))
+#[async_trait::async_trait]
+impl Service for ParseService {
+    type Config = ParseConfig;
+
+    fn read_config(env: &mut ProcessEnv) -> ParseConfig {
+        ParseConfig::read(env)
     }
 
+    async fn connect(db: Db, clients: &AwsClients, config: ParseConfig) -> Result<Self, InitError> {
+        Ok(Self::new(db, clients, config))
+    }
+}
+
+impl ParseService {
     pub fn new(db: Db, clients: &AwsClients, config: ParseConfig) -> Self {
         ParseService {
             db,
@@ -187,29 +220,50 @@ pub struct IndexService {
     pub config: IndexConfig,
 }
 
-impl IndexService {
-    pub async fn from_env() -> Result<Self, InitError> {
-        let mut env = EnvReader::from_process();
-        let db_config = DbConfig::read(&mut env);
-        let aws_config = AwsConfig::read(&mut env);
-        let milvus = MilvusConfig::read(&mut env);
-        let config = IndexConfig::read(&mut env);
+/// The index function's own variables: Milvus, the stage's, and the embedder (built as it is read,
+/// its problems reported with the others).
+pub struct IndexSettings {
+    pub milvus: MilvusConfig,
+    pub index: IndexConfig,
+    pub embedder: Option<Arc<dyn Embedder>>,
+}
+
+#[async_trait::async_trait]
+impl Service for IndexService {
+    type Config = IndexSettings;
+
+    fn read_config(env: &mut ProcessEnv) -> IndexSettings {
+        let milvus = MilvusConfig::read(env);
+        let index = IndexConfig::read(env);
         let embedder = env.embedder();
-        env.finish()?;
-        let embedder = embedder.expect("finish reports an embedder that could not be built");
-        let db = connect_db(&db_config, &aws_config).await?;
-        let clients = AwsClients::new(&aws_config).await;
-        let vectors = connect_vectors(&milvus).await?;
+        IndexSettings {
+            milvus,
+            index,
+            embedder,
+        }
+    }
+
+    async fn connect(
+        db: Db,
+        clients: &AwsClients,
+        config: IndexSettings,
+    ) -> Result<Self, InitError> {
+        let embedder = config
+            .embedder
+            .expect("finish reports an embedder that could not be built");
+        let vectors = connect_vectors(&config.milvus).await?;
         Ok(IndexService {
             db,
             objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
             queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
             embedder,
             vectors,
-            config,
+            config: config.index,
         })
     }
+}
 
+impl IndexService {
     pub fn deps(&self) -> IndexDeps<'_> {
         IndexDeps {
             db: &self.db,
@@ -234,31 +288,48 @@ pub struct SweepService {
     pub clock: Clock,
 }
 
-impl SweepService {
-    pub async fn from_env() -> Result<Self, InitError> {
-        let mut env = EnvReader::from_process();
-        let db_config = DbConfig::read(&mut env);
-        let aws_config = AwsConfig::read(&mut env);
-        let milvus = MilvusConfig::read(&mut env);
-        let parse_queue_url = env.url("DOCPIPE_PARSE_QUEUE_URL");
-        let index_queue_url = env.url("DOCPIPE_INDEX_QUEUE_URL");
-        let bucket = env.required("DOCPIPE_BUCKET");
-        let clock = Clock::read(&mut env);
-        env.finish()?;
-        let db = connect_db(&db_config, &aws_config).await?;
-        let clients = AwsClients::new(&aws_config).await;
+/// The sweeper's own variables.
+pub struct SweepSettings {
+    pub milvus: MilvusConfig,
+    pub parse_queue_url: String,
+    pub index_queue_url: String,
+    pub bucket: String,
+    pub clock: Clock,
+}
+
+#[async_trait::async_trait]
+impl Service for SweepService {
+    type Config = SweepSettings;
+
+    fn read_config(env: &mut ProcessEnv) -> SweepSettings {
+        SweepSettings {
+            milvus: MilvusConfig::read(env),
+            parse_queue_url: env.url("DOCPIPE_PARSE_QUEUE_URL"),
+            index_queue_url: env.url("DOCPIPE_INDEX_QUEUE_URL"),
+            bucket: env.required("DOCPIPE_BUCKET"),
+            clock: Clock::read(env),
+        }
+    }
+
+    async fn connect(
+        db: Db,
+        clients: &AwsClients,
+        config: SweepSettings,
+    ) -> Result<Self, InitError> {
         Ok(SweepService {
             db,
             queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
             objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
-            vectors: connect_vectors(&milvus).await?,
-            bucket,
-            parse_queue_url,
-            index_queue_url,
-            clock,
+            vectors: connect_vectors(&config.milvus).await?,
+            bucket: config.bucket,
+            parse_queue_url: config.parse_queue_url,
+            index_queue_url: config.index_queue_url,
+            clock: config.clock,
         })
     }
+}
 
+impl SweepService {
     pub fn deps(&self) -> SweepDeps<'_> {
         SweepDeps {
             db: &self.db,
@@ -303,14 +374,15 @@ pub struct DeadLetterService {
     pub vectors: Arc<dyn VectorIndex>,
 }
 
-impl DeadLetterService {
-    pub async fn from_env() -> Result<Self, InitError> {
-        let mut env = EnvReader::from_process();
-        let db_config = DbConfig::read(&mut env);
-        let aws_config = AwsConfig::read(&mut env);
-        let milvus = MilvusConfig::read(&mut env);
-        env.finish()?;
-        let db = connect_db(&db_config, &aws_config).await?;
+#[async_trait::async_trait]
+impl Service for DeadLetterService {
+    type Config = MilvusConfig;
+
+    fn read_config(env: &mut ProcessEnv) -> MilvusConfig {
+        MilvusConfig::read(env)
+    }
+
+    async fn connect(db: Db, _: &AwsClients, milvus: MilvusConfig) -> Result<Self, InitError> {
         Ok(DeadLetterService {
             db,
             vectors: connect_vectors(&milvus).await?,

@@ -71,8 +71,8 @@ pub async fn s3_notification(
         }
     }
     match docpipe::handlers::store::handle_notification(&state.store, &value).await {
-        Ok(result) => Ok(Json(json!({ "result": result }))),
-        Err(StageError::Permanent { message, .. }) => Err(ApiError::InvalidBody(message)),
+        Ok(notified) => Ok(Json(json!({ "result": notified.to_string() }))),
+        Err(StageError::Failed { reason, .. }) => Err(ApiError::InvalidBody(reason)),
         Err(e @ StageError::Transient { .. }) => Err(ApiError::unavailable("the store stage", e)),
     }
 }

@@ -1,17 +1,8 @@
-//! The parse Lambda: decode the SQS batch, call the pipeline, answer with the partial batch response.
+//! The parse Lambda: parse jobs in, parsed documents out (see `docpipe::handlers::parse`).
 
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use docpipe::handlers::parse::handle_sqs;
 use docpipe::services::ParseService;
-use lambda_runtime::{service_fn, Error, LambdaEvent};
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    docpipe::telemetry::init();
-    let service = ParseService::from_env().await?;
-    let service = &service;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<SqsBatchResponse, Error>(handle_sqs(service, event.payload).await.response)
-    }))
-    .await
+async fn main() -> Result<(), lambda_runtime::Error> {
+    docpipe::handlers::lambda::serve::<ParseService>().await
 }

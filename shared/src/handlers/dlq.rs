@@ -2,13 +2,14 @@
 //! is failed with "gave up after N attempts: <last error>"; the handler itself never gives up on a
 //! message that it could not record (a database outage returns it to the DLQ).
 
-use super::sqs::{for_each_message, BatchReport};
+use super::lambda::Function;
+use super::sqs::{handle_messages, Backoff, BatchReport, MessageHandler};
 use crate::error::StageError;
 use crate::events::{self, Notification};
 use crate::model::{JobMessage, Stage};
 use crate::services::DeadLetterService;
 use crate::stages::give_up::{give_up, GiveUpOutcome};
-use aws_lambda_events::event::sqs::SqsEvent;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 
 /// What a dead letter is about: a run (parse, index), or an upload (store), which may have none.
 struct Target {
@@ -45,6 +46,7 @@ async fn record_lost_upload(
     attempts: u32,
     last_error: Option<&str>,
 ) -> Result<Option<String>, StageError> {
+    // The reason recorded, when one was.
     if matches!(outcome, GiveUpOutcome::Failed { .. }) {
         return Ok(None);
     }
@@ -82,107 +84,209 @@ async fn record_lost_upload(
     .await
     .map_err(transient)?;
     tracing::error!(bucket = %upload.bucket, key = %upload.key, attempts, "upload given up: recorded as an intake failure");
-    Ok(Some(format!(
-        "{}: intake failure recorded: {reason}",
-        upload.key
-    )))
+    Ok(Some(reason))
 }
 
-pub async fn handle_sqs(service: &DeadLetterService, batch: SqsEvent) -> BatchReport {
-    for_each_message(batch, |message| async move {
-        let attempts = message
-            .attributes
-            .get("ApproximateReceiveCount")
-            .and_then(|n| n.parse::<u32>().ok())
-            .unwrap_or(0);
-        let body = message.body.unwrap_or_default();
-        // A parse or index job names its run; a store-events message is an S3 notification; a
-        // store invoked directly (NotificationMode=direct) that failed all its asynchronous
-        // attempts arrives as Lambda's invocation record around the notification.
-        let mut attempts = attempts;
-        let mut last_error = None;
-        let targets: Vec<Target> = match JobMessage::decode(&body) {
-            Ok(job) => vec![Target {
-                doc_id: job.doc_id,
-                run_id: Some(job.run_id),
-                upload: None,
-            }],
-            Err(_) => {
-                let value: Option<serde_json::Value> = serde_json::from_str(&body).ok();
-                let notification = match value
-                    .as_ref()
-                    .and_then(crate::async_invoke::decode_invocation_record)
-                {
-                    Some((payload, invoked, error)) => {
-                        attempts = invoked;
-                        last_error = Some(error).filter(|e| !e.is_empty());
-                        events::decode_notification(&payload)
-                    }
-                    None => events::decode_notification_str(&body),
-                };
-                match notification {
-                    Ok(Notification::Created(objects)) => {
-                        let mut targets = Vec::with_capacity(objects.len());
-                        for object in objects {
-                            let doc_id = upload_doc_id(&service.db, &object.bucket, &object.key)
-                                .await
-                                .map_err(|e| StageError::transient(Stage::Sweep, e))?;
-                            targets.push(Target {
-                                doc_id,
-                                run_id: None,
-                                upload: Some(object),
-                            });
-                        }
-                        targets
-                    }
-                    Ok(_) => return Ok("dead letter without a document: nothing to record".into()),
-                    Err(e) => {
-                        return Err(StageError::permanent(
-                            Stage::Sweep,
-                            format!("unreadable dead letter dropped: {e}"),
-                        ))
-                    }
-                }
-            }
+pub async fn handle_sqs(
+    service: &DeadLetterService,
+    batch: SqsEvent,
+) -> BatchReport<DeadLetterOutcome> {
+    handle_messages(service, batch).await
+}
+
+#[async_trait::async_trait]
+impl MessageHandler for DeadLetterService {
+    type Outcome = DeadLetterOutcome;
+
+    /// A dead letter that fails to be recorded goes back to the DLQ as it is.
+    fn backoff(&self) -> Option<Backoff<'_>> {
+        None
+    }
+
+    async fn handle(&self, message: &SqsMessage) -> Result<DeadLetterOutcome, StageError> {
+        let Some(letter) = read_letter(self, message).await? else {
+            return Ok(DeadLetterOutcome::NothingToRecord);
         };
         let mut lines = Vec::new();
-        for target in targets {
-            let outcome = give_up(
-                &service.db,
-                service.vectors.as_ref(),
-                &target.doc_id,
-                target.run_id,
-                attempts,
-                last_error.as_deref(),
-            )
+        for target in letter.targets {
+            lines.push(
+                give_up_target(self, target, letter.attempts, letter.last_error.as_deref()).await?,
+            );
+        }
+        Ok(DeadLetterOutcome::Recorded(lines))
+    }
+}
+
+/// What a dead letter came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeadLetterOutcome {
+    /// It named no document (a test event, an ignored notification).
+    NothingToRecord,
+    /// What was recorded for each run or upload it named, in order.
+    Recorded(Vec<GaveUp>),
+}
+
+/// The give-up of one run or upload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GaveUp {
+    /// The run's give-up, after the attempts counted.
+    Run {
+        outcome: GiveUpOutcome,
+        attempts: u32,
+    },
+    /// An upload that never became a document, recorded as an intake failure with the reason.
+    IntakeFailure { key: String, reason: String },
+}
+
+impl std::fmt::Display for DeadLetterOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ends = match self {
+            DeadLetterOutcome::NothingToRecord => {
+                return f.write_str("dead letter without a document: nothing to record")
+            }
+            DeadLetterOutcome::Recorded(ends) => ends,
+        };
+        for (i, end) in ends.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            match end {
+                GaveUp::IntakeFailure { key, reason } => {
+                    write!(f, "{key}: intake failure recorded: {reason}")?
+                }
+                GaveUp::Run { outcome, attempts } => match outcome {
+                    GiveUpOutcome::Failed {
+                        doc_id,
+                        run_id,
+                        stage,
+                    } => write!(
+                        f,
+                        "{doc_id} run {run_id}: failed at {stage}: gave up after {attempts} attempts"
+                    )?,
+                    GiveUpOutcome::AlreadyEnded { doc_id, run_id } => {
+                        write!(f, "{doc_id} run {run_id}: already ended, nothing to record")?
+                    }
+                    GiveUpOutcome::NoSuchDocument { doc_id } => {
+                        write!(f, "{doc_id}: no such document, nothing to record")?
+                    }
+                },
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl Function for DeadLetterService {
+    type Event = SqsEvent;
+    type Response = SqsBatchResponse;
+    type Error = std::convert::Infallible;
+
+    async fn invoke(&self, batch: SqsEvent) -> Result<SqsBatchResponse, Self::Error> {
+        Ok(handle_sqs(self, batch).await.response)
+    }
+}
+
+/// A dead letter, read: what it is about, after how many attempts, and the last error when the
+/// letter carries one.
+struct Letter {
+    targets: Vec<Target>,
+    attempts: u32,
+    last_error: Option<String>,
+}
+
+/// A parse or index job names its run; a store-events message is an S3 notification; a store
+/// invoked directly (NotificationMode=direct) that failed all its asynchronous attempts arrives as
+/// Lambda's invocation record around the notification. `None`: it names no document.
+async fn read_letter(
+    service: &DeadLetterService,
+    message: &SqsMessage,
+) -> Result<Option<Letter>, StageError> {
+    let mut attempts = message
+        .attributes
+        .get("ApproximateReceiveCount")
+        .and_then(|n| n.parse::<u32>().ok())
+        .unwrap_or(0);
+    let body = message.body.as_deref().unwrap_or_default();
+    let mut last_error = None;
+    if let Ok(job) = JobMessage::decode(body) {
+        let target = Target {
+            doc_id: job.doc_id,
+            run_id: Some(job.run_id),
+            upload: None,
+        };
+        return Ok(Some(Letter {
+            targets: vec![target],
+            attempts,
+            last_error,
+        }));
+    }
+    let value: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let notification = match value
+        .as_ref()
+        .and_then(crate::async_invoke::decode_invocation_record)
+    {
+        Some((payload, invoked, error)) => {
+            attempts = invoked;
+            last_error = Some(error).filter(|e| !e.is_empty());
+            events::decode_notification(&payload)
+        }
+        None => events::decode_notification_str(body),
+    };
+    let objects = match notification {
+        Ok(Notification::Created(objects)) => objects,
+        Ok(_) => return Ok(None),
+        Err(e) => {
+            return Err(StageError::failed(
+                Stage::Sweep,
+                format!("unreadable dead letter dropped: {e}"),
+            ))
+        }
+    };
+    let mut targets = Vec::with_capacity(objects.len());
+    for object in objects {
+        let doc_id = upload_doc_id(&service.db, &object.bucket, &object.key)
             .await
             .map_err(|e| StageError::transient(Stage::Sweep, e))?;
-            if let Some(upload) = &target.upload {
-                if let Some(line) =
-                    record_lost_upload(service, upload, &outcome, attempts, last_error.as_deref())
-                        .await?
-                {
-                    lines.push(line);
-                    continue;
-                }
-            }
-            lines.push(match outcome {
-                GiveUpOutcome::Failed {
-                    doc_id,
-                    run_id,
-                    stage,
-                } => format!(
-                    "{doc_id} run {run_id}: failed at {stage}: gave up after {attempts} attempts"
-                ),
-                GiveUpOutcome::AlreadyEnded { doc_id, run_id } => {
-                    format!("{doc_id} run {run_id}: already ended, nothing to record")
-                }
-                GiveUpOutcome::NoSuchDocument { doc_id } => {
-                    format!("{doc_id}: no such document, nothing to record")
-                }
+        targets.push(Target {
+            doc_id,
+            run_id: None,
+            upload: Some(object),
+        });
+    }
+    Ok(Some(Letter {
+        targets,
+        attempts,
+        last_error,
+    }))
+}
+
+/// The give-up of one target.
+async fn give_up_target(
+    service: &DeadLetterService,
+    target: Target,
+    attempts: u32,
+    last_error: Option<&str>,
+) -> Result<GaveUp, StageError> {
+    let outcome = give_up(
+        &service.db,
+        service.vectors.as_ref(),
+        &target.doc_id,
+        target.run_id,
+        attempts,
+        last_error,
+    )
+    .await
+    .map_err(|e| StageError::transient(Stage::Sweep, e))?;
+    if let Some(upload) = &target.upload {
+        if let Some(reason) =
+            record_lost_upload(service, upload, &outcome, attempts, last_error).await?
+        {
+            return Ok(GaveUp::IntakeFailure {
+                key: upload.key.clone(),
+                reason,
             });
         }
-        Ok(lines.join("; "))
-    })
-    .await
+    }
+    Ok(GaveUp::Run { outcome, attempts })
 }

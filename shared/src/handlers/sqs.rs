@@ -1,5 +1,5 @@
 //! SQS batches with partial batch responses: a message that failed transiently is reported back to
-//! be redelivered; one that succeeded or failed permanently is acknowledged, so one bad message never
+//! be redelivered; one that succeeded or failed its run is acknowledged, so one bad message never
 //! fails its batch.
 
 use crate::adapters::JobQueue;
@@ -11,15 +11,58 @@ use crate::model::{JobMessage, Stage};
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use std::future::Future;
 
-/// What happened to each message, for the dev runner's progress lines and for tests.
-#[derive(Debug, Default)]
-pub struct BatchReport {
+/// How one message ended.
+#[derive(Debug)]
+pub enum Handled<O> {
+    /// The handler's outcome (which may be a failed run: the stage recorded it).
+    Done(O),
+    /// It failed transiently and goes back to its queue to be redelivered.
+    Retry(StageError),
+    /// It was acknowledged without an outcome: it failed with no run to fail, or failed
+    /// transiently with no `messageId` to return it by.
+    Dropped(StageError),
+}
+
+impl<O> Handled<O> {
+    /// The outcome, when the message had one.
+    pub fn done(&self) -> Option<&O> {
+        match self {
+            Handled::Done(outcome) => Some(outcome),
+            Handled::Retry(_) | Handled::Dropped(_) => None,
+        }
+    }
+
+    /// Why it was dropped, when it was.
+    pub fn dropped(&self) -> Option<&StageError> {
+        match self {
+            Handled::Dropped(e) => Some(e),
+            Handled::Done(_) | Handled::Retry(_) => None,
+        }
+    }
+}
+
+/// What happened to each message: the partial batch response for Lambda, a line per message for
+/// the dev runner's progress, and the typed ends for tests.
+#[derive(Debug)]
+pub struct BatchReport<O = ()> {
     pub response: SqsBatchResponse,
     /// One human-readable line per message: what it did, or why it will be retried.
     pub lines: Vec<String>,
+    /// One per message, in order.
+    pub outcomes: Vec<Handled<O>>,
 }
 
-impl BatchReport {
+impl<O> Default for BatchReport<O> {
+    fn default() -> Self {
+        BatchReport {
+            response: SqsBatchResponse::default(),
+            lines: Vec::new(),
+            outcomes: Vec::new(),
+        }
+    }
+}
+
+impl<O> BatchReport<O> {
     pub fn failed_ids(&self) -> Vec<&str> {
         self.response
             .batch_item_failures
@@ -27,20 +70,38 @@ impl BatchReport {
             .map(|f| f.item_identifier.as_str())
             .collect()
     }
+
+    /// Each message's outcome, `None` for one without.
+    pub fn done(&self) -> Vec<Option<&O>> {
+        self.outcomes.iter().map(Handled::done).collect()
+    }
+
+    /// The report without its typed outcomes, for a caller that only forwards it.
+    pub fn untyped(self) -> BatchReport {
+        BatchReport {
+            response: self.response,
+            lines: self.lines,
+            outcomes: Vec::new(),
+        }
+    }
 }
 
-/// Runs `handle` on each message in order. `Ok(line)` and permanent errors acknowledge the message;
-/// transient errors report it as a batch item failure.
-pub async fn for_each_message<F, Fut>(event: SqsEvent, mut handle: F) -> BatchReport
+/// Runs `handle` on each message in order. `Ok(outcome)` and errors that fail the run acknowledge
+/// the message; transient errors report it as a batch item failure.
+pub async fn for_each_message<O, F, Fut>(event: SqsEvent, mut handle: F) -> BatchReport<O>
 where
+    O: std::fmt::Display,
     F: FnMut(SqsMessage) -> Fut,
-    Fut: Future<Output = Result<String, StageError>>,
+    Fut: Future<Output = Result<O, StageError>>,
 {
     let mut report = BatchReport::default();
     for message in event.records {
         let id = message.message_id.clone().unwrap_or_default();
-        match handle(message).await {
-            Ok(line) => report.lines.push(line),
+        let handled = match handle(message).await {
+            Ok(outcome) => {
+                report.lines.push(outcome.to_string());
+                Handled::Done(outcome)
+            }
             Err(err) if err.is_retryable() && id.is_empty() => {
                 // An empty item identifier makes Lambda fail the whole batch, redelivering the
                 // messages that succeeded. SQS gives every message an id, so a record without
@@ -50,6 +111,7 @@ where
                 report
                     .lines
                     .push(format!("failed, not retried (no messageId): {text}"));
+                Handled::Dropped(err)
             }
             Err(err) if err.is_retryable() => {
                 let text = crate::error::chain(&err);
@@ -58,13 +120,16 @@ where
                 let mut failure = BatchItemFailure::default();
                 failure.item_identifier = id;
                 report.response.batch_item_failures.push(failure);
+                Handled::Retry(err)
             }
             Err(err) => {
                 let text = crate::error::chain(&err);
                 tracing::error!(message_id = %id, error = %text, class = "permanent", "message dropped");
                 report.lines.push(format!("dropped: {text}"));
+                Handled::Dropped(err)
             }
-        }
+        };
+        report.outcomes.push(handled);
     }
     report
 }
@@ -102,13 +167,13 @@ pub trait JobHandler: Sync {
 /// handler as a batch handler. It decodes each message (a body that is no job is dropped as
 /// permanent), runs the stage, counts completed and failed, and backs a transient failure off
 /// and records it on its run before the message is reported back to its queue.
-pub async fn handle_jobs<H: JobHandler>(handler: &H, batch: SqsEvent) -> BatchReport {
+pub async fn handle_jobs<H: JobHandler>(handler: &H, batch: SqsEvent) -> BatchReport<H::Outcome> {
     let backoff = handler.backoff();
     let backoff = backoff.as_ref();
     for_each_message(batch, |message| async move {
         let delivery = Delivery::of(&message);
         let job = JobMessage::decode(message.body.as_deref().unwrap_or_default())
-            .map_err(|e| StageError::permanent(H::STAGE, e))?;
+            .map_err(|e| StageError::failed(H::STAGE, e))?;
         let started = std::time::Instant::now();
         match handler.run(&job).await {
             Ok(outcome) => {
@@ -120,7 +185,7 @@ pub async fn handle_jobs<H: JobHandler>(handler: &H, batch: SqsEvent) -> BatchRe
                     Ending::Neither => {}
                 }
                 outcome.record_metrics();
-                Ok(outcome.to_string())
+                Ok(outcome)
             }
             Err(e) => {
                 metrics::stage_failed(H::STAGE, e.class());
@@ -132,6 +197,40 @@ pub async fn handle_jobs<H: JobHandler>(handler: &H, batch: SqsEvent) -> BatchRe
                 Err(e)
             }
         }
+    })
+    .await
+}
+
+/// A function that takes each message as it is (store: an upload notification; DLQ: a dead
+/// letter). [`handle_messages`] lifts it to a batch handler, as [`handle_jobs`] does for jobs.
+#[async_trait::async_trait]
+pub trait MessageHandler: Sync {
+    type Outcome: std::fmt::Display + Send;
+    /// Where a message that failed transiently waits; `None` when it comes back after its
+    /// visibility timeout.
+    fn backoff(&self) -> Option<Backoff<'_>>;
+    async fn handle(&self, message: &SqsMessage) -> Result<Self::Outcome, StageError>;
+}
+
+/// The lifter for messages that name no run: each message is handled in order, and one that
+/// failed transiently backs off (only the message: there is no run to record it on) before it is
+/// reported back to its queue.
+pub async fn handle_messages<H: MessageHandler>(
+    handler: &H,
+    batch: SqsEvent,
+) -> BatchReport<H::Outcome> {
+    let backoff = handler.backoff();
+    let backoff = backoff.as_ref();
+    for_each_message(batch, |message| async move {
+        let result = handler.handle(&message).await;
+        if let (Err(e), Some(backoff)) = (&result, backoff) {
+            if e.is_retryable() {
+                backoff
+                    .after_failure(&Delivery::of(&message), None, e)
+                    .await;
+            }
+        }
+        result
     })
     .await
 }
@@ -289,17 +388,71 @@ mod tests {
             [1, 2, 3, 4],
             "a body that is no job never reaches the stage"
         );
-        assert_eq!(report.lines[0], "run 1");
+        let ends: Vec<Option<Ending>> = report.done().iter().map(|o| o.map(|s| s.1)).collect();
+        assert_eq!(
+            ends,
+            [
+                Some(Ending::Completed),
+                Some(Ending::Failed),
+                None,
+                Some(Ending::Neither),
+                None
+            ]
+        );
+        assert!(matches!(
+            report.outcomes[2].dropped(),
+            Some(StageError::Failed {
+                stage: Stage::Parse,
+                ..
+            })
+        ));
+        assert!(matches!(report.outcomes[4], Handled::Retry(_)));
+        assert_eq!(
+            report.lines[0], "run 1",
+            "the line is the outcome's Display"
+        );
+    }
+
+    /// A message handler that answers from each body: `ok`, `bad` (permanent) or `down`.
+    struct Echo;
+
+    #[async_trait::async_trait]
+    impl MessageHandler for Echo {
+        type Outcome = String;
+        fn backoff(&self) -> Option<Backoff<'_>> {
+            None
+        }
+        async fn handle(&self, message: &SqsMessage) -> Result<String, StageError> {
+            match message.body.as_deref() {
+                Some("ok") => Ok("done".into()),
+                Some("bad") => Err(StageError::failed(Stage::Store, "refused")),
+                _ => Err(StageError::transient(Stage::Store, "the queue is down")),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn the_message_lifter_reports_back_only_what_failed_transiently() {
+        let mut batch = SqsEvent::default();
+        batch.records = vec![
+            message("m-1", "ok"),
+            message("m-2", "bad"),
+            message("m-3", "down"),
+            message("m-4", "ok"),
+        ];
+        let report = handle_messages(&Echo, batch).await;
+        assert_eq!(report.failed_ids(), ["m-3"]);
+        assert_eq!(report.lines[0], "done");
+        assert_eq!(
+            report.lines[1],
+            "dropped: store failed permanently: refused"
+        );
         assert!(
-            report.lines[2].starts_with("dropped: "),
+            report.lines[2].starts_with("retry later: "),
             "{}",
             report.lines[2]
         );
-        assert!(
-            report.lines[4].starts_with("retry later: "),
-            "{}",
-            report.lines[4]
-        );
+        assert_eq!(report.lines[3], "done", "a failure never stops the batch");
     }
 
     #[tokio::test]
@@ -312,7 +465,7 @@ mod tests {
             batch.records.push(m);
         }
         let report = for_each_message(batch, |_| async {
-            Err(StageError::transient(Stage::Store, "the database is down"))
+            Err::<String, _>(StageError::transient(Stage::Store, "the database is down"))
         })
         .await;
         let ids: Vec<&str> = report

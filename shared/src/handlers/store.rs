@@ -1,12 +1,13 @@
 //! The store function: every shape of upload notification in, stored documents out.
 
-use super::sqs::{for_each_message, Backoff, BatchReport, Delivery};
+use super::lambda::Function;
+use super::sqs::{handle_messages, Backoff, BatchReport, MessageHandler};
 use crate::error::StageError;
 use crate::events::{self, Notification};
 use crate::model::Stage;
 use crate::services::StoreService;
 use crate::stages::store::{store_object, StoreOutcome};
-use aws_lambda_events::event::sqs::SqsEvent;
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use serde_json::Value;
 
 /// Lambda's entry: an SQS batch (from the store-events queue), or a notification delivered directly
@@ -14,53 +15,119 @@ use serde_json::Value;
 /// returns the error so that Lambda's own retry takes it again.
 pub async fn handle_event(service: &StoreService, event: Value) -> Result<Value, StageError> {
     if events::is_sqs_batch(&event) {
-        let batch: SqsEvent = serde_json::from_value(event).map_err(|e| {
-            StageError::permanent(Stage::Store, format!("malformed SQS event: {e}"))
-        })?;
+        let batch: SqsEvent = serde_json::from_value(event)
+            .map_err(|e| StageError::failed(Stage::Store, format!("malformed SQS event: {e}")))?;
         let report = handle_sqs(service, batch).await;
         return Ok(serde_json::to_value(report.response).expect("batch response serialises"));
     }
-    let line = handle_notification(service, &event).await?;
-    Ok(serde_json::json!({ "result": line }))
+    let notified = handle_notification(service, &event).await?;
+    Ok(serde_json::json!({ "result": notified.to_string() }))
 }
 
-pub async fn handle_sqs(service: &StoreService, batch: SqsEvent) -> BatchReport {
-    let backoff = Backoff {
-        db: &service.db,
-        queue: service.queue.as_ref(),
-        queue_url: service.config.store_queue_url.as_deref(),
-        clock: &service.config.clock,
-    };
-    let backoff = &backoff;
-    for_each_message(batch, |message| async move {
-        let delivery = Delivery::of(&message);
-        let body = message.body.unwrap_or_default();
-        let value: Value = match serde_json::from_str(&body) {
-            Ok(v) => v,
-            Err(e) => {
-                return Err(StageError::permanent(
-                    Stage::Store,
-                    format!("message body is not JSON: {e}"),
-                ))
-            }
-        };
-        let result = handle_notification(service, &value).await;
-        if let Err(e) = &result {
-            if e.is_retryable() {
-                // An upload has no run until it is stored: only the message backs off.
-                backoff.after_failure(&delivery, None, e).await;
+pub async fn handle_sqs(service: &StoreService, batch: SqsEvent) -> BatchReport<Notified> {
+    handle_messages(service, batch).await
+}
+
+#[async_trait::async_trait]
+impl MessageHandler for StoreService {
+    type Outcome = Notified;
+
+    fn backoff(&self) -> Option<Backoff<'_>> {
+        Some(Backoff {
+            db: &self.db,
+            queue: self.queue.as_ref(),
+            queue_url: self.config.store_queue_url.as_deref(),
+            clock: &self.config.clock,
+        })
+    }
+
+    /// A store-events message: the notification is its body.
+    async fn handle(&self, message: &SqsMessage) -> Result<Notified, StageError> {
+        let body = message.body.as_deref().unwrap_or_default();
+        let value: Value = serde_json::from_str(body).map_err(|e| {
+            StageError::failed(Stage::Store, format!("message body is not JSON: {e}"))
+        })?;
+        handle_notification(self, &value).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Function for StoreService {
+    type Event = Value;
+    type Response = Value;
+    type Error = StageError;
+
+    async fn invoke(&self, event: Value) -> Result<Value, StageError> {
+        handle_event(self, event).await
+    }
+}
+
+/// What a notification came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notified {
+    /// S3's test event.
+    Test,
+    /// Not an upload, and why.
+    Ignored(String),
+    /// What became of each object it named, in order.
+    Objects(Vec<ObjectStored>),
+}
+
+/// One object of a notification: the store stage's outcome, or `Err(reason)` when the stage
+/// refused it with no document to fail (recorded as an intake failure).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectStored {
+    pub key: String,
+    pub outcome: Result<StoreOutcome, String>,
+}
+
+impl Notified {
+    /// The objects' outcomes (none for a test or an ignored event).
+    pub fn objects(&self) -> &[ObjectStored] {
+        match self {
+            Notified::Objects(objects) => objects,
+            Notified::Test | Notified::Ignored(_) => &[],
+        }
+    }
+
+    /// The store outcome of its only object; panics when it named none, several, or one refused.
+    pub fn only(&self) -> &StoreOutcome {
+        match self.objects() {
+            [ObjectStored {
+                outcome: Ok(outcome),
+                ..
+            }] => outcome,
+            other => panic!("not one stored object: {other:?}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Notified {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Notified::Test => f.write_str("test event acknowledged"),
+            Notified::Ignored(why) => write!(f, "ignored: {why}"),
+            Notified::Objects(objects) => {
+                for (i, object) in objects.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    match &object.outcome {
+                        Ok(outcome) => f.write_str(&describe(&object.key, outcome))?,
+                        Err(reason) => write!(f, "{}: refused: {reason}", object.key)?,
+                    }
+                }
+                Ok(())
             }
         }
-        result
-    })
-    .await
+    }
 }
 
-/// Stores every object a notification names; the line says what became of each.
+/// Stores every object a notification names; the outcome says what became of each.
 pub async fn handle_notification(
     service: &StoreService,
     value: &Value,
-) -> Result<String, StageError> {
+) -> Result<Notified, StageError> {
     let notification = match events::decode_notification(value) {
         Ok(notification) => notification,
         Err(e) => {
@@ -70,22 +137,22 @@ pub async fn handle_notification(
             for (bucket, key) in events::named_objects(value) {
                 record_intake_failure(service, &bucket, &key, &reason, 0).await?;
             }
-            return Err(StageError::permanent(Stage::Store, reason));
+            return Err(StageError::failed(Stage::Store, reason));
         }
     };
     let objects = match notification {
         Notification::Test => {
             tracing::info!(stage = "store", "s3:TestEvent acknowledged");
-            return Ok("test event acknowledged".into());
+            return Ok(Notified::Test);
         }
         Notification::Ignored(why) => {
             tracing::info!(stage = "store", reason = %why, "notification ignored");
-            return Ok(format!("ignored: {why}"));
+            return Ok(Notified::Ignored(why));
         }
         Notification::Created(objects) => objects,
     };
     let deps = service.deps();
-    let mut lines = Vec::with_capacity(objects.len());
+    let mut stored = Vec::with_capacity(objects.len());
     for object in &objects {
         let started = std::time::Instant::now();
         let outcome = match store_object(&deps, object).await {
@@ -95,11 +162,14 @@ pub async fn handle_notification(
                 if e.is_retryable() {
                     return Err(e);
                 }
-                // Permanent with no document to fail (a value the schema refuses, say): the
+                // Failed with no document to fail (a value the schema refuses, say): the
                 // upload ends as a recorded intake failure, and the other objects go on.
                 let reason = crate::error::chain(&e);
                 record_intake_failure(service, &object.bucket, &object.key, &reason, 0).await?;
-                lines.push(format!("{}: refused: {reason}", object.key));
+                stored.push(ObjectStored {
+                    key: object.key.clone(),
+                    outcome: Err(reason),
+                });
                 continue;
             }
         };
@@ -114,9 +184,12 @@ pub async fn handle_notification(
             } => crate::metrics::stage_failed(Stage::Store, "permanent"),
             _ => {}
         }
-        lines.push(describe(&object.key, &outcome));
+        stored.push(ObjectStored {
+            key: object.key.clone(),
+            outcome: Ok(outcome),
+        });
     }
-    Ok(lines.join("; "))
+    Ok(Notified::Objects(stored))
 }
 
 /// Records an upload that did not become a document. A database that cannot take the record makes

@@ -103,26 +103,7 @@ async fn give_up_run(
         });
     };
     let stage = waiting_stage(doc.status);
-    let last = run
-        .metadata
-        .get("last_error")
-        .and_then(|e| e.get("message"))
-        .and_then(|m| m.as_str())
-        .or(last_error)
-        .unwrap_or("no error was recorded (the function may have timed out or crashed)");
-    // The run counts its own attempts across deliveries and re-drives; a delivery that failed
-    // before it could take the lease is counted only by the queue.
-    let counted = match stage {
-        Stage::Parse => run.parse_attempts,
-        Stage::Index => run.index_attempts,
-        _ => 0,
-    };
-    let attempts = if counted > 0 {
-        counted as u32
-    } else {
-        deliveries
-    };
-    let message = format!("gave up after {attempts} attempts: {last}");
+    let (attempts, message) = give_up_message(&run, stage, deliveries, last_error);
     run_events::record(
         c,
         run_id,
@@ -151,4 +132,35 @@ async fn give_up_run(
             run_id,
         })
     }
+}
+
+/// The attempts the run made at `stage` and the error it fails with: the run's own last error when
+/// it recorded one, else the queue's.
+fn give_up_message(
+    run: &runs::Run,
+    stage: Stage,
+    deliveries: u32,
+    last_error: Option<&str>,
+) -> (u32, String) {
+    let last = run
+        .metadata
+        .get("last_error")
+        .and_then(|e| e.get("message"))
+        .and_then(|m| m.as_str())
+        .or(last_error)
+        .unwrap_or("no error was recorded (the function may have timed out or crashed)");
+    // The run counts its own attempts across deliveries and re-drives; a delivery that failed
+    // before it could take the lease is counted only by the queue.
+    let counted = match stage {
+        Stage::Parse => run.parse_attempts,
+        Stage::Index => run.index_attempts,
+        _ => 0,
+    };
+    let attempts = if counted > 0 {
+        counted as u32
+    } else {
+        deliveries
+    };
+    let message = format!("gave up after {attempts} attempts: {last}");
+    (attempts, message)
 }

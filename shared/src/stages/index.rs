@@ -64,25 +64,23 @@ fn vector_err(e: VectorError) -> StageError {
     StageError::transient(Stage::Index, e)
 }
 
-/// What a permanent failure of a dependency means for the run.
-enum Failure {
-    Permanent(Stage, String),
-    Transient(StageError),
-}
-
-fn classify_embed(e: EmbedError) -> Failure {
+/// An embedder's error: a bad input or answer fails the run at `embed`; an unavailable embedder
+/// asks for a retry.
+fn classify_embed(e: EmbedError) -> StageError {
     if e.is_transient() {
-        Failure::Transient(StageError::transient(Stage::Embed, e))
+        StageError::transient(Stage::Embed, e)
     } else {
-        Failure::Permanent(Stage::Embed, crate::error::chain(&e))
+        StageError::failed(Stage::Embed, crate::error::chain(&e))
     }
 }
 
-fn classify_vector(e: VectorError) -> Failure {
+/// A Milvus error: a refused request fails the run at `index`; an unavailable Milvus asks for a
+/// retry.
+fn classify_vector(e: VectorError) -> StageError {
     if e.is_transient() {
-        Failure::Transient(vector_err(e))
+        vector_err(e)
     } else {
-        Failure::Permanent(Stage::Index, crate::error::chain(&e))
+        StageError::failed(Stage::Index, crate::error::chain(&e))
     }
 }
 
@@ -121,8 +119,10 @@ pub async fn index_job(deps: &IndexDeps<'_>, job: &JobMessage) -> Result<IndexOu
             Ok(outcome)
         }
         Ok(None) => abandon(deps, doc_id, run_id).await,
-        Err(Failure::Permanent(stage, reason)) => fail(deps, doc_id, run_id, stage, reason).await,
-        Err(Failure::Transient(e)) => Err(e),
+        Err(StageError::Failed { stage, reason }) => {
+            fail(deps, doc_id, run_id, stage, reason).await
+        }
+        Err(e) => Err(e),
     };
     // Let a redelivery claim at once rather than wait for the lease to run out.
     lease.release(deps.db).await;
@@ -135,53 +135,22 @@ async fn write_vectors(
     deps: &IndexDeps<'_>,
     doc: &documents::Document,
     lease: &HeldLease,
-) -> Result<Option<IndexOutcome>, Failure> {
+) -> Result<Option<IndexOutcome>, StageError> {
     let (doc_id, run_id) = (doc.doc_id.as_str(), lease.run_id);
     let started = Instant::now();
     let chunks = load_chunks(deps, doc_id, run_id).await?;
     let mut timings = IndexTimings::default();
-
-    deps.vectors
-        .ensure_collection(deps.embedder.dimension(), deps.embedder.model_id())
-        .await
-        .map_err(classify_vector)?;
-    // One set of vectors per run. Only a retry can find some of this run's vectors already
-    // there, from an attempt that died between its inserts and its commit: they go first.
-    let retry = lease.attempt.attempt > 1;
-    if retry {
-        let t = Instant::now();
-        deps.vectors
-            .delete_run(doc_id, run_id)
-            .await
-            .map_err(classify_vector)?;
-        timings.checks_ms += t.elapsed().as_millis();
-    }
-
-    if !embed_and_insert(deps, doc, run_id, &chunks, lease, &mut timings).await? {
+    prepare_collection(deps, doc_id, lease, &mut timings).await?;
+    let keeper = LeaseKeeper {
+        db: deps.db,
+        lease,
+        lease_for: deps.config.clock.lease,
+        doc_id,
+    };
+    if !embed_and_insert(deps, doc, &chunks, &keeper, &mut timings).await? {
         return Ok(None);
     }
-
-    // Every insert above was acknowledged row for row. A retry also reads the run back, to be
-    // sure its clean-up and its inserts left exactly one vector per chunk.
-    if retry {
-        let t = Instant::now();
-        let present = deps
-            .vectors
-            .count(doc_id, Some(run_id))
-            .await
-            .map_err(classify_vector)?;
-        if present != chunks.len() {
-            return Err(Failure::Transient(StageError::transient(
-                Stage::Index,
-                format!(
-                    "Milvus holds {present} vectors of run {run_id}, expected {}",
-                    chunks.len()
-                ),
-            )));
-        }
-        timings.checks_ms += t.elapsed().as_millis();
-    }
-
+    verify_run(deps, doc_id, lease, chunks.len(), &mut timings).await?;
     let t = Instant::now();
     let keywords = analyse_keywords(deps, doc_id).await?;
     let keyword_ms = t.elapsed().as_millis() as u64;
@@ -200,7 +169,7 @@ async fn write_vectors(
     });
     if !commit(deps, doc_id, lease, chunks.len(), &keywords, metadata)
         .await
-        .map_err(|e| Failure::Transient(db_err(e)))?
+        .map_err(db_err)?
     {
         return Ok(None);
     }
@@ -220,6 +189,59 @@ async fn write_vectors(
     }))
 }
 
+/// The collection exists with the embedder's dimension and model. One set of vectors per run:
+/// only a retry can find some of this run's vectors already there, from an attempt that died
+/// between its inserts and its commit, and they go first.
+async fn prepare_collection(
+    deps: &IndexDeps<'_>,
+    doc_id: &str,
+    lease: &HeldLease,
+    timings: &mut IndexTimings,
+) -> Result<(), StageError> {
+    deps.vectors
+        .ensure_collection(deps.embedder.dimension(), deps.embedder.model_id())
+        .await
+        .map_err(classify_vector)?;
+    if lease.attempt.attempt > 1 {
+        let t = Instant::now();
+        deps.vectors
+            .delete_run(doc_id, lease.run_id)
+            .await
+            .map_err(classify_vector)?;
+        timings.checks_ms += t.elapsed().as_millis();
+    }
+    Ok(())
+}
+
+/// Every insert was acknowledged row for row. A retry also reads the run back, to be sure its
+/// clean-up and its inserts left exactly one vector per chunk.
+async fn verify_run(
+    deps: &IndexDeps<'_>,
+    doc_id: &str,
+    lease: &HeldLease,
+    expected: usize,
+    timings: &mut IndexTimings,
+) -> Result<(), StageError> {
+    if lease.attempt.attempt <= 1 {
+        return Ok(());
+    }
+    let run_id = lease.run_id;
+    let t = Instant::now();
+    let present = deps
+        .vectors
+        .count(doc_id, Some(run_id))
+        .await
+        .map_err(classify_vector)?;
+    if present != expected {
+        return Err(StageError::transient(
+            Stage::Index,
+            format!("Milvus holds {present} vectors of run {run_id}, expected {expected}"),
+        ));
+    }
+    timings.checks_ms += t.elapsed().as_millis();
+    Ok(())
+}
+
 #[derive(Default)]
 struct IndexTimings {
     embed_ms: u128,
@@ -236,7 +258,7 @@ async fn load_chunks(
     deps: &IndexDeps<'_>,
     doc_id: &str,
     run_id: i64,
-) -> Result<Vec<VectorChunk>, Failure> {
+) -> Result<Vec<VectorChunk>, StageError> {
     let key = format!(
         "{}vector_chunks.json",
         artifacts::run_prefix(doc_id, run_id)
@@ -248,28 +270,28 @@ async fn load_chunks(
     {
         Ok(b) => b,
         Err(StorageError::NotFound { .. }) => {
-            return Err(Failure::Permanent(
+            return Err(StageError::failed(
                 Stage::Index,
                 format!("the chunks artifact {key} is missing"),
             ))
         }
         Err(StorageError::TooLarge { limit }) => {
-            return Err(Failure::Permanent(
+            return Err(StageError::failed(
                 Stage::Index,
                 format!("the chunks artifact {key} is larger than {limit} bytes"),
             ))
         }
         Err(e @ StorageError::AccessDenied { .. }) => {
-            return Err(Failure::Permanent(Stage::Index, crate::error::chain(&e)))
+            return Err(StageError::failed(Stage::Index, crate::error::chain(&e)))
         }
-        Err(e) => return Err(Failure::Transient(StageError::transient(Stage::Index, e))),
+        Err(e) => return Err(StageError::transient(Stage::Index, e)),
     };
     let chunks: Vec<VectorChunk> = artifacts::decode_items(&body)
-        .map_err(|e| Failure::Permanent(Stage::Index, format!("{key}: {e}")))?;
+        .map_err(|e| StageError::failed(Stage::Index, format!("{key}: {e}")))?;
     if chunks.is_empty() {
-        return Err(Failure::Permanent(
+        return Err(StageError::failed(
             Stage::Index,
-            "the run has no chunks to index".into(),
+            "the run has no chunks to index",
         ));
     }
     Ok(chunks)
@@ -280,22 +302,11 @@ async fn load_chunks(
 async fn embed_and_insert(
     deps: &IndexDeps<'_>,
     doc: &documents::Document,
-    run_id: i64,
     chunks: &[VectorChunk],
-    lease: &HeldLease,
+    keeper: &LeaseKeeper<'_>,
     timings: &mut IndexTimings,
-) -> Result<bool, Failure> {
-    let doc_id = doc.doc_id.as_str();
-    let tags: Vec<String> = doc
-        .metadata
-        .get("tags")
-        .and_then(|t| t.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
+) -> Result<bool, StageError> {
+    let tags = document_tags(doc);
     for (batch_no, batch) in chunks.chunks(deps.config.embed_batch).enumerate() {
         let texts: Vec<String> = batch.iter().map(embedding_text).collect();
         let t = Instant::now();
@@ -305,32 +316,11 @@ async fn embed_and_insert(
             .await
             .map_err(classify_embed)?;
         timings.embed_ms += t.elapsed().as_millis();
-        // A worker that lost the run must not write another vector: the lease is confirmed right
-        // before each insert (a takeover can only follow a lease that ran out).
-        let held = lease
-            .confirm(deps.db, deps.config.clock.lease)
-            .await
-            .map_err(|e| Failure::Transient(db_err(e)))?;
-        if !held {
-            let client = deps
-                .db
-                .client()
-                .await
-                .map_err(|e| Failure::Transient(db_err(e)))?;
-            let gone = documents::get(&**client, doc_id)
-                .await
-                .map_err(|e| Failure::Transient(db_err(e)))?
-                .is_none_or(|d| d.deleting_at.is_some() || d.current_run_id != Some(run_id));
-            if gone {
-                return Ok(false);
-            }
-            return Err(Failure::Transient(StageError::transient(
-                Stage::Index,
-                format!("lost the lease on run {run_id} (another worker took over)"),
-            )));
+        if !keeper.still_held().await? {
+            return Ok(false);
         }
         if vectors.len() != batch.len() {
-            return Err(Failure::Permanent(
+            return Err(StageError::failed(
                 Stage::Embed,
                 format!(
                     "the embedder returned {} vectors for {} chunks",
@@ -340,27 +330,7 @@ async fn embed_and_insert(
             ));
         }
         let first = batch_no * deps.config.embed_batch;
-        let records: Vec<ChunkRecord> = batch
-            .iter()
-            .zip(vectors)
-            .enumerate()
-            .map(|(i, (chunk, embedding))| ChunkRecord {
-                chunk_id: format!("{doc_id}:{run_id}:{}", first + i),
-                doc_id: doc_id.to_string(),
-                run_id,
-                chunk_index: (first + i) as i64,
-                doc_name: doc.doc_name.clone(),
-                regulation_type: doc.regulation_type.clone(),
-                version: doc.version.clone(),
-                section_path: chunk.section_path.join(" > "),
-                section_title: chunk.section_title.clone(),
-                page_start: chunk.page_start as i64,
-                page_end: chunk.page_end as i64,
-                text: chunk.text.clone(),
-                tags: tags.clone(),
-                embedding,
-            })
-            .collect();
+        let records = chunk_records(doc, keeper.lease.run_id, first, batch, vectors, &tags);
         let t = Instant::now();
         deps.vectors
             .insert(&records)
@@ -371,16 +341,96 @@ async fn embed_and_insert(
     Ok(true)
 }
 
+/// A worker that lost the run must not write another vector: the keeper confirms the lease right
+/// before each insert (a takeover can only follow a lease that ran out).
+struct LeaseKeeper<'a> {
+    db: &'a Db,
+    lease: &'a HeldLease,
+    lease_for: std::time::Duration,
+    doc_id: &'a str,
+}
+
+impl LeaseKeeper<'_> {
+    /// True while the lease is held. False when it was lost and the document is gone (deleted, or
+    /// another run is current); an error asking for a retry when another worker took the run over.
+    async fn still_held(&self) -> Result<bool, StageError> {
+        if self
+            .lease
+            .confirm(self.db, self.lease_for)
+            .await
+            .map_err(db_err)?
+        {
+            return Ok(true);
+        }
+        let run_id = self.lease.run_id;
+        let client = self.db.client().await.map_err(db_err)?;
+        let gone = documents::get(&**client, self.doc_id)
+            .await
+            .map_err(db_err)?
+            .is_none_or(|d| d.deleting_at.is_some() || d.current_run_id != Some(run_id));
+        if gone {
+            return Ok(false);
+        }
+        Err(StageError::transient(
+            Stage::Index,
+            format!("lost the lease on run {run_id} (another worker took over)"),
+        ))
+    }
+}
+
+/// The document's tags, which every one of its vectors carries.
+fn document_tags(doc: &documents::Document) -> Vec<String> {
+    doc.metadata
+        .get("tags")
+        .and_then(|t| t.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One batch's Milvus rows; `first` is the batch's first chunk index in the run.
+fn chunk_records(
+    doc: &documents::Document,
+    run_id: i64,
+    first: usize,
+    batch: &[VectorChunk],
+    vectors: Vec<Vec<f32>>,
+    tags: &[String],
+) -> Vec<ChunkRecord> {
+    let doc_id = doc.doc_id.as_str();
+    batch
+        .iter()
+        .zip(vectors)
+        .enumerate()
+        .map(|(i, (chunk, embedding))| ChunkRecord {
+            chunk_id: format!("{doc_id}:{run_id}:{}", first + i),
+            doc_id: doc_id.to_string(),
+            run_id,
+            chunk_index: (first + i) as i64,
+            doc_name: doc.doc_name.clone(),
+            regulation_type: doc.regulation_type.clone(),
+            version: doc.version.clone(),
+            section_path: chunk.section_path.join(" > "),
+            section_title: chunk.section_title.clone(),
+            page_start: chunk.page_start as i64,
+            page_end: chunk.page_end as i64,
+            text: chunk.text.clone(),
+            tags: tags.to_vec(),
+            embedding,
+        })
+        .collect()
+}
+
 /// The run's blocks analysed for the keyword index, before the commit that writes them.
-async fn analyse_keywords(deps: &IndexDeps<'_>, doc_id: &str) -> Result<AnalysedDocument, Failure> {
-    let client = deps
-        .db
-        .client()
-        .await
-        .map_err(|e| Failure::Transient(db_err(e)))?;
-    keywords::analyse(&**client, doc_id)
-        .await
-        .map_err(|e| Failure::Transient(db_err(e)))
+async fn analyse_keywords(
+    deps: &IndexDeps<'_>,
+    doc_id: &str,
+) -> Result<AnalysedDocument, StageError> {
+    let client = deps.db.client().await.map_err(db_err)?;
+    keywords::analyse(&**client, doc_id).await.map_err(db_err)
 }
 
 /// Seed 000 §6.4's transaction: under the document's row lock, the run succeeds and the document

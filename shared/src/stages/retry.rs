@@ -6,10 +6,11 @@
 //! [`RetryError::InFlight`], unless that run is past its deadline: then it is failed as abandoned
 //! and the retry proceeds.
 
-use crate::adapters::{JobQueue, ObjectStore};
+use crate::adapters::{ContentDigest, JobQueue, ObjectHead, ObjectStore};
 use crate::db::transitions::{self, StoredObject};
 use crate::db::{documents, keyword, runs, Db, DbError};
 use crate::model::{DocStatus, JobMessage, RunStatus, Stage, Trigger};
+use tokio_postgres::GenericClient;
 
 pub struct RetryDeps<'a> {
     pub db: &'a Db,
@@ -60,13 +61,40 @@ pub struct Retried {
 }
 
 pub async fn retry(deps: &RetryDeps<'_>, doc_id: &str) -> Result<Retried, RetryError> {
+    let (head, digest) = read_original(deps, doc_id).await?;
+    let (run_id, abandoned_run) = open_stored_run(deps, doc_id, &head, &digest).await?;
+    deps.queue
+        .send(
+            deps.parse_queue_url,
+            JobMessage::new(doc_id, run_id).encode(),
+        )
+        .await?;
+    tracing::info!(
+        doc_id,
+        run_id,
+        stage = "retry",
+        abandoned_run,
+        "retry opened a new run"
+    );
+    Ok(Retried {
+        doc_id: doc_id.to_string(),
+        run_id,
+        abandoned_run,
+    })
+}
+
+/// A stored original is all a retry needs: it reads it again (an imported record has no digest
+/// yet). The object under the key may have been replaced since it was stored (its own event may
+/// still be on its way), and the run records what it will parse.
+async fn read_original(
+    deps: &RetryDeps<'_>,
+    doc_id: &str,
+) -> Result<(ObjectHead, ContentDigest), RetryError> {
     let client = deps.db.client().await?;
     let doc = documents::get(&**client, doc_id)
         .await?
         .ok_or_else(|| RetryError::NotFound(doc_id.to_string()))?;
     drop(client);
-    // A stored original is all a retry needs: it reads it again (an imported record has no
-    // digest yet).
     if doc.object_name.is_empty()
         || doc.source_bucket.is_empty()
         || doc.status == DocStatus::Pending
@@ -84,8 +112,6 @@ pub async fn retry(deps: &RetryDeps<'_>, doc_id: &str) -> Result<Retried, RetryE
             bucket: doc.source_bucket.clone(),
             key: doc.object_name.clone(),
         })?;
-    // The original is read again: the object under the key may have been replaced since it was
-    // stored (its own event may still be on its way), and the run records what it will parse.
     let digest = match deps
         .objects
         .sha256(&doc.source_bucket, &doc.object_name, deps.max_bytes)
@@ -100,7 +126,18 @@ pub async fn retry(deps: &RetryDeps<'_>, doc_id: &str) -> Result<Retried, RetryE
         }
         Err(e) => return Err(e.into()),
     };
+    Ok((head, digest))
+}
 
+/// One transaction under the document's row lock: an overdue run in flight is abandoned, the old
+/// run's keyword rows go, and the new run opens and is marked stored at once. The new run's id,
+/// and the run it abandoned.
+async fn open_stored_run(
+    deps: &RetryDeps<'_>,
+    doc_id: &str,
+    head: &ObjectHead,
+    digest: &ContentDigest,
+) -> Result<(i64, Option<i64>), RetryError> {
     let mut client = deps.db.client().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
     let doc = documents::lock(&*tx, doc_id)
@@ -109,33 +146,7 @@ pub async fn retry(deps: &RetryDeps<'_>, doc_id: &str) -> Result<Retried, RetryE
     if doc.deleting_at.is_some() {
         return Err(RetryError::Deleting(doc_id.to_string()));
     }
-    let mut abandoned_run = None;
-    if let Some(current) = doc.current_run_id {
-        if let Some(run) = runs::get(&*tx, current).await? {
-            if run.run_status == RunStatus::Running {
-                let overdue = run.deadline_at.is_some_and(|d| d < chrono::Utc::now());
-                if !overdue {
-                    return Err(RetryError::InFlight {
-                        run_id: current,
-                        status: doc.status,
-                        deadline: run
-                            .deadline_at
-                            .map(|d| d.to_rfc3339())
-                            .unwrap_or_else(|| "none".into()),
-                    });
-                }
-                transitions::fail_run(
-                    &*tx,
-                    doc_id,
-                    current,
-                    Stage::Retry,
-                    "abandoned: past its deadline, replaced by a retry",
-                )
-                .await?;
-                abandoned_run = Some(current);
-            }
-        }
-    }
+    let abandoned_run = abandon_overdue_run(&*tx, &doc).await?;
     // The old run's keyword rows go with it, as its vectors stop counting for search.
     keyword::remove(&*tx, doc_id).await?;
     let run_id = transitions::open_run(
@@ -170,22 +181,42 @@ pub async fn retry(deps: &RetryDeps<'_>, doc_id: &str) -> Result<Retried, RetryE
         )));
     }
     tx.commit().await.map_err(DbError::from)?;
-    deps.queue
-        .send(
-            deps.parse_queue_url,
-            JobMessage::new(doc_id, run_id).encode(),
-        )
-        .await?;
-    tracing::info!(
-        doc_id,
-        run_id,
-        stage = "retry",
-        abandoned_run,
-        "retry opened a new run"
-    );
-    Ok(Retried {
-        doc_id: doc_id.to_string(),
-        run_id,
-        abandoned_run,
-    })
+    Ok((run_id, abandoned_run))
+}
+
+/// The document's run in flight, if any: refused while before its deadline, failed as abandoned
+/// after it (its id returned).
+async fn abandon_overdue_run(
+    tx: &impl GenericClient,
+    doc: &documents::Document,
+) -> Result<Option<i64>, RetryError> {
+    let Some(current) = doc.current_run_id else {
+        return Ok(None);
+    };
+    let Some(run) = runs::get(tx, current).await? else {
+        return Ok(None);
+    };
+    if run.run_status != RunStatus::Running {
+        return Ok(None);
+    }
+    let overdue = run.deadline_at.is_some_and(|d| d < chrono::Utc::now());
+    if !overdue {
+        return Err(RetryError::InFlight {
+            run_id: current,
+            status: doc.status,
+            deadline: run
+                .deadline_at
+                .map(|d| d.to_rfc3339())
+                .unwrap_or_else(|| "none".into()),
+        });
+    }
+    transitions::fail_run(
+        tx,
+        &doc.doc_id,
+        current,
+        Stage::Retry,
+        "abandoned: past its deadline, replaced by a retry",
+    )
+    .await?;
+    Ok(Some(current))
 }

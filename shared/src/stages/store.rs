@@ -7,7 +7,7 @@
 //! and fails the old one as superseded.
 
 use crate::adapters::JobQueue;
-use crate::adapters::{ObjectHead, ObjectStore, StorageError};
+use crate::adapters::{ContentDigest, ObjectHead, ObjectStore, StorageError};
 use crate::config::StoreConfig;
 use crate::db::documents::{self, Document};
 use crate::db::tombstones::{self, VersionTime};
@@ -63,7 +63,7 @@ fn storage_err(e: StorageError) -> StageError {
     if e.is_transient() {
         StageError::transient(Stage::Store, e)
     } else {
-        StageError::permanent(Stage::Store, crate::error::chain(&e))
+        StageError::failed(Stage::Store, crate::error::chain(&e))
     }
 }
 
@@ -99,39 +99,90 @@ pub async fn store_object(
         );
         return refuse(reason).await;
     }
+    let digest = match read_digest(deps, bucket, &key).await? {
+        Read::Digest(digest) => digest,
+        Read::Missing => return object_missing(deps, &doc_id, bucket, &key).await,
+        Read::Refused(reason) => return refuse(reason).await,
+    };
+    let upload = Upload {
+        object,
+        doc_id: &doc_id,
+        key: &key,
+        head: &head,
+    };
+    let run_id = match record_stored(deps, &upload, &digest).await? {
+        Recorded::Stored(run_id) => run_id,
+        Recorded::Stale(why) => return stale(&doc_id, why),
+        Recorded::Duplicate => return duplicate(deps, &doc_id).await,
+    };
+    info!(doc_id, run_id, stage = "store", size = digest.bytes, sha256 = %digest.sha256, "stored");
 
-    let digest = match deps
+    send_parse(deps, &doc_id, run_id).await?;
+    Ok(StoreOutcome::Stored { doc_id, run_id })
+}
+
+/// What reading the object through made of it.
+enum Read {
+    Digest(ContentDigest),
+    /// It was removed since its HEAD.
+    Missing,
+    /// It may not be stored: the run fails with the reason.
+    Refused(String),
+}
+
+async fn read_digest(deps: &StoreDeps<'_>, bucket: &str, key: &str) -> Result<Read, StageError> {
+    match deps
         .objects
-        .sha256(bucket, &key, deps.config.max_bytes)
+        .sha256(bucket, key, deps.config.max_bytes)
         .await
     {
-        Ok(d) => d,
-        Err(StorageError::NotFound { .. }) => {
-            return object_missing(deps, &doc_id, bucket, &key).await
-        }
-        Err(StorageError::TooLarge { limit }) => {
-            let reason =
-                format!("the object grew past the limit of {limit} bytes while it was read");
-            return refuse(reason).await;
-        }
-        Err(e @ StorageError::AccessDenied { .. }) => {
-            let reason = crate::error::chain(&e);
-            return refuse(reason).await;
-        }
-        Err(e) => return Err(storage_err(e)),
-    };
+        Ok(d) => Ok(Read::Digest(d)),
+        Err(StorageError::NotFound { .. }) => Ok(Read::Missing),
+        Err(StorageError::TooLarge { limit }) => Ok(Read::Refused(format!(
+            "the object grew past the limit of {limit} bytes while it was read"
+        ))),
+        Err(e @ StorageError::AccessDenied { .. }) => Ok(Read::Refused(crate::error::chain(&e))),
+        Err(e) => Err(storage_err(e)),
+    }
+}
 
-    let version = VersionTime::of(head.last_modified_ms, object.event_time_ms);
+/// The object being stored, as the store stage resolved it.
+struct Upload<'a> {
+    object: &'a ObjectRef,
+    doc_id: &'a str,
+    key: &'a str,
+    head: &'a ObjectHead,
+}
+
+/// What the store transaction decided.
+enum Recorded {
+    /// The run is stored, ready for its parse job.
+    Stored(i64),
+    /// A delete that committed first wins.
+    Stale(String),
+    /// The document holds this content already.
+    Duplicate,
+}
+
+/// Seed 000 §6.2's transaction, under the document's row lock (the row is created for a first
+/// upload): the run for the new content is opened or adopted and marked stored.
+async fn record_stored(
+    deps: &StoreDeps<'_>,
+    upload: &Upload<'_>,
+    digest: &ContentDigest,
+) -> Result<Recorded, StageError> {
+    let (bucket, key, doc_id) = (upload.object.bucket.as_str(), upload.key, upload.doc_id);
+    let version = VersionTime::of(upload.head.last_modified_ms, upload.object.event_time_ms);
     let mut client = deps.db.client().await.map_err(db_err)?;
     let tx = client.transaction().await.map_err(|e| db_err(e.into()))?;
-    let names = Names::of(&key, &head);
-    let doc = documents::lock_or_create(&*tx, &doc_id, bucket, &key, names.file_name)
+    let names = Names::of(key, upload.head);
+    let doc = documents::lock_or_create(&*tx, doc_id, bucket, key, names.file_name)
         .await
         .map_err(db_err)?;
     // After the row lock: a delete that committed before it is seen here, whether it is still
     // removing (the row is marked) or done (the row was just inserted again, and rolls back).
-    if let Some(why) = deleted_since(&*tx, bucket, &key, version).await? {
-        return stale(&doc_id, why);
+    if let Some(why) = deleted_since(&*tx, bucket, key, version).await? {
+        return Ok(Recorded::Stale(why));
     }
     if doc.deleting_at.is_some() {
         return Err(StageError::transient(
@@ -140,24 +191,23 @@ pub async fn store_object(
         ));
     }
     if doc.content_sha256 == digest.sha256 && doc.current_run_id.is_some() {
-        // Give the connection back before taking another: a pool of two must never wait on itself.
-        drop(tx);
-        drop(client);
-        return duplicate(deps, &doc_id).await;
+        // The caller reads the duplicate once this connection is back: a pool of two must never
+        // wait on itself.
+        return Ok(Recorded::Duplicate);
     }
     let run_id = run_for_new_content(&*tx, &doc, deps.config, &digest.sha256).await?;
     let stored = transitions::mark_stored(
         &*tx,
-        &doc_id,
+        doc_id,
         run_id,
         &StoredObject {
             bucket,
-            key: &key,
+            key,
             file_name: names.file_name,
             content_type: names.content_type,
             size_bytes: digest.bytes as i64,
             sha256: &digest.sha256,
-            etag: &head.etag,
+            etag: &upload.head.etag,
             metadata: &names.full_values(),
         },
     )
@@ -172,10 +222,7 @@ pub async fn store_object(
         ));
     }
     tx.commit().await.map_err(|e| db_err(e.into()))?;
-    info!(doc_id, run_id, stage = "store", size = digest.bytes, sha256 = %digest.sha256, "stored");
-
-    send_parse(deps, &doc_id, run_id).await?;
-    Ok(StoreOutcome::Stored { doc_id, run_id })
+    Ok(Recorded::Stored(run_id))
 }
 
 /// The names a document row holds, each cut to its column at a character boundary (a file name

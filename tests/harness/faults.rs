@@ -1,0 +1,262 @@
+//! Fault hooks: adapters that fail or run a fault at the point a test chooses, and the local
+//! stack's own controls.
+
+use crate::*;
+
+/// A queue that fails every send while `failing` is set: the fault a test injects in place of an
+/// SQS outage. Everything else goes to the real queue.
+pub struct FlakyQueue {
+    pub inner: std::sync::Arc<dyn docpipe::adapters::JobQueue>,
+    pub failing: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl docpipe::adapters::JobQueue for FlakyQueue {
+    async fn send(
+        &self,
+        queue_url: &str,
+        body: String,
+    ) -> Result<(), docpipe::adapters::QueueError> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(docpipe::adapters::QueueError {
+                queue_url: queue_url.to_string(),
+                operation: "SendMessage",
+                source: "injected: queue unavailable".into(),
+            });
+        }
+        self.inner.send(queue_url, body).await
+    }
+
+    async fn hold_back(
+        &self,
+        queue_url: &str,
+        receipt_handle: &str,
+        delay: std::time::Duration,
+    ) -> Result<(), docpipe::adapters::QueueError> {
+        self.inner.hold_back(queue_url, receipt_handle, delay).await
+    }
+
+    async fn depth(
+        &self,
+        queue_url: &str,
+    ) -> Result<docpipe::adapters::QueueDepth, docpipe::adapters::QueueError> {
+        self.inner.depth(queue_url).await
+    }
+}
+
+/// Drives the local stack's fault controls: `stop`, `kill`, `pause`, `resume` a service, or `up`
+/// to bring back whatever is down. Only the fault tests use this (they run alone, one at a time).
+pub fn stack(action: &str, service: &str) {
+    let script = workspace_root().join("scripts/stack.sh");
+    let run = || {
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg(&script).arg(action);
+        if !service.is_empty() {
+            cmd.arg(service);
+        }
+        cmd.output().expect("run scripts/stack.sh")
+    };
+    let mut out = run();
+    if !out.status.success() && action == "up" {
+        // A service that was just killed can take a moment to let go of its port on a busy machine.
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        out = run();
+    }
+    assert!(
+        out.status.success(),
+        "stack.sh {action} {service} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The real object store with a hook after every successful put: a test makes the hook kill a
+/// service, or fail, at the point it chooses ("after the artifact write, before the commit").
+pub struct HookedObjectStore {
+    pub inner: std::sync::Arc<dyn docpipe::adapters::ObjectStore>,
+    /// Called with the key just written; an error is returned to the stage as the put's.
+    #[allow(clippy::type_complexity)]
+    pub after_put: Box<dyn Fn(&str) -> Result<(), docpipe::adapters::StorageError> + Send + Sync>,
+    /// Called with the key after its sha256 was computed (the window before the store's insert).
+    #[allow(clippy::type_complexity)]
+    pub after_sha256: Box<dyn Fn(&str) + Send + Sync>,
+    /// How often an object's bytes were read (`get` and `sha256`).
+    pub body_reads: std::sync::atomic::AtomicUsize,
+}
+
+impl HookedObjectStore {
+    pub fn new(inner: std::sync::Arc<dyn docpipe::adapters::ObjectStore>) -> Self {
+        HookedObjectStore {
+            inner,
+            after_put: Box::new(|_| Ok(())),
+            after_sha256: Box::new(|_| {}),
+            body_reads: Default::default(),
+        }
+    }
+
+    fn read_body(&self) {
+        self.body_reads
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl docpipe::adapters::ObjectStore for HookedObjectStore {
+    async fn head(
+        &self,
+        b: &str,
+        k: &str,
+    ) -> Result<Option<docpipe::adapters::ObjectHead>, docpipe::adapters::StorageError> {
+        self.inner.head(b, k).await
+    }
+    async fn sha256(
+        &self,
+        b: &str,
+        k: &str,
+        l: u64,
+    ) -> Result<docpipe::adapters::ContentDigest, docpipe::adapters::StorageError> {
+        self.read_body();
+        let digest = self.inner.sha256(b, k, l).await?;
+        (self.after_sha256)(k);
+        Ok(digest)
+    }
+    async fn get(
+        &self,
+        b: &str,
+        k: &str,
+        l: u64,
+    ) -> Result<Vec<u8>, docpipe::adapters::StorageError> {
+        self.read_body();
+        self.inner.get(b, k, l).await
+    }
+    async fn put(
+        &self,
+        b: &str,
+        k: &str,
+        body: Vec<u8>,
+        ct: &str,
+    ) -> Result<(), docpipe::adapters::StorageError> {
+        self.inner.put(b, k, body, ct).await?;
+        (self.after_put)(k)
+    }
+    async fn delete(&self, b: &str, k: &str) -> Result<(), docpipe::adapters::StorageError> {
+        self.inner.delete(b, k).await
+    }
+    async fn delete_prefix(
+        &self,
+        b: &str,
+        p: &str,
+    ) -> Result<usize, docpipe::adapters::StorageError> {
+        self.inner.delete_prefix(b, p).await
+    }
+    async fn list(&self, b: &str, p: &str) -> Result<Vec<String>, docpipe::adapters::StorageError> {
+        self.inner.list(b, p).await
+    }
+    async fn presign_put(
+        &self,
+        b: &str,
+        k: &str,
+        ct: &str,
+        e: std::time::Duration,
+    ) -> Result<String, docpipe::adapters::StorageError> {
+        self.inner.presign_put(b, k, ct, e).await
+    }
+    async fn presign_get(
+        &self,
+        b: &str,
+        k: &str,
+        e: std::time::Duration,
+    ) -> Result<String, docpipe::adapters::StorageError> {
+        self.inner.presign_get(b, k, e).await
+    }
+}
+
+/// The real vector index with hooks around each insert (`n` counts inserts from 1): a test makes a
+/// hook refuse the insert (Milvus down) or run a fault right after it (crash after the write).
+pub struct HookedVectorIndex {
+    pub inner: std::sync::Arc<dyn docpipe_vector::VectorIndex>,
+    #[allow(clippy::type_complexity)]
+    pub before_insert: Box<dyn Fn(usize) -> Result<(), docpipe_vector::VectorError> + Send + Sync>,
+    #[allow(clippy::type_complexity)]
+    pub after_insert: Box<dyn Fn(usize) -> Result<(), docpipe_vector::VectorError> + Send + Sync>,
+    /// Called with the doc_id before every delete (of a document, a run or other runs).
+    #[allow(clippy::type_complexity)]
+    pub before_delete: Box<dyn Fn(&str) -> Result<(), docpipe_vector::VectorError> + Send + Sync>,
+    pub inserts: std::sync::atomic::AtomicUsize,
+}
+
+impl HookedVectorIndex {
+    pub fn new(inner: std::sync::Arc<dyn docpipe_vector::VectorIndex>) -> Self {
+        HookedVectorIndex {
+            inner,
+            before_insert: Box::new(|_| Ok(())),
+            after_insert: Box::new(|_| Ok(())),
+            before_delete: Box::new(|_| Ok(())),
+            inserts: Default::default(),
+        }
+    }
+}
+
+/// What a hook returns to play an outage.
+pub fn vector_outage(op: &'static str) -> docpipe_vector::VectorError {
+    docpipe_vector::VectorError::Unavailable {
+        op,
+        source: "injected: connection refused".into(),
+    }
+}
+
+#[async_trait::async_trait]
+impl docpipe_vector::VectorIndex for HookedVectorIndex {
+    fn collection(&self) -> &str {
+        self.inner.collection()
+    }
+    async fn ensure_collection(
+        &self,
+        dim: usize,
+        model: &str,
+    ) -> Result<(), docpipe_vector::VectorError> {
+        self.inner.ensure_collection(dim, model).await
+    }
+    async fn insert(
+        &self,
+        records: &[docpipe_vector::ChunkRecord],
+    ) -> Result<(), docpipe_vector::VectorError> {
+        let n = self
+            .inserts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        (self.before_insert)(n)?;
+        self.inner.insert(records).await?;
+        (self.after_insert)(n)
+    }
+    async fn delete_doc(&self, d: &str) -> Result<(), docpipe_vector::VectorError> {
+        (self.before_delete)(d)?;
+        self.inner.delete_doc(d).await
+    }
+    async fn delete_other_runs(&self, d: &str, k: i64) -> Result<(), docpipe_vector::VectorError> {
+        (self.before_delete)(d)?;
+        self.inner.delete_other_runs(d, k).await
+    }
+    async fn delete_run(&self, d: &str, r: i64) -> Result<(), docpipe_vector::VectorError> {
+        (self.before_delete)(d)?;
+        self.inner.delete_run(d, r).await
+    }
+    async fn delete_runs_up_to(&self, d: &str, r: i64) -> Result<(), docpipe_vector::VectorError> {
+        (self.before_delete)(d)?;
+        self.inner.delete_runs_up_to(d, r).await
+    }
+    async fn count(&self, d: &str, r: Option<i64>) -> Result<usize, docpipe_vector::VectorError> {
+        self.inner.count(d, r).await
+    }
+    async fn doc_runs(&self) -> Result<docpipe_vector::DocRuns, docpipe_vector::VectorError> {
+        self.inner.doc_runs().await
+    }
+    async fn search(
+        &self,
+        v: &[f32],
+        k: usize,
+        f: &docpipe_vector::SearchFilters,
+    ) -> Result<Vec<docpipe_vector::VectorHit>, docpipe_vector::VectorError> {
+        self.inner.search(v, k, f).await
+    }
+}

@@ -1,0 +1,458 @@
+//! The whole pipeline over one test's database, bucket, queues and collection, driven stage by
+//! stage or by a dev runner of the test's own.
+
+use crate::*;
+use std::path::PathBuf;
+
+pub fn milvus_url() -> String {
+    env_or("MILVUS_URL", "http://127.0.0.1:19530")
+}
+
+/// The whole pipeline over one test's database, bucket, queues and Milvus collection, driven
+/// stage by stage the way the queues would drive it.
+pub struct Pipeline {
+    pub db: TestDb,
+    pub aws: TestAws,
+    pub store: docpipe::services::StoreService,
+    pub parse: docpipe::services::ParseService,
+    pub index: docpipe::services::IndexService,
+    pub milvus: std::sync::Arc<docpipe_vector::MilvusIndex>,
+}
+
+impl Pipeline {
+    pub async fn new(embedder: std::sync::Arc<dyn docpipe_embed::Embedder>) -> Pipeline {
+        let collection = unique("t_chunks_");
+        Pipeline::with(
+            TestDb::new().await,
+            TestAws::new().await,
+            embedder,
+            &collection,
+        )
+        .await
+    }
+
+    /// The pipeline over a database and a collection the caller chose (a benchmark's, which
+    /// outlive the run).
+    pub async fn with(
+        db: TestDb,
+        aws: TestAws,
+        embedder: std::sync::Arc<dyn docpipe_embed::Embedder>,
+        collection: &str,
+    ) -> Pipeline {
+        ensure_pdfium_env();
+        let milvus = std::sync::Arc::new(
+            docpipe_vector::MilvusIndex::connect(&milvus_url(), None, collection)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("cannot reach Milvus at {} (`make up`): {e}", milvus_url())
+                }),
+        );
+        let store = docpipe::services::StoreService::new(
+            db.db.clone(),
+            &aws.clients,
+            aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+        );
+        let parse =
+            docpipe::services::ParseService::new(db.db.clone(), &aws.clients, aws.parse_config());
+        let index = docpipe::services::IndexService {
+            db: db.db.clone(),
+            objects: std::sync::Arc::new(docpipe::adapters::S3ObjectStore::new(
+                aws.clients.s3.clone(),
+            )),
+            queue: std::sync::Arc::new(docpipe::adapters::SqsJobQueue::new(
+                aws.clients.sqs.clone(),
+            )),
+            embedder,
+            vectors: milvus.clone(),
+            config: docpipe::config::IndexConfig {
+                bucket: aws.bucket.clone(),
+                index_queue_url: aws.index_queue.clone(),
+                embed_batch: 32,
+                clock: aws.clock.clone(),
+            },
+        };
+        Pipeline {
+            db,
+            aws,
+            store,
+            parse,
+            index,
+            milvus,
+        }
+    }
+
+    pub fn hash() -> std::sync::Arc<dyn docpipe_embed::Embedder> {
+        std::sync::Arc::new(docpipe_embed::HashEmbedder::new(384).expect("hash embedder"))
+    }
+
+    /// Uploads a file and carries it through store, parse and index; returns its doc_id.
+    pub async fn ingest(&self, key: &str, body: &[u8]) -> String {
+        self.aws.put(key, body).await;
+        docpipe::handlers::store::handle_notification(
+            &self.store,
+            &s3_put_event(&self.aws.bucket, key),
+        )
+        .await
+        .expect("store");
+        let doc_id = docpipe::ids::derived_doc_id(&self.aws.bucket, key);
+        self.drive(&doc_id).await;
+        doc_id
+    }
+
+    /// Uploads a file, stores it and parses it; returns the job its index stage is waiting for.
+    pub async fn parsed(&self, key: &str, body: &[u8]) -> docpipe::model::JobMessage {
+        let job = stored(&self.db, &self.aws, &self.store, key, body).await;
+        docpipe::stages::parse::parse_job(&self.parse.deps(), &job)
+            .await
+            .expect("parse");
+        job
+    }
+
+    /// Runs the current run's remaining stages directly (the queues' messages are drained).
+    pub async fn drive(&self, doc_id: &str) {
+        use docpipe::model::{DocStatus, JobMessage};
+        let doc = self.doc(doc_id).await.expect("document");
+        let job = JobMessage::new(doc_id, doc.current_run_id.expect("a run"));
+        if doc.status == DocStatus::Stored {
+            docpipe::stages::parse::parse_job(&self.parse.deps(), &job)
+                .await
+                .expect("parse");
+        }
+        if self.doc(doc_id).await.expect("document").status == DocStatus::Parsed {
+            docpipe::stages::index::index_job(&self.index.deps(), &job)
+                .await
+                .expect("index");
+        }
+        self.aws.drain(&self.aws.parse_queue, 100).await;
+        self.aws.drain(&self.aws.index_queue, 100).await;
+    }
+
+    /// The delete stage's dependencies, over this pipeline's stores.
+    pub fn delete_deps(&self) -> docpipe::stages::delete::DeleteDeps<'_> {
+        docpipe::stages::delete::DeleteDeps {
+            db: &self.db.db,
+            objects: self.store.objects.as_ref(),
+            vectors: self.milvus.as_ref(),
+            artifacts_bucket: &self.aws.bucket,
+        }
+    }
+
+    /// `POST /search` as the API runs it (a fresh cache each call, so nothing is remembered
+    /// between the steps of a test).
+    pub async fn search(
+        &self,
+        query: &str,
+        top_k: usize,
+        mode: docpipe::search::Mode,
+        filters: &docpipe::search::Filters,
+    ) -> docpipe::search::SearchResult {
+        let cache = docpipe::search::SearchCache::default();
+        docpipe::search::search(
+            &docpipe::search::SearchDeps {
+                db: &self.db.db,
+                embedder: self.index.embedder.as_ref(),
+                vectors: self.milvus.as_ref(),
+                cache: &cache,
+            },
+            &docpipe::search::Query {
+                text: query,
+                top_k,
+                mode,
+                filters,
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("search {query:?} ({mode:?}): {e}"))
+    }
+
+    /// `POST /documents/{id}/retry`'s stage, as the API runs it.
+    pub async fn retry(
+        &self,
+        doc_id: &str,
+    ) -> Result<docpipe::stages::retry::Retried, docpipe::stages::retry::RetryError> {
+        let deps = docpipe::stages::retry::RetryDeps {
+            db: &self.db.db,
+            objects: self.store.objects.as_ref(),
+            queue: self.store.queue.as_ref(),
+            parse_queue_url: &self.aws.parse_queue,
+            stage_deadline_secs: 900,
+            max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
+        };
+        docpipe::stages::retry::retry(&deps, doc_id).await
+    }
+
+    /// Registers a document through the API's stage; it waits for its upload.
+    pub async fn register(&self, file_name: &str) -> docpipe::stages::register::Registered {
+        docpipe::stages::register::register(
+            &self.db.db,
+            &self.aws.bucket,
+            &docpipe::stages::register::Registration {
+                file_name: file_name.into(),
+                content_type: "text/markdown".into(),
+                ..Default::default()
+            },
+            900,
+        )
+        .await
+        .expect("register")
+    }
+
+    /// The pipeline with the hashing embedder, whose store refuses objects over `max_bytes`.
+    pub async fn with_max_bytes(max_bytes: u64) -> Pipeline {
+        let mut p = Pipeline::new(Pipeline::hash()).await;
+        p.store = docpipe::services::StoreService::new(
+            p.db.db.clone(),
+            &p.aws.clients,
+            p.aws.store_config(max_bytes),
+        );
+        p
+    }
+
+    pub async fn doc(&self, doc_id: &str) -> Option<docpipe::db::documents::Document> {
+        docpipe::db::documents::get(&**self.db.client().await, doc_id)
+            .await
+            .unwrap()
+    }
+
+    /// The DLQ function's service over this pipeline's database and collection.
+    pub fn dead_letters(&self) -> docpipe::services::DeadLetterService {
+        docpipe::services::DeadLetterService {
+            db: self.db.db.clone(),
+            vectors: self.milvus.clone(),
+        }
+    }
+
+    /// The document an upload under `key` of this test's bucket became.
+    pub async fn doc_at(&self, key: &str) -> Option<docpipe::db::documents::Document> {
+        self.doc(&docpipe::ids::derived_doc_id(&self.aws.bucket, key))
+            .await
+    }
+
+    pub async fn runs(&self, doc_id: &str) -> Vec<docpipe::db::runs::Run> {
+        docpipe::db::runs::list_for_doc(&**self.db.client().await, doc_id)
+            .await
+            .unwrap()
+    }
+
+    /// The document's status history, as `from>to` pairs in order.
+    pub async fn history(&self, doc_id: &str) -> Vec<String> {
+        docpipe::db::runs::history(&**self.db.client().await, doc_id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| format!("{}>{}", e.from_status, e.to_status))
+            .collect()
+    }
+
+    /// Uploads `body` under `key` and stores it; returns the parse job its run waits for.
+    pub async fn stored(&self, key: &str, body: &[u8]) -> docpipe::model::JobMessage {
+        stored(&self.db, &self.aws, &self.store, key, body).await
+    }
+
+    /// The store outcome of the S3 event for `key` (an object already put, or not).
+    pub async fn deliver(&self, key: &str) -> docpipe::stages::store::StoreOutcome {
+        docpipe::handlers::store::handle_notification(
+            &self.store,
+            &s3_put_event(&self.aws.bucket, key),
+        )
+        .await
+        .expect("store succeeds")
+        .only()
+        .clone()
+    }
+
+    /// The parse jobs waiting on this test's parse queue (taken off it).
+    pub async fn parse_jobs(&self) -> Vec<docpipe::model::JobMessage> {
+        self.aws
+            .drain(&self.aws.parse_queue, 100)
+            .await
+            .iter()
+            .map(|b| docpipe::model::JobMessage::decode(b).expect("a v1 job message"))
+            .collect()
+    }
+
+    /// A `count(*)` statement's answer.
+    pub async fn count(&self, sql: &str) -> i64 {
+        self.db
+            .client()
+            .await
+            .query_typed_one(sql, &[])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    /// A `count(*)` statement's answer, for the document `$1`.
+    pub async fn count_for(&self, sql: &str, doc_id: &str) -> i64 {
+        self.db
+            .client()
+            .await
+            .query_typed_one(sql, &[(&doc_id, docpipe::db::Type::VARCHAR)])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    pub async fn cleanup(&self) {
+        let _ = self.milvus.drop_collection().await;
+    }
+}
+
+/// Uploads `body` under `key` and runs the store stage on its S3 event, which must store it; returns
+/// the parse job of the run it opened (the copy the stage queued is drained).
+pub async fn stored(
+    db: &TestDb,
+    aws: &TestAws,
+    store: &docpipe::services::StoreService,
+    key: &str,
+    body: &[u8],
+) -> docpipe::model::JobMessage {
+    aws.put(key, body).await;
+    let notified =
+        docpipe::handlers::store::handle_notification(store, &s3_put_event(&aws.bucket, key))
+            .await
+            .expect("store");
+    assert!(
+        matches!(
+            notified.only(),
+            docpipe::stages::store::StoreOutcome::Stored { .. }
+        ),
+        "{notified}"
+    );
+    let doc_id = docpipe::ids::derived_doc_id(&aws.bucket, key);
+    let doc = docpipe::db::documents::get(&**db.client().await, &doc_id)
+        .await
+        .unwrap()
+        .expect("stored document");
+    aws.drain(&aws.parse_queue, 10).await;
+    docpipe::model::JobMessage::new(doc_id, doc.current_run_id.expect("a run"))
+}
+
+/// The `docpipe` binary the dev runner runs as (`make up` and `scripts/test.sh` build it).
+pub fn docpipe_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("DOCPIPE_BIN") {
+        return PathBuf::from(bin);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
+    target.join("debug").join("docpipe")
+}
+
+/// A dev runner of the test's own, over a [`Pipeline`]'s database, bucket, queues and collection:
+/// the process that plays AWS, on the template's clock at `scale`, with the hashing embedder.
+/// It and its function processes are killed when this is dropped.
+pub struct DevRunner {
+    child: std::process::Child,
+    pub log: PathBuf,
+}
+
+impl DevRunner {
+    pub fn spawn(p: &Pipeline, scale: f64, extra: &[(&str, String)]) -> DevRunner {
+        use std::os::unix::process::CommandExt;
+        let bin = docpipe_bin();
+        assert!(
+            bin.exists(),
+            "{} is missing: build it with `cargo build -p docpipe-cli` (make up does)",
+            bin.display()
+        );
+        let log = std::env::temp_dir().join(unique("docpipe-dev-runner-") + ".log");
+        let out = std::fs::File::create(&log).expect("dev runner log");
+        let aws = aws_config();
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.arg("dev")
+            .arg("--no-api")
+            .arg("--wait-seconds")
+            .arg("1")
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+            .env("DOCPIPE_TEMPLATE", workspace_root().join("template.yaml"))
+            .env("DOCPIPE_TIME_SCALE", scale.to_string())
+            .env(
+                "DOCPIPE_TIMEOUT_FLOOR_SECS",
+                TEST_TIMEOUT_FLOOR_SECS.to_string(),
+            )
+            .env("DATABASE_URL", &p.db.url)
+            .env("DOCPIPE_DB_POOL_SIZE", "2")
+            .env("AWS_ENDPOINT_URL", aws.endpoint_url.unwrap_or_default())
+            .env("AWS_REGION", &aws.region)
+            .env("AWS_ACCESS_KEY_ID", env_or("AWS_ACCESS_KEY_ID", "test"))
+            .env(
+                "AWS_SECRET_ACCESS_KEY",
+                env_or("AWS_SECRET_ACCESS_KEY", "test"),
+            )
+            .env("DOCPIPE_BUCKET", &p.aws.bucket)
+            .env("DOCPIPE_STORE_QUEUE_URL", &p.aws.store_queue)
+            .env("DOCPIPE_PARSE_QUEUE_URL", &p.aws.parse_queue)
+            .env("DOCPIPE_INDEX_QUEUE_URL", &p.aws.index_queue)
+            .env("DOCPIPE_STORE_DLQ_URL", &p.aws.store_dlq)
+            .env("DOCPIPE_PARSE_DLQ_URL", &p.aws.parse_dlq)
+            .env("DOCPIPE_INDEX_DLQ_URL", &p.aws.index_dlq)
+            .env("MILVUS_URL", milvus_url())
+            .env(
+                "DOCPIPE_MILVUS_COLLECTION",
+                docpipe_vector::VectorIndex::collection(p.milvus.as_ref()),
+            )
+            .env("DOCPIPE_EMBEDDER", "hash")
+            .env(
+                "DOCPIPE_PDFIUM_LIB",
+                std::env::var_os("DOCPIPE_PDFIUM_LIB").unwrap_or_default(),
+            )
+            .env(
+                "DOCPIPE_OCR_DIR",
+                std::env::var_os("DOCPIPE_OCR_DIR").unwrap_or_default(),
+            )
+            .env("DOCPIPE_LOG", "info")
+            .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdin(std::process::Stdio::null())
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out)
+            // Its own process group, so that the function processes go down with it.
+            .process_group(0);
+        let child = cmd.spawn().expect("start the dev runner");
+        DevRunner { child, log }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for DevRunner {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until every document of `doc_ids` is `indexed` or `failed`, or `limit` passes; returns
+/// the statuses (by doc_id) it saw last.
+pub async fn wait_terminal(
+    db: &TestDb,
+    doc_ids: &[String],
+    limit: std::time::Duration,
+) -> std::collections::HashMap<String, docpipe::model::DocStatus> {
+    let started = std::time::Instant::now();
+    loop {
+        let mut statuses = std::collections::HashMap::new();
+        let client = db.client().await;
+        for doc_id in doc_ids {
+            if let Some(doc) = docpipe::db::documents::get(&**client, doc_id)
+                .await
+                .expect("read the document")
+            {
+                statuses.insert(doc_id.clone(), doc.status);
+            }
+        }
+        drop(client);
+        let done = statuses.len() == doc_ids.len() && statuses.values().all(|s| s.is_terminal());
+        if done || started.elapsed() > limit {
+            return statuses;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
