@@ -63,23 +63,11 @@ fn state_for(
     ))
 }
 
-/// Serves a router on 127.0.0.1:0 for the rest of the test; returns its base URL.
-async fn serve(state: Arc<ApiState>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(docpipe_api_fn::serve(
-        listener,
-        state,
-        std::future::pending(),
-    ));
-    base
-}
-
 impl Api {
     async fn new() -> Api {
         let p = Pipeline::new(Pipeline::hash()).await;
         let config = config_for(&p);
-        let base = serve(state_for(
+        let base = docpipe_tests::serve_state(state_for(
             &p,
             config.clone(),
             ActorSource::Local,
@@ -1339,7 +1327,7 @@ async fn the_s3_webhook_wants_its_token_and_stores_what_it_is_told() {
     // Without a configured token the webhook does not exist.
     let mut config = api.config.clone();
     config.webhook_token = None;
-    let base = serve(state_for(
+    let base = docpipe_tests::serve_state(state_for(
         &api.p,
         config,
         ActorSource::Local,
@@ -1373,7 +1361,8 @@ async fn healthz_reports_each_dependency_and_fails_when_one_is_down() {
     let mut config = api.config.clone();
     config.bucket = format!("{}-missing", api.p.aws.bucket);
     let nowhere = Arc::new(LazyMilvus::new("http://127.0.0.1:9", None, "nowhere"));
-    let base = serve(state_for(&api.p, config, ActorSource::Local, nowhere)).await;
+    let base =
+        docpipe_tests::serve_state(state_for(&api.p, config, ActorSource::Local, nowhere)).await;
     let r = read(
         api.http
             .get(format!("{base}/healthz"))

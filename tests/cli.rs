@@ -6,7 +6,6 @@
 //! runner would, and runs parse and index.
 
 use docpipe::model::DocStatus;
-use docpipe_api_fn::{ActorSource, ApiConfig, ApiState};
 use docpipe_cli::client::ClientError;
 use docpipe_tests::{corpus_dir, sha256_hex, sqs_batch, Pipeline};
 use serde_json::Value;
@@ -23,34 +22,7 @@ struct Cli {
 impl Cli {
     async fn new() -> Cli {
         let p = Pipeline::new(Pipeline::hash()).await;
-        let config = ApiConfig {
-            bucket: p.aws.bucket.clone(),
-            parse_queue_url: p.aws.parse_queue.clone(),
-            upload_url_ttl: Duration::from_secs(600),
-            download_url_ttl: Duration::from_secs(300),
-            webhook_token: None,
-            webhook_token_secret_arn: None,
-            stage_deadline_secs: 900,
-            max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
-            max_body_bytes: 64 * 1024,
-            max_receive_count: Some(p.aws.clock.max_receive_count),
-        };
-        let state = Arc::new(ApiState::new(
-            p.db.db.clone(),
-            &p.aws.clients,
-            p.index.embedder.clone(),
-            p.milvus.clone(),
-            p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
-            config,
-            ActorSource::Local,
-        ));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(docpipe_api_fn::serve(
-            listener,
-            state,
-            std::future::pending(),
-        ));
+        let base = docpipe_tests::serve_api(&p).await;
         let dir = std::env::temp_dir().join(docpipe_tests::unique("docpipe-cli-"));
         std::fs::create_dir_all(&dir).unwrap();
         Cli { p, base, dir }

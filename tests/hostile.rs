@@ -14,7 +14,9 @@ use docpipe::model::{DocStatus, JobMessage, RunStatus};
 use docpipe::services::StoreService;
 use docpipe::stages::parse::ParseOutcome;
 use docpipe::stages::store::StoreOutcome;
-use docpipe_tests::{s3_put_event, sha256_hex, sqs_batch, HookedObjectStore, Pipeline, TestAws};
+use docpipe_tests::{
+    s3_put_event, serve_api, sha256_hex, sqs_batch, HookedObjectStore, Pipeline, TestAws,
+};
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -438,39 +440,6 @@ async fn sql_looking_registration_fields_are_stored_verbatim_and_the_tables_surv
         1
     );
     p.cleanup().await;
-}
-
-/// The API over the pipeline, on a port of its own; its base URL.
-async fn serve_api(p: &Pipeline) -> String {
-    let config = docpipe_api_fn::ApiConfig {
-        bucket: p.aws.bucket.clone(),
-        parse_queue_url: p.aws.parse_queue.clone(),
-        upload_url_ttl: Duration::from_secs(600),
-        download_url_ttl: Duration::from_secs(300),
-        webhook_token: None,
-        webhook_token_secret_arn: None,
-        stage_deadline_secs: 900,
-        max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
-        max_body_bytes: 64 * 1024,
-        max_receive_count: Some(p.aws.clock.max_receive_count),
-    };
-    let state = Arc::new(docpipe_api_fn::ApiState::new(
-        p.db.db.clone(),
-        &p.aws.clients,
-        p.index.embedder.clone(),
-        p.milvus.clone(),
-        p.aws.store_config(MAX),
-        config,
-        docpipe_api_fn::ActorSource::Local,
-    ));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(docpipe_api_fn::serve(
-        listener,
-        state,
-        std::future::pending(),
-    ));
-    base
 }
 
 /// The list filter takes SQL-looking text as a value, not as SQL.

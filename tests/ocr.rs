@@ -14,7 +14,6 @@ use docpipe_tests::{
     TestDb,
 };
 use lopdf::{dictionary, Document, Object, Stream};
-use std::sync::Arc;
 
 const OCR_TIME_SCALE: f64 = 0.5;
 
@@ -74,36 +73,9 @@ async fn ocr_of(p: &Pipeline, doc_id: &str) -> serde_json::Value {
     run.metadata["ocr"].clone()
 }
 
-/// `GET /documents/{doc_id}` from the API router, served over HTTP as the dev runner serves it.
+/// `GET /documents/{doc_id}` from the API, served over HTTP as the dev runner serves it.
 async fn api_document(p: &Pipeline, doc_id: &str) -> serde_json::Value {
-    let config = docpipe_api_fn::ApiConfig {
-        bucket: p.aws.bucket.clone(),
-        parse_queue_url: p.aws.parse_queue.clone(),
-        upload_url_ttl: std::time::Duration::from_secs(600),
-        download_url_ttl: std::time::Duration::from_secs(300),
-        webhook_token: None,
-        webhook_token_secret_arn: None,
-        stage_deadline_secs: 900,
-        max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
-        max_body_bytes: 64 * 1024,
-        max_receive_count: Some(p.aws.clock.max_receive_count),
-    };
-    let state = Arc::new(docpipe_api_fn::ApiState::new(
-        p.db.db.clone(),
-        &p.aws.clients,
-        p.index.embedder.clone(),
-        p.milvus.clone(),
-        p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
-        config,
-        docpipe_api_fn::ActorSource::Local,
-    ));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(docpipe_api_fn::serve(
-        listener,
-        state,
-        std::future::pending(),
-    ));
+    let base = docpipe_tests::serve_api(p).await;
     let response = reqwest::get(format!("{base}/documents/{doc_id}"))
         .await
         .unwrap();

@@ -2,6 +2,7 @@
 //! test (created through PgBouncer and migrated), and a bucket and queues of the test's own, wired
 //! with a real bucket notification. Tests therefore run in parallel without seeing each other.
 
+mod api;
 mod aws;
 mod clock;
 mod corpus;
@@ -9,6 +10,7 @@ mod database;
 mod faults;
 mod pipeline;
 
+pub use api::*;
 pub use aws::*;
 pub use clock::*;
 pub use corpus::*;
