@@ -610,27 +610,7 @@ async fn a_retry_opens_one_run_and_an_idempotency_key_replays_it() {
         .await;
     let first_run = api.p.doc(&doc_id).await.unwrap().current_run_id.unwrap();
 
-    // Six concurrent retries with one key: one run, every success names it.
-    let answers =
-        futures::future::join_all((0..6).map(|_| api.retry(&doc_id, Some("key-one")))).await;
-    let mut run_ids = BTreeSet::new();
-    for a in &answers {
-        match a.status {
-            StatusCode::ACCEPTED => {
-                run_ids.insert(a.body["run_id"].as_i64().unwrap());
-            }
-            StatusCode::CONFLICT => assert!(
-                a.body["type"] == format!("{PROBLEMS}idempotency-key-in-use")
-                    || a.body["type"] == format!("{PROBLEMS}run-in-flight"),
-                "{}",
-                a.body
-            ),
-            other => panic!("unexpected {other}: {}", a.body),
-        }
-    }
-    assert_eq!(run_ids.len(), 1, "{answers:?}");
-    let retry_run = *run_ids.iter().next().unwrap();
-    assert_ne!(retry_run, first_run);
+    let retry_run = concurrent_retries_open_one_run(&api, &doc_id, first_run).await;
     let runs = "SELECT count(*) FROM document_processing_runs WHERE doc_id = $1";
     assert_eq!(
         api.query_i64(runs, &doc_id).await,
@@ -667,7 +647,46 @@ async fn a_retry_opens_one_run_and_an_idempotency_key_replays_it() {
         "only key-one is recorded"
     );
 
-    // A run past its deadline is abandoned by the next retry.
+    abandon_the_overdue_run(&api, &doc_id, retry_run).await;
+
+    // A registered document whose bytes never came cannot be retried; a missing one is a 404.
+    let pending = api.register(json!({"file_name": "never.md"})).await;
+    let a = api.retry(pending["doc_id"].as_str().unwrap(), None).await;
+    assert_problem(&a, 409, "not-retryable", "retry before the upload");
+    let a = api.retry(&docpipe::ids::random_doc_id(), None).await;
+    assert_problem(&a, 404, "not-found", "retry of nothing");
+
+    assert_retries_audited(&api, &doc_id).await;
+    api.p.cleanup().await;
+}
+
+/// Six concurrent retries with one key: one run, every success names it; its id.
+async fn concurrent_retries_open_one_run(api: &Api, doc_id: &str, first_run: i64) -> i64 {
+    let answers =
+        futures::future::join_all((0..6).map(|_| api.retry(doc_id, Some("key-one")))).await;
+    let mut run_ids = BTreeSet::new();
+    for a in &answers {
+        match a.status {
+            StatusCode::ACCEPTED => {
+                run_ids.insert(a.body["run_id"].as_i64().unwrap());
+            }
+            StatusCode::CONFLICT => assert!(
+                a.body["type"] == format!("{PROBLEMS}idempotency-key-in-use")
+                    || a.body["type"] == format!("{PROBLEMS}run-in-flight"),
+                "{}",
+                a.body
+            ),
+            other => panic!("unexpected {other}: {}", a.body),
+        }
+    }
+    assert_eq!(run_ids.len(), 1, "{answers:?}");
+    let retry_run = *run_ids.iter().next().unwrap();
+    assert_ne!(retry_run, first_run);
+    retry_run
+}
+
+/// A run past its deadline is abandoned by the next retry, which then indexes.
+async fn abandon_the_overdue_run(api: &Api, doc_id: &str, retry_run: i64) {
     api.p
         .db
         .client()
@@ -679,7 +698,7 @@ async fn a_retry_opens_one_run_and_an_idempotency_key_replays_it() {
         )
         .await
         .unwrap();
-    let took_over = api.retry(&doc_id, Some("key-two")).await;
+    let took_over = api.retry(doc_id, Some("key-two")).await;
     assert_eq!(took_over.status, StatusCode::ACCEPTED, "{}", took_over.body);
     assert_eq!(took_over.body["abandoned_run"], retry_run);
     let third_run = took_over.body["run_id"].as_i64().unwrap();
@@ -689,17 +708,13 @@ async fn a_retry_opens_one_run_and_an_idempotency_key_replays_it() {
     assert_eq!(listed[0]["run_id"], third_run, "newest first");
     assert_eq!(listed[1]["run_status"], "failed");
     assert_eq!(listed[1]["failure_stage"], "retry");
-    api.p.drive(&doc_id).await;
-    assert_eq!(api.p.doc(&doc_id).await.unwrap().status, DocStatus::Indexed);
+    api.p.drive(doc_id).await;
+    assert_eq!(api.p.doc(doc_id).await.unwrap().status, DocStatus::Indexed);
+}
 
-    // A registered document whose bytes never came cannot be retried; a missing one is a 404.
-    let pending = api.register(json!({"file_name": "never.md"})).await;
-    let a = api.retry(pending["doc_id"].as_str().unwrap(), None).await;
-    assert_problem(&a, 409, "not-retryable", "retry before the upload");
-    let a = api.retry(&docpipe::ids::random_doc_id(), None).await;
-    assert_problem(&a, 404, "not-found", "retry of nothing");
-
-    let audit = docpipe::db::audit::for_target(&**api.p.db.client().await, "document", &doc_id)
+/// Every retry request is audited and closed: two succeeded, one replayed, the rest rejected.
+async fn assert_retries_audited(api: &Api, doc_id: &str) {
+    let audit = docpipe::db::audit::for_target(&**api.p.db.client().await, "document", doc_id)
         .await
         .unwrap();
     let results: Vec<&str> = audit.iter().map(|r| r.result.as_str()).collect();
@@ -718,7 +733,6 @@ async fn a_retry_opens_one_run_and_an_idempotency_key_replays_it() {
         !results.contains(&"started"),
         "every record is closed: {results:?}"
     );
-    api.p.cleanup().await;
 }
 
 #[tokio::test]
@@ -922,7 +936,22 @@ async fn search_answers_validated_hits_and_refuses_bad_requests() {
         .iter()
         .all(|h| h["doc_id"] != first.as_str()));
 
-    for (body, kind, what) in [
+    for (body, kind, what) in invalid_searches(&sentence) {
+        let r = api
+            .http
+            .post(api.url("/search"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_problem(&read(r).await, 422, kind, what);
+    }
+    api.p.cleanup().await;
+}
+
+/// Search bodies the API must refuse, with the problem type and what each one tries.
+fn invalid_searches(sentence: &str) -> Vec<(Value, &'static str, &'static str)> {
+    vec![
         (
             json!({"query": sentence, "top_k": 0}),
             "validation-failed",
@@ -975,17 +1004,7 @@ async fn search_answers_validated_hits_and_refuses_bad_requests() {
             "invalid-body",
             "mode a number",
         ),
-    ] {
-        let r = api
-            .http
-            .post(api.url("/search"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_problem(&read(r).await, 422, kind, what);
-    }
-    api.p.cleanup().await;
+    ]
 }
 
 #[tokio::test]
