@@ -159,23 +159,30 @@ async fn upload_ls_status_search_tree_summary_retry_rm() {
     cli.p.drive(doc_id).await;
     assert_eq!(cli.status(doc_id).await, DocStatus::Indexed);
 
-    // ls: the API's page shape with --json, a table without.
+    ls_shows_it(&cli, doc_id, &name).await;
+    let chunks = status_shows_its_run(&cli, doc_id).await;
+    search_finds_it(&cli, doc_id, &name).await;
+    tree_nests(&cli, doc_id).await;
+    summary_counts(&cli, chunks).await;
+    skip_retry_and_rm(&cli, doc_id, path_s).await;
+    cli.p.cleanup().await;
+}
+
+/// ls: the API's page shape with --json, a table without.
+async fn ls_shows_it(cli: &Cli, doc_id: &str, name: &str) {
     let page = cli.json(&["ls"]).await;
     assert!(page["next_cursor"].is_null(), "{page}");
     let docs = page["documents"].as_array().unwrap();
     assert_eq!(docs.len(), 1);
-    assert_eq!(docs[0]["doc_id"], doc_id.as_str());
+    assert_eq!(docs[0]["doc_id"], doc_id);
     assert_eq!(docs[0]["status"], "indexed");
     assert_eq!(docs[0]["doc_name"], name);
     assert_eq!(docs[0]["regulation_type"], "法律");
     assert_eq!(docs[0]["tags"], serde_json::json!(["demo", "wetland"]));
     let table = cli.ok(&["ls", "--status", "indexed"]).await;
     assert!(table.starts_with("DOC_ID"), "{table}");
-    let row = table
-        .lines()
-        .find(|l| l.starts_with(doc_id.as_str()))
-        .unwrap();
-    assert!(row.contains("indexed") && row.contains(&name), "{row}");
+    let row = table.lines().find(|l| l.starts_with(doc_id)).unwrap();
+    assert!(row.contains("indexed") && row.contains(name), "{row}");
     let none = cli.json(&["ls", "--status", "failed"]).await;
     assert_eq!(none["documents"], serde_json::json!([]));
     assert_eq!(
@@ -185,10 +192,12 @@ async fn upload_ls_status_search_tree_summary_retry_rm() {
             .len(),
         1
     );
+}
 
-    // status: the document and its current run, with per-stage times.
+/// Status: the document and its current run, with per-stage times; its chunk count.
+async fn status_shows_its_run(cli: &Cli, doc_id: &str) -> i64 {
     let detail = cli.json(&["status", doc_id]).await;
-    assert_eq!(detail["doc_id"], doc_id.as_str());
+    assert_eq!(detail["doc_id"], doc_id);
     let run = &detail["current_run"];
     assert_eq!(run["run_status"], "succeeded");
     for stage in ["stored", "parsed", "indexed", "finished"] {
@@ -211,8 +220,11 @@ async fn upload_ls_status_search_tree_summary_retry_rm() {
         text.contains("run       ") && text.contains("(upload) succeeded"),
         "{text}"
     );
+    chunks
+}
 
-    // search: validated hits; the table shows rank, score, name, section, pages, an excerpt.
+/// Search: validated hits; the table shows rank, score, name, section, pages, an excerpt.
+async fn search_finds_it(cli: &Cli, doc_id: &str, name: &str) {
     let hits = cli
         .json(&[
             "search",
@@ -225,7 +237,7 @@ async fn upload_ls_status_search_tree_summary_retry_rm() {
         .await;
     let list = hits["hits"].as_array().unwrap();
     assert_eq!(list.len(), 3, "{hits}");
-    assert!(list.iter().all(|h| h["doc_id"] == doc_id.as_str()));
+    assert!(list.iter().all(|h| h["doc_id"] == doc_id));
     for mode in ["dense", "keyword", "hybrid"] {
         let r = cli
             .json(&["search", "湿地保护规划", "--mode", mode, "--top-k", "3"])
@@ -240,7 +252,7 @@ async fn upload_ls_status_search_tree_summary_retry_rm() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "{text}");
     assert!(
-        lines[0].starts_with(" 1  0.") && lines[0].contains(&name),
+        lines[0].starts_with(" 1  0.") && lines[0].contains(name),
         "{text}"
     );
     assert!(lines[0].contains("p.1"), "{text}");
@@ -263,8 +275,10 @@ async fn upload_ls_status_search_tree_summary_retry_rm() {
             .trim(),
         "no hits"
     );
+}
 
-    // tree: the heading tree, children indented under their parents.
+/// Tree: the heading tree, children indented under their parents.
+async fn tree_nests(cli: &Cli, doc_id: &str) {
     let tree = cli.ok(&["tree", doc_id]).await;
     let first = tree.lines().next().unwrap();
     assert!(
@@ -285,8 +299,10 @@ async fn upload_ls_status_search_tree_summary_retry_rm() {
     assert!(!shallow.lines().any(|l| l.starts_with("    ")), "{shallow}");
     let structure = cli.json(&["tree", doc_id]).await;
     assert!(structure["node_count"].as_i64().unwrap() > 10);
+}
 
-    // summary: counts, chunks and one run per stage.
+/// Summary: counts, chunks and one run per stage.
+async fn summary_counts(cli: &Cli, chunks: i64) {
     let summary = cli.json(&["summary"]).await;
     assert_eq!(summary["documents"], 1, "{summary}");
     assert_eq!(summary["by_status"]["indexed"], 1);
@@ -298,7 +314,10 @@ async fn upload_ls_status_search_tree_summary_retry_rm() {
     let text = cli.ok(&["summary"]).await;
     assert!(text.starts_with("documents  1: 1 indexed"), "{text}");
     assert!(text.contains("index   indexed − parsed"), "{text}");
+}
 
+/// Upload --skip-existing uploads nothing twice; retry opens a new run (a second one in flight is a 409); rm deletes (then a 404).
+async fn skip_retry_and_rm(cli: &Cli, doc_id: &str, path_s: &str) {
     // upload --skip-existing: the same content is not uploaded twice.
     let again = cli.ok(&["upload", "--skip-existing", path_s]).await;
     assert!(again.starts_with(&format!("{doc_id}  present")), "{again}");
@@ -338,7 +357,6 @@ async fn upload_ls_status_search_tree_summary_retry_rm() {
         line,
         format!("error: Not Found: document {doc_id} does not exist")
     );
-    cli.p.cleanup().await;
 }
 
 #[tokio::test]
