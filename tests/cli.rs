@@ -471,17 +471,31 @@ async fn watch_prints_each_state_change_until_every_document_is_terminal() {
             .map_err(|(line, _)| line)
         })
     };
+    drive_both(&cli, &ids).await;
+    let out = tokio::time::timeout(Duration::from_secs(60), watcher)
+        .await
+        .expect("watch ends once both are terminal")
+        .unwrap()
+        .unwrap();
+    let (good_id, bad_id) = (&ids[0], &ids[1]);
+    assert_watched(&cli, &out, good_id, bad_id, &name).await;
+    terminal_documents_need_no_waiting(&cli, good_id, bad_id).await;
+    cli.p.cleanup().await;
+}
+
+/// Both documents through store, parse and (the good one) index, with pauses the watcher sees.
+async fn drive_both(cli: &Cli, ids: &[String]) {
     let pause = || tokio::time::sleep(Duration::from_millis(600));
     pause().await;
     cli.pump_store(2).await;
     pause().await;
-    for id in &ids {
+    for id in ids {
         let doc = cli.p.doc(id).await.unwrap();
         let job = docpipe::model::JobMessage::new(id, doc.current_run_id.unwrap());
         let _ = docpipe::stages::parse::parse_job(&cli.p.parse.deps(), &job).await;
     }
     pause().await;
-    for id in &ids {
+    for id in ids {
         let doc = cli.p.doc(id).await.unwrap();
         if doc.status == DocStatus::Parsed {
             let job = docpipe::model::JobMessage::new(id, doc.current_run_id.unwrap());
@@ -490,12 +504,11 @@ async fn watch_prints_each_state_change_until_every_document_is_terminal() {
                 .unwrap();
         }
     }
-    let out = tokio::time::timeout(Duration::from_secs(60), watcher)
-        .await
-        .expect("watch ends once both are terminal")
-        .unwrap()
-        .unwrap();
-    let (good_id, bad_id) = (&ids[0], &ids[1]);
+}
+
+/// The watcher's lines: the good document's steps in order, the bad one's failure with its
+/// reason, and the closing count.
+async fn assert_watched(cli: &Cli, out: &str, good_id: &str, bad_id: &str, name: &str) {
     let lines_of = |id: &str| -> Vec<&str> { out.lines().filter(|l| l.contains(id)).collect() };
     let good_lines = lines_of(good_id);
     // Each line says the state it moved to; consecutive lines of one state (queued, then running
@@ -517,7 +530,7 @@ async fn watch_prints_each_state_change_until_every_document_is_terminal() {
     );
     assert!(good_lines.last().unwrap().contains("→ indexed · "), "{out}");
     for line in &good_lines {
-        assert!(line.contains(&name), "{line}");
+        assert!(line.contains(name), "{line}");
         // "indexing" or "parsing" only for a run a worker holds (its attempt is shown).
         for verb in ["· indexing", "· parsing"] {
             assert!(!line.contains(verb) || line.contains("attempt"), "{line}");
@@ -533,8 +546,11 @@ async fn watch_prints_each_state_change_until_every_document_is_terminal() {
         summary.starts_with("2 documents in ") && summary.ends_with(": 1 indexed, 1 failed"),
         "{out}"
     );
+}
 
-    // With ids of terminal documents there is nothing to wait for; JSON lines are the API's.
+/// With ids of terminal documents there is nothing to wait for; JSON lines are the API's; with no
+/// ids and nothing in flight it says so and ends.
+async fn terminal_documents_need_no_waiting(cli: &Cli, good_id: &str, bad_id: &str) {
     let json = cli
         .ok(&["watch", good_id, bad_id, "--json", "--interval-ms", "50"])
         .await;
@@ -554,5 +570,4 @@ async fn watch_prints_each_state_change_until_every_document_is_terminal() {
         cli.ok(&["watch"]).await.trim(),
         "nothing to watch: every document is indexed or failed"
     );
-    cli.p.cleanup().await;
 }
