@@ -142,6 +142,9 @@ async fn scanned_law(law: &str, pages: &[u32]) {
         "{law}: {probe} → {}",
         top.citation
     );
+    // A scan has no title heading: it is cited by its name, never by its first chapter or article.
+    assert_eq!(top.law_title, law, "{}", top.citation);
+    assert_eq!(top.citation, format!("《{law}》{article}"));
     p.cleanup().await;
 }
 

@@ -30,8 +30,9 @@ pub struct AnalysedDocument {
     pub blocks: Vec<(i64, BlockTerms)>,
 }
 
-/// The document's blocks and the title it is cited by: its first top-level heading (a statute's
-/// name), else its name.
+/// The document's blocks and the title it is cited by: its first top-level heading that is a name
+/// (a statute's title), else its name without the file extension. A chapter or an article is
+/// never the title: a PDF whose tree starts at 第一章 is cited by its name, not as 《第一章 总则》.
 pub async fn sources(
     c: &impl GenericClient,
     doc_id: &str,
@@ -40,9 +41,10 @@ pub async fn sources(
         .query_typed_opt(
             "SELECT COALESCE(
                  (SELECT title FROM structure_nodes
-                  WHERE doc_id = $1 AND level <= 1 AND btrim(title) <> ''
+                  WHERE doc_id = $1 AND level <= 1 AND sub_type = 'explicit' AND btrim(title) <> ''
                   ORDER BY idx, id LIMIT 1),
-                 (SELECT doc_name FROM documents WHERE doc_id = $1))",
+                 (SELECT regexp_replace(doc_name, '\\.(pdf|docx|html?|md|markdown|txt)$', '', 'i')
+                  FROM documents WHERE doc_id = $1))",
             &[(&doc_id, Type::VARCHAR)],
         )
         .await?
