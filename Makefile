@@ -79,7 +79,7 @@ sam-local-check: sam-local
 iam-check:
 	bash scripts/iam-check.sh
 
-## demo: the stack and the dev runner, then 62 laws uploaded through the API with the docpipe CLI,
+## demo: the stack and the dev runner, then 62 laws and 4 scans uploaded through the API with the docpipe CLI,
 ## watched until each is indexed or failed, a summary and two searches (idempotent: a second run
 ## uploads nothing new)
 demo:

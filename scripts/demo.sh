@@ -5,7 +5,8 @@
 #
 # The set: the 8 laws of corpus/laws-formats in all four formats (md, html, docx, pdf: the same law
 # must index alike in each) and 30 more laws from corpus/laws (the first 30 by file name, which are
-# hashes, so an arbitrary sample, leaving out the 8 above). Each document is named after the law's
+# hashes, so an arbitrary sample, leaving out the 8 above), and the 4 scans of corpus/scanned (image-only
+# PDFs, read by OCR; named "<title> (scan)"). Each document is named after the law's
 # title (corpus/laws/INDEX.tsv), gets a regulation_type from the law's category (法律, 行政法规,
 # 地方性法规, 司法解释, …) and the tags `demo` and `formats` or `laws`, so that filters can be shown.
 #
@@ -56,16 +57,16 @@ declare -A source_of
 while IFS=$'\t' read -r file source; do
   [[ "$file" == law-*.md ]] && source_of["${file%.md}"]="$source"
 done < "$CORPUS/laws/INDEX.tsv"
-stage() { # stage SET FILE: link FILE as .local/demo/SET/<regulation type>/<title>.<ext>
-  local set="$1" file="$2" base ext source title type
+stage() { # stage SET FILE [SUFFIX]: link FILE as .local/demo/SET/<regulation type>/<title><SUFFIX>.<ext>
+  local set="$1" file="$2" suffix="${3:-}" base ext source title type
   base="$(basename "$file")"
   ext="${base##*.}"
   source="${source_of[${base%.*}]:-}"
   title="$(basename "${source:-$base}")"
-  title="${title%.md}"
+  title="${title%.*}"
   type="$(category "$source")"
   mkdir -p "$STAGE/$set/$type"
-  ln -s "$file" "$STAGE/$set/$type/$title.$ext"
+  ln -s "$file" "$STAGE/$set/$type/$title$suffix.$ext"
 }
 declare -A in_formats
 for f in "$CORPUS"/laws-formats/*/*; do
@@ -82,6 +83,10 @@ for f in "$CORPUS"/laws/law-*.md; do
   [[ $n -ge $LAWS ]] && break
 done
 
+for f in "$CORPUS"/scanned/*.pdf; do
+  stage scans "$f" " (scan)"
+done
+
 echo "== upload: $(find "$STAGE" -type l | wc -l) files through presigned URLs (docpipe upload)"
 ids=()
 for dir in "$STAGE"/*/*/; do
@@ -91,7 +96,7 @@ for dir in "$STAGE"/*/*/; do
     [[ "$id" == doc_* ]] && ids+=("$id")
   done < <(docpipe upload --skip-existing --regulation-type "$type" --tags "demo,$set_name" "$dir"*)
 done
-echo "   ${#ids[@]} documents: $(find "$STAGE/formats" -type l | wc -l) in four formats, $(find "$STAGE/laws" -type l | wc -l) more laws"
+echo "   ${#ids[@]} documents: $(find "$STAGE/formats" -type l | wc -l) in four formats, $(find "$STAGE/laws" -type l | wc -l) more laws, $(find "$STAGE/scans" -type l | wc -l) scans (OCR)"
 
 echo "== watch: every document until it is indexed or failed (docpipe watch)"
 docpipe watch "${ids[@]}"
