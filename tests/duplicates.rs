@@ -199,84 +199,93 @@ async fn every_message_redelivered_after_partial_processing_leaves_what_one_deli
     let p = Pipeline::new(Pipeline::hash()).await;
     for (key, text) in &docs {
         p.aws.put(key, text.as_bytes()).await;
-        let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, key);
-        let event = s3_put_event(&p.aws.bucket, key);
-
-        // Store: committed, then the parse job could not be sent.
-        let flaky = Arc::new(FlakyQueue {
-            inner: p.store.queue.clone(),
-            failing: true.into(),
-        });
-        let store = docpipe::services::StoreService {
-            db: p.db.db.clone(),
-            objects: p.store.objects.clone(),
-            queue: flaky,
-            config: p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
-        };
-        let err = docpipe::handlers::store::handle_notification(&store, &event)
-            .await
-            .unwrap_err();
-        assert!(err.is_retryable());
-        docpipe::handlers::store::handle_notification(&p.store, &event)
-            .await
-            .unwrap();
-        let job = JobMessage::new(
-            &doc_id,
-            p.doc(&doc_id).await.unwrap().current_run_id.unwrap(),
-        );
-
-        // Parse: two of four artifacts written, then the invocation died.
-        let died = AtomicBool::new(false);
-        let mut dying = HookedObjectStore::new(p.parse.objects.clone());
-        dying.after_put = Box::new(move |key| {
-            if key.ends_with("structure_nodes.json") && !died.swap(true, Ordering::SeqCst) {
-                return Err(StorageError::Unavailable {
-                    operation: "PutObject",
-                    source: "injected: the invocation died here".into(),
-                });
-            }
-            Ok(())
-        });
-        let mut deps = p.parse.deps();
-        deps.objects = &dying;
-        let err = parse_job(&deps, &job).await.unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StageError::Transient {
-                    stage: Stage::ArtifactPersist,
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        parse_job(&p.parse.deps(), &job).await.unwrap();
-
-        // Index: one batch of vectors inserted, then the invocation died (its lease released).
-        let mut dying = HookedVectorIndex::new(p.milvus.clone());
-        dying.after_insert = Box::new(|n| match n {
-            1 => Err(vector_outage("insert")),
-            _ => Ok(()),
-        });
-        let mut deps = p.index.deps();
-        deps.vectors = &dying;
-        assert!(index_job(&deps, &job).await.unwrap_err().is_retryable());
-        let outcome = index_job(&p.index.deps(), &job).await.unwrap();
-        assert!(
-            matches!(outcome, IndexOutcome::Indexed { .. }),
-            "{outcome:?}"
-        );
-        // The redelivery knew it was a retry: it cleared the dead attempt's batch and read back.
-        let attempts: Vec<i32> =
-            p.db.column_for_doc(
-                "SELECT index_attempts FROM document_processing_runs WHERE doc_id = $1",
-                &job.doc_id,
-            )
-            .await;
-        assert_eq!(attempts, vec![2], "{key}");
+        let job = store_redelivered_after_the_send_failed(&p, key).await;
+        parse_redelivered_after_two_artifacts(&p, &job).await;
+        index_redelivered_after_one_batch(&p, &job, key).await;
     }
     for ((key, _), want) in docs.iter().zip(&baseline) {
         assert_eq!(&footprint(&p, key).await, want, "{key}");
     }
     p.cleanup().await;
+}
+
+/// Store: committed, then the parse job could not be sent; redelivered, it opens the run's job.
+async fn store_redelivered_after_the_send_failed(p: &Pipeline, key: &str) -> JobMessage {
+    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, key);
+    let event = s3_put_event(&p.aws.bucket, key);
+    let flaky = Arc::new(FlakyQueue {
+        inner: p.store.queue.clone(),
+        failing: true.into(),
+    });
+    let store = docpipe::services::StoreService {
+        db: p.db.db.clone(),
+        objects: p.store.objects.clone(),
+        queue: flaky,
+        config: p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+    };
+    let err = docpipe::handlers::store::handle_notification(&store, &event)
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable());
+    docpipe::handlers::store::handle_notification(&p.store, &event)
+        .await
+        .unwrap();
+    JobMessage::new(
+        &doc_id,
+        p.doc(&doc_id).await.unwrap().current_run_id.unwrap(),
+    )
+}
+
+/// Parse: two of four artifacts written, then the invocation died; the redelivery parses.
+async fn parse_redelivered_after_two_artifacts(p: &Pipeline, job: &JobMessage) {
+    let died = AtomicBool::new(false);
+    let mut dying = HookedObjectStore::new(p.parse.objects.clone());
+    dying.after_put = Box::new(move |key| {
+        if key.ends_with("structure_nodes.json") && !died.swap(true, Ordering::SeqCst) {
+            return Err(StorageError::Unavailable {
+                operation: "PutObject",
+                source: "injected: the invocation died here".into(),
+            });
+        }
+        Ok(())
+    });
+    let mut deps = p.parse.deps();
+    deps.objects = &dying;
+    let err = parse_job(&deps, job).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StageError::Transient {
+                stage: Stage::ArtifactPersist,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    parse_job(&p.parse.deps(), job).await.unwrap();
+}
+
+/// Index: one batch of vectors inserted, then the invocation died (its lease released).
+async fn index_redelivered_after_one_batch(p: &Pipeline, job: &JobMessage, key: &str) {
+    let mut dying = HookedVectorIndex::new(p.milvus.clone());
+    dying.after_insert = Box::new(|n| match n {
+        1 => Err(vector_outage("insert")),
+        _ => Ok(()),
+    });
+    let mut deps = p.index.deps();
+    deps.vectors = &dying;
+    assert!(index_job(&deps, job).await.unwrap_err().is_retryable());
+    let outcome = index_job(&p.index.deps(), job).await.unwrap();
+    assert!(
+        matches!(outcome, IndexOutcome::Indexed { .. }),
+        "{outcome:?}"
+    );
+    // The redelivery knew it was a retry: it cleared the dead attempt's batch and read back.
+    let attempts: Vec<i32> =
+        p.db.column_for_doc(
+            "SELECT index_attempts FROM document_processing_runs WHERE doc_id = $1",
+            &job.doc_id,
+        )
+        .await;
+    assert_eq!(attempts, vec![2], "{key}");
 }

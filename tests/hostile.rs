@@ -364,6 +364,27 @@ async fn sql_looking_registration_fields_are_stored_verbatim_and_the_tables_surv
     let tables = "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'";
     let tables_before = p.count(tables).await;
 
+    let (metadata, body) = sql_looking_registration();
+    let doc_id = register_sql_looking(&http, &base, &body).await;
+    // Read back through the API and straight from the table: byte for byte what was sent.
+    assert_the_view_is_what_was_sent(&http, &base, &doc_id, &body, &metadata).await;
+    assert_the_row_is_what_was_sent(&p, &doc_id, &body).await;
+
+    assert_the_list_filter_takes_text_as_a_value(&http, &base, &doc_id).await;
+
+    // Every table is still there, with the rows it should have.
+    assert_eq!(p.count(tables).await, tables_before);
+    assert_eq!(p.count("SELECT count(*) FROM documents").await, 1);
+    assert_eq!(
+        p.count("SELECT count(*) FROM document_processing_runs")
+            .await,
+        1
+    );
+    p.cleanup().await;
+}
+
+/// A registration whose every field looks like SQL: its metadata, and the whole body.
+fn sql_looking_registration() -> (Value, Value) {
     let metadata = json!({
         "owner": DROP,
         "x'); DELETE FROM documents; --": "key too",
@@ -378,9 +399,14 @@ async fn sql_looking_registration_fields_are_stored_verbatim_and_the_tables_surv
         "tags": [DROP, "%' OR 1=1 --", "\\'; SELECT pg_sleep(10); --"],
         "metadata": metadata,
     });
+    (metadata, body)
+}
+
+/// Registers `body`: a 201 with a safe doc id and the file name kept in the object name.
+async fn register_sql_looking(http: &reqwest::Client, base: &str, body: &Value) -> String {
     let r = http
         .post(format!("{base}/documents"))
-        .json(&body)
+        .json(body)
         .send()
         .await
         .unwrap();
@@ -392,8 +418,17 @@ async fn sql_looking_registration_fields_are_stored_verbatim_and_the_tables_surv
         answer["object_name"],
         format!("uploads/{doc_id}/bobby'; DROP TABLE runs;--.md")
     );
+    doc_id
+}
 
-    // Read back through the API and straight from the table: byte for byte what was sent.
+/// The API's view of the document holds every field exactly as sent.
+async fn assert_the_view_is_what_was_sent(
+    http: &reqwest::Client,
+    base: &str,
+    doc_id: &str,
+    body: &Value,
+    metadata: &Value,
+) {
     let view: Value = http
         .get(format!("{base}/documents/{doc_id}"))
         .send()
@@ -411,7 +446,11 @@ async fn sql_looking_registration_fields_are_stored_verbatim_and_the_tables_surv
     ] {
         assert_eq!(view[field], body[field], "{field}");
     }
-    assert_eq!(view["metadata"], metadata);
+    assert_eq!(view["metadata"], *metadata);
+}
+
+/// The documents row holds the SQL-looking text as text.
+async fn assert_the_row_is_what_was_sent(p: &Pipeline, doc_id: &str, body: &Value) {
     let row = p
         .db
         .client()
@@ -428,18 +467,6 @@ async fn sql_looking_registration_fields_are_stored_verbatim_and_the_tables_surv
     let stored: Value = row.get(3);
     assert_eq!(stored["owner"], DROP);
     assert_eq!(stored["tags"], body["tags"]);
-
-    assert_the_list_filter_takes_text_as_a_value(&http, &base, &doc_id).await;
-
-    // Every table is still there, with the rows it should have.
-    assert_eq!(p.count(tables).await, tables_before);
-    assert_eq!(p.count("SELECT count(*) FROM documents").await, 1);
-    assert_eq!(
-        p.count("SELECT count(*) FROM document_processing_runs")
-            .await,
-        1
-    );
-    p.cleanup().await;
 }
 
 /// The list filter takes SQL-looking text as a value, not as SQL.

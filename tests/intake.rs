@@ -329,63 +329,16 @@ fn template_async_retries() -> u32 {
 #[tokio::test]
 async fn in_direct_mode_a_store_that_always_fails_ends_as_a_recorded_failure() {
     let p = Pipeline::new(Pipeline::hash()).await;
-    let unreachable = docpipe::db::Db::connect(&docpipe::config::DbConfig {
-        url: docpipe::config::Secret::new("postgres://docpipe@127.0.0.1:9/docpipe"),
-        pool_size: 1,
-        secret_arn: None,
-        ca_bundle: None,
-    })
-    .unwrap();
-    let failing_store = docpipe::services::StoreService::new(
-        unreachable,
-        &p.aws.clients,
-        p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
-    );
+    let failing_store = store_with_an_unreachable_database(&p);
     let registered = p.register("direct.md").await;
     let (_, law) = read_law(&law_paths()[5]);
     p.aws.put(&registered.object_name, law.as_bytes()).await;
     p.aws.put("direct/unregistered.md", law.as_bytes()).await;
     let retries = template_async_retries();
-    let destination = docpipe::adapters::SqsJobQueue::new(p.aws.clients.sqs.clone());
-    for key in [registered.object_name.as_str(), "direct/unregistered.md"] {
-        let mut invocations = 0;
-        let outcome = docpipe::async_invoke::invoke(
-            "arn:aws:lambda:us-east-1:123456789012:function:store",
-            s3_put_event(&p.aws.bucket, key),
-            retries,
-            p.aws.clock.scale,
-            (&destination, &p.aws.store_dlq),
-            |event| {
-                invocations += 1;
-                let store = &failing_store;
-                async move { docpipe::handlers::store::handle_event(store, event).await }
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            outcome,
-            docpipe::async_invoke::AsyncOutcome::SentToDestination {
-                attempts: retries + 1
-            }
-        );
-        assert_eq!(invocations, retries + 1);
-    }
+    let keys = [registered.object_name.as_str(), "direct/unregistered.md"];
+    invoke_each_until_it_reaches_the_destination(&p, &failing_store, &keys, retries).await;
+    decode_the_invocation_records_in_the_store_dlq(&p).await;
 
-    let records = p.aws.drain(&p.aws.store_dlq, 10).await;
-    assert_eq!(records.len(), 2, "one invocation record per event");
-    for (i, body) in records.into_iter().enumerate() {
-        let report = docpipe::handlers::dlq::handle_sqs(
-            &p.dead_letters(),
-            dead_letter(body, &format!("r-{i}"), 1),
-        )
-        .await;
-        assert!(
-            report.response.batch_item_failures.is_empty(),
-            "{:?}",
-            report.lines
-        );
-    }
     let doc = p.doc(&registered.doc_id).await.unwrap();
     assert_eq!(doc.status, DocStatus::Failed);
     assert!(
@@ -408,4 +361,73 @@ async fn in_direct_mode_a_store_that_always_fails_ends_as_a_recorded_failure() {
         "{}",
         failures[0].reason
     );
+}
+
+/// A store service whose database is unreachable: every invocation fails.
+fn store_with_an_unreachable_database(p: &Pipeline) -> docpipe::services::StoreService {
+    let unreachable = docpipe::db::Db::connect(&docpipe::config::DbConfig {
+        url: docpipe::config::Secret::new("postgres://docpipe@127.0.0.1:9/docpipe"),
+        pool_size: 1,
+        secret_arn: None,
+        ca_bundle: None,
+    })
+    .unwrap();
+    docpipe::services::StoreService::new(
+        unreachable,
+        &p.aws.clients,
+        p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+    )
+}
+
+/// Each key's S3 event, invoked asynchronously as Lambda does: every retry is used, then the
+/// invocation record goes to the store DLQ.
+async fn invoke_each_until_it_reaches_the_destination(
+    p: &Pipeline,
+    failing_store: &docpipe::services::StoreService,
+    keys: &[&str],
+    retries: u32,
+) {
+    let destination = docpipe::adapters::SqsJobQueue::new(p.aws.clients.sqs.clone());
+    for &key in keys {
+        let mut invocations = 0;
+        let outcome = docpipe::async_invoke::invoke(
+            "arn:aws:lambda:us-east-1:123456789012:function:store",
+            s3_put_event(&p.aws.bucket, key),
+            retries,
+            p.aws.clock.scale,
+            (&destination, &p.aws.store_dlq),
+            |event| {
+                invocations += 1;
+                let store = failing_store;
+                async move { docpipe::handlers::store::handle_event(store, event).await }
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            outcome,
+            docpipe::async_invoke::AsyncOutcome::SentToDestination {
+                attempts: retries + 1
+            }
+        );
+        assert_eq!(invocations, retries + 1);
+    }
+}
+
+/// One invocation record per event in the store DLQ, each decoded by the DLQ function.
+async fn decode_the_invocation_records_in_the_store_dlq(p: &Pipeline) {
+    let records = p.aws.drain(&p.aws.store_dlq, 10).await;
+    assert_eq!(records.len(), 2, "one invocation record per event");
+    for (i, body) in records.into_iter().enumerate() {
+        let report = docpipe::handlers::dlq::handle_sqs(
+            &p.dead_letters(),
+            dead_letter(body, &format!("r-{i}"), 1),
+        )
+        .await;
+        assert!(
+            report.response.batch_item_failures.is_empty(),
+            "{:?}",
+            report.lines
+        );
+    }
 }

@@ -84,60 +84,9 @@ async fn schema_has_every_table_column_constraint_and_index_of_seed_000() {
     for block in seed_sql_blocks() {
         let table = table_re.captures(&block).expect("a CREATE TABLE")[1].to_string();
         tables.insert(table.clone());
-        let rows = client
-            .query_typed(
-                "SELECT column_name::text, data_type::text, character_maximum_length, is_nullable::text, column_default::text
-                 FROM information_schema.columns WHERE table_name = $1",
-                &[(&table, docpipe::db::Type::TEXT)],
-            )
-            .await
-            .unwrap();
-        let actual: BTreeMap<String, (String, Option<i32>, String, Option<String>)> = rows
-            .iter()
-            .map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3), r.get(4))))
-            .collect();
-        let mut seen = 0;
-        for c in block.lines().filter_map(|line| col_re.captures(line)) {
-            seen += 1;
-            let (name, ty, rest) = (&c[1], &c[2], &c[3]);
-            let (want_type, want_len) = pg_type(ty);
-            let got = actual
-                .get(name)
-                .unwrap_or_else(|| panic!("{table}.{name} is missing"));
-            assert_eq!(got.0, want_type, "{table}.{name} type");
-            assert_eq!(got.1, want_len, "{table}.{name} length");
-            let not_null = rest.contains("NOT NULL") || rest.contains("PRIMARY KEY");
-            assert_eq!(got.2 == "NO", not_null, "{table}.{name} nullability");
-            if rest.contains("DEFAULT") || ty == "BIGSERIAL" {
-                assert!(got.3.is_some(), "{table}.{name} has no default");
-            }
-        }
-        assert!(seen >= 8, "parsed only {seen} columns of {table}");
-        for c in constraint_re.captures_iter(&block) {
-            let name = c[1].to_string();
-            let found = client
-                .query_typed_opt(
-                    "SELECT 1 FROM pg_constraint WHERE conname = $1",
-                    &[(&name, docpipe::db::Type::TEXT)],
-                )
-                .await
-                .unwrap();
-            assert!(found.is_some(), "constraint {name} missing");
-        }
-        for c in index_re.captures_iter(&block) {
-            let name = c[1].to_string();
-            let found = client
-                .query_typed_opt(
-                    "SELECT 1 FROM pg_indexes WHERE indexname = $1 AND tablename = $2",
-                    &[
-                        (&name, docpipe::db::Type::TEXT),
-                        (&table, docpipe::db::Type::TEXT),
-                    ],
-                )
-                .await
-                .unwrap();
-            assert!(found.is_some(), "index {name} on {table} missing");
-        }
+        assert_columns_as_seeded(&client, &table, &block, &col_re).await;
+        assert_constraints_and_indexes_exist(&client, &table, &block, &constraint_re, &index_re)
+            .await;
     }
     assert_eq!(tables.len(), 6);
 
@@ -150,6 +99,80 @@ async fn schema_has_every_table_column_constraint_and_index_of_seed_000() {
         .await
         .unwrap_err();
     assert_eq!(err.code().unwrap().code(), "23514", "check violation");
+}
+
+/// Every column `block` declares for `table` exists with its type, length, nullability and
+/// default.
+async fn assert_columns_as_seeded(
+    client: &docpipe::db::Client,
+    table: &str,
+    block: &str,
+    col_re: &Regex,
+) {
+    let rows = client
+        .query_typed(
+            "SELECT column_name::text, data_type::text, character_maximum_length, is_nullable::text, column_default::text
+             FROM information_schema.columns WHERE table_name = $1",
+            &[(&table, docpipe::db::Type::TEXT)],
+        )
+        .await
+        .unwrap();
+    let actual: BTreeMap<String, (String, Option<i32>, String, Option<String>)> = rows
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3), r.get(4))))
+        .collect();
+    let mut seen = 0;
+    for c in block.lines().filter_map(|line| col_re.captures(line)) {
+        seen += 1;
+        let (name, ty, rest) = (&c[1], &c[2], &c[3]);
+        let (want_type, want_len) = pg_type(ty);
+        let got = actual
+            .get(name)
+            .unwrap_or_else(|| panic!("{table}.{name} is missing"));
+        assert_eq!(got.0, want_type, "{table}.{name} type");
+        assert_eq!(got.1, want_len, "{table}.{name} length");
+        let not_null = rest.contains("NOT NULL") || rest.contains("PRIMARY KEY");
+        assert_eq!(got.2 == "NO", not_null, "{table}.{name} nullability");
+        if rest.contains("DEFAULT") || ty == "BIGSERIAL" {
+            assert!(got.3.is_some(), "{table}.{name} has no default");
+        }
+    }
+    assert!(seen >= 8, "parsed only {seen} columns of {table}");
+}
+
+/// Every constraint `block` names exists, and every index it creates exists on `table`.
+async fn assert_constraints_and_indexes_exist(
+    client: &docpipe::db::Client,
+    table: &str,
+    block: &str,
+    constraint_re: &Regex,
+    index_re: &Regex,
+) {
+    for c in constraint_re.captures_iter(block) {
+        let name = c[1].to_string();
+        let found = client
+            .query_typed_opt(
+                "SELECT 1 FROM pg_constraint WHERE conname = $1",
+                &[(&name, docpipe::db::Type::TEXT)],
+            )
+            .await
+            .unwrap();
+        assert!(found.is_some(), "constraint {name} missing");
+    }
+    for c in index_re.captures_iter(block) {
+        let name = c[1].to_string();
+        let found = client
+            .query_typed_opt(
+                "SELECT 1 FROM pg_indexes WHERE indexname = $1 AND tablename = $2",
+                &[
+                    (&name, docpipe::db::Type::TEXT),
+                    (&table, docpipe::db::Type::TEXT),
+                ],
+            )
+            .await
+            .unwrap();
+        assert!(found.is_some(), "index {name} on {table} missing");
+    }
 }
 
 #[tokio::test]

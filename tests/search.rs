@@ -77,8 +77,22 @@ async fn hits_are_articles_cited_as_lawyers_cite_them_and_a_named_article_comes_
     let labour = ingest_law(&p, "劳动合同法", "").await;
     let marriage = ingest_law(&p, "民法典", "婚姻家庭编").await;
     let _contracts = ingest_law(&p, "民法典", "合同编").await;
+    keyword_finds_article_39_without_vectors(&p).await;
+    every_mode_answers_one_cited_hit_per_article(&p).await;
+    a_named_article_comes_first_in_every_mode(&p, &labour, &marriage).await;
+    // A law nobody indexed, an article a law lacks: no reference, and no error.
+    for query in ["刑法 第 264 条", "劳动合同法第九百条"] {
+        let r = p.search(query, 5, Mode::Hybrid, &Filters::default()).await;
+        assert!(
+            r.references.is_empty() && r.hits.iter().all(|h| !h.referenced),
+            "{query}"
+        );
+    }
+    p.cleanup().await;
+}
 
-    // Words of article 39 that everyday questions use: BM25 finds it without any vectors.
+/// Words of article 39 that everyday questions use: BM25 finds it without any vectors.
+async fn keyword_finds_article_39_without_vectors(p: &Pipeline) {
     let r = p
         .search(
             "劳动者严重违反用人单位的规章制度，单位可以解除劳动合同吗",
@@ -101,7 +115,10 @@ async fn hits_are_articles_cited_as_lawyers_cite_them_and_a_named_article_comes_
         "the passage is part of the article"
     );
     assert_eq!(top.law_title, "中华人民共和国劳动合同法");
+}
 
+/// In every mode: one hit per article, best first, each cited and its passage in the article.
+async fn every_mode_answers_one_cited_hit_per_article(p: &Pipeline) {
     for mode in MODES {
         let r = p
             .search(
@@ -128,47 +145,41 @@ async fn hits_are_articles_cited_as_lawyers_cite_them_and_a_named_article_comes_
             assert!(h.article_text.contains(&h.text) || h.chunk_id.is_some());
         }
     }
+}
 
-    // The Civil Code is eight files under one name; the number picks the file.
+/// An article the query names is the first hit in every mode. The Civil Code is eight files
+/// under one name; the number picks the file.
+async fn a_named_article_comes_first_in_every_mode(p: &Pipeline, labour: &str, marriage: &str) {
     for (query, want, doc) in [
         (
             "民法典第一千零四十二条",
             "《中华人民共和国民法典》第一千零四十二条",
-            &marriage,
+            marriage,
         ),
         (
             "中华人民共和国民法典第1042条是什么",
             "《中华人民共和国民法典》第一千零四十二条",
-            &marriage,
+            marriage,
         ),
         (
             "劳动合同法第39条",
             "《中华人民共和国劳动合同法》第三十九条",
-            &labour,
+            labour,
         ),
         (
             "《劳动合同法》 第 三十九 条",
             "《中华人民共和国劳动合同法》第三十九条",
-            &labour,
+            labour,
         ),
     ] {
         for mode in MODES {
             let r = p.search(query, 5, mode, &Filters::default()).await;
             let first = &r.hits[0];
             assert_eq!(first.citation, want, "{query} ({mode:?}): {:?}", cited(&r));
-            assert!(first.referenced && &first.doc_id == doc);
+            assert!(first.referenced && first.doc_id == doc);
             assert_eq!(r.references, vec![want.to_string()]);
         }
     }
-    // A law nobody indexed, an article a law lacks: no reference, and no error.
-    for query in ["刑法 第 264 条", "劳动合同法第九百条"] {
-        let r = p.search(query, 5, Mode::Hybrid, &Filters::default()).await;
-        assert!(
-            r.references.is_empty() && r.hits.iter().all(|h| !h.referenced),
-            "{query}"
-        );
-    }
-    p.cleanup().await;
 }
 
 #[tokio::test]
