@@ -1,27 +1,15 @@
 //! The index function: index jobs in, indexed documents out.
 
-use super::lambda::Function;
 use super::sqs::{handle_jobs, Backoff, BatchReport, Ending, JobHandler, JobOutcome};
 use crate::error::StageError;
 use crate::metrics;
 use crate::model::{JobMessage, Stage};
 use crate::services::IndexService;
 use crate::stages::index::{index_job, IndexOutcome};
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use aws_lambda_events::event::sqs::SqsEvent;
 
 pub async fn handle_sqs(service: &IndexService, batch: SqsEvent) -> BatchReport<IndexOutcome> {
     handle_jobs(service, batch).await
-}
-
-#[async_trait::async_trait]
-impl Function for IndexService {
-    type Event = SqsEvent;
-    type Response = SqsBatchResponse;
-    type Error = std::convert::Infallible;
-
-    async fn invoke(&self, batch: SqsEvent) -> Result<SqsBatchResponse, Self::Error> {
-        Ok(handle_sqs(self, batch).await.response)
-    }
 }
 
 #[async_trait::async_trait]

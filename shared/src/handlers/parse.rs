@@ -1,26 +1,14 @@
 //! The parse function: parse jobs in, parsed documents (and index jobs) out.
 
-use super::lambda::Function;
 use super::sqs::{handle_jobs, Backoff, BatchReport, Ending, JobHandler, JobOutcome};
 use crate::error::StageError;
 use crate::model::{JobMessage, Stage};
 use crate::services::ParseService;
 use crate::stages::parse::{parse_job, ParseOutcome};
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use aws_lambda_events::event::sqs::SqsEvent;
 
 pub async fn handle_sqs(service: &ParseService, batch: SqsEvent) -> BatchReport<ParseOutcome> {
     handle_jobs(service, batch).await
-}
-
-#[async_trait::async_trait]
-impl Function for ParseService {
-    type Event = SqsEvent;
-    type Response = SqsBatchResponse;
-    type Error = std::convert::Infallible;
-
-    async fn invoke(&self, batch: SqsEvent) -> Result<SqsBatchResponse, Self::Error> {
-        Ok(handle_sqs(self, batch).await.response)
-    }
 }
 
 #[async_trait::async_trait]

@@ -163,6 +163,19 @@ pub trait JobHandler: Sync {
     async fn run(&self, job: &JobMessage) -> Result<Self::Outcome, StageError>;
 }
 
+/// Every job stage is a Lambda function the same way: its SQS batch through [`handle_jobs`], the
+/// partial-batch response out.
+#[async_trait::async_trait]
+impl<T: JobHandler + crate::services::Service> super::lambda::Function for T {
+    type Event = aws_lambda_events::event::sqs::SqsEvent;
+    type Response = aws_lambda_events::event::sqs::SqsBatchResponse;
+    type Error = std::convert::Infallible;
+
+    async fn invoke(&self, batch: Self::Event) -> Result<Self::Response, Self::Error> {
+        Ok(handle_jobs(self, batch).await.response)
+    }
+}
+
 /// The lifter, in the spirit of aws-lambda-rust-runtime's partial-batch example: a per-job
 /// handler as a batch handler. It decodes each message (a body that is no job is dropped as
 /// permanent), runs the stage, counts completed and failed, and backs a transient failure off
