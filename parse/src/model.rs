@@ -146,10 +146,10 @@ pub struct ParsedDocument {
 pub struct OcrReport {
     /// The pages OCR read (1-based): those without a usable text layer.
     pub pages: Vec<u32>,
-    pub engine: String,
-    pub runtime: String,
-    pub det_model: String,
-    pub rec_model: String,
+    /// Of those, the pages that had a text layer, and it was glyph garbage.
+    pub garbled_text_pages: Vec<u32>,
+    #[serde(flatten)]
+    pub engine: crate::ocr::EngineInfo,
     /// The resolution pages were rendered at for the recogniser.
     pub dpi: u32,
     /// Mean line confidence over every page read, weighted by characters.

@@ -542,9 +542,7 @@ fn paragraphs(
     if lines.last().is_some_and(|l| is_page_number(&l.text)) {
         lines.pop();
     }
-    let boxes: Vec<[f32; 4]> = lines.iter().filter_map(|l| l.bbox).collect();
-    let right_max = boxes.iter().map(|b| b[2]).fold(f32::MIN, f32::max);
-    let left_min = boxes.iter().map(|b| b[0]).fold(f32::MAX, f32::min);
+    let (left_min, right_max) = margins(&lines);
 
     let mut i = 0;
     let mut cur: Option<RawBlock> = None;
@@ -607,6 +605,14 @@ fn paragraphs(
     if let Some(b) = cur.take() {
         out.push(b);
     }
+}
+
+/// The leftmost start and the rightmost end of the page's lines: its text block's margins.
+fn margins(lines: &[Line]) -> (f32, f32) {
+    let boxes = lines.iter().filter_map(|l| l.bbox);
+    boxes.fold((f32::MAX, f32::MIN), |(left, right), b| {
+        (left.min(b[0]), right.max(b[2]))
+    })
 }
 
 fn paragraph_ended(prev: &Line, cur: &Line, right_max: f32, left_min: f32) -> bool {
@@ -774,10 +780,13 @@ mod tests {
     fn report(pages: Vec<u32>, low: Vec<u32>) -> Scans {
         Scans::Read(crate::model::OcrReport {
             pages,
-            engine: "PP-OCRv4".into(),
-            runtime: "onnxruntime".into(),
-            det_model: "det.onnx".into(),
-            rec_model: "rec.onnx".into(),
+            garbled_text_pages: Vec::new(),
+            engine: crate::ocr::EngineInfo {
+                engine: "PP-OCRv4".into(),
+                runtime: "onnxruntime".into(),
+                det_model: "det.onnx".into(),
+                rec_model: "rec.onnx".into(),
+            },
             dpi: scanned::OCR_DPI,
             mean_confidence: 0.7,
             low_confidence_pages: low,

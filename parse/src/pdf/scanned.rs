@@ -49,6 +49,11 @@ pub fn read_scans(
         return Ok(Scans::NoneNeeded);
     }
     let numbers: Vec<u32> = needing.iter().map(|&i| i as u32 + 1).collect();
+    let garbled_text_pages: Vec<u32> = needing
+        .iter()
+        .filter(|&&i| pages[i].chars > 0)
+        .map(|&i| i as u32 + 1)
+        .collect();
     let engine = match ocr::engine() {
         Ok(engine) => engine,
         Err(why) => {
@@ -95,7 +100,6 @@ pub fn read_scans(
         if confidence < MIN_PAGE_CONFIDENCE {
             low.push(i as u32 + 1);
         }
-        let visible = chars;
         pages[i] = PageText {
             raw: lines
                 .iter()
@@ -103,7 +107,7 @@ pub fn read_scans(
                 .collect::<Vec<_>>()
                 .join("\n"),
             lines,
-            chars: visible,
+            chars,
             has_objects: true,
             ocr_confidence: Some(confidence),
         };
@@ -115,10 +119,8 @@ pub fn read_scans(
     };
     Ok(Scans::Read(OcrReport {
         pages: numbers,
-        engine: engine.info.engine.clone(),
-        runtime: engine.info.runtime.clone(),
-        det_model: engine.info.det_model.clone(),
-        rec_model: engine.info.rec_model.clone(),
+        garbled_text_pages,
+        engine: engine.info.clone(),
         dpi: OCR_DPI,
         mean_confidence,
         low_confidence_pages: low,
@@ -139,9 +141,8 @@ fn read_page(engine: &Engine, page: &PdfPage) -> Result<(Vec<Line>, f32, usize),
         .read_page(&gray)
         .map_err(|e| ParseError::Corrupt(format!("OCR failed: {e}")))?;
     let page_height = page.height().value;
-    let lines = join_rows(read);
     let (mut sum, mut chars) = (0f64, 0usize);
-    let lines: Vec<Line> = lines
+    let mut lines: Vec<Line> = join_rows(read)
         .into_iter()
         .map(|l| {
             let n = l.text.chars().filter(|c| !c.is_whitespace()).count();
@@ -159,7 +160,6 @@ fn read_page(engine: &Engine, page: &PdfPage) -> Result<(Vec<Line>, f32, usize),
             }
         })
         .collect();
-    let mut lines = lines;
     separate_article_numbers(&mut lines);
     let confidence = if chars == 0 {
         1.0
@@ -231,9 +231,7 @@ fn join_rows(lines: Vec<OcrLine>) -> Vec<OcrLine> {
 /// be a cross-reference that wrapped, "第八条规定的…"). So where the page's geometry says a
 /// paragraph starts, or the previous line ended a sentence, the space is put back.
 fn separate_article_numbers(lines: &mut [Line]) {
-    let boxes: Vec<[f32; 4]> = lines.iter().filter_map(|l| l.bbox).collect();
-    let right_max = boxes.iter().map(|b| b[2]).fold(f32::MIN, f32::max);
-    let left_min = boxes.iter().map(|b| b[0]).fold(f32::MAX, f32::min);
+    let (left_min, right_max) = super::margins(lines);
     for i in 0..lines.len() {
         let starts_paragraph = i == 0 || {
             let prev = &lines[i - 1];

@@ -248,6 +248,7 @@ async fn write_artifacts(
 /// the commit, so a scan too slow to finish fails with its reason instead of being killed.
 const OCR_SHARE_OF_TIMEOUT: f64 = 0.8;
 
+/// What is left of OCR's share once `spent` has gone; never 0, which `Limits` reads as no limit.
 fn ocr_budget(function_timeout: std::time::Duration, spent: std::time::Duration) -> u64 {
     let budget = function_timeout.mul_f64(OCR_SHARE_OF_TIMEOUT);
     (budget.saturating_sub(spent).as_millis() as u64).max(1)
@@ -402,4 +403,24 @@ async fn send_index(deps: &ParseDeps<'_>, doc_id: &str, run_id: i64) -> Result<(
         )
         .await
         .map_err(|e| StageError::transient(Stage::Parse, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn ocr_gets_four_fifths_of_the_timeout_less_what_was_spent_and_never_no_limit() {
+        // The template's parse timeout, 900 s, with 10 s spent fetching.
+        assert_eq!(
+            ocr_budget(Duration::from_secs(900), Duration::from_secs(10)),
+            710_000
+        );
+        // Spent past the share: 1 ms, so the first page check fails it, not 0 (unlimited).
+        assert_eq!(
+            ocr_budget(Duration::from_secs(20), Duration::from_secs(30)),
+            1
+        );
+    }
 }
