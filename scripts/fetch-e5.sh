@@ -38,7 +38,7 @@ if all_present; then
   exit 0
 fi
 
-if [[ -x "$LOCAL/venv/bin/python" ]]; then PY="$LOCAL/venv/bin/python"; else PY="$(pick_python)"; fi
+PY="$(fetch_python)"
 mkdir -p "$DEST/src"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/e5-dl.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT

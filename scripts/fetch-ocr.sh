@@ -22,7 +22,7 @@ DIR="$LOCAL/ocr"
 WANT="onnxruntime==$ORT_VERSION rapidocr-onnxruntime==$RAPIDOCR_VERSION $(uname -m)"
 STAMP="$DIR/.source"
 
-if [[ -x "$LOCAL/venv/bin/python" ]]; then PY="$LOCAL/venv/bin/python"; else PY="$(pick_python)"; fi
+PY="$(fetch_python)"
 
 complete() {
   [[ -f "$DIR/lib/libonnxruntime.so" && -f "$DIR/models/$DET" && -f "$DIR/models/$REC" \

@@ -15,7 +15,7 @@ LIBDIR="$LOCAL/lib"
 LIB="$LIBDIR/libpdfium.so"
 STAMP="$LIB.source"
 
-if [[ -x "$LOCAL/venv/bin/python" ]]; then PY="$LOCAL/venv/bin/python"; else PY="$(pick_python)"; fi
+PY="$(fetch_python)"
 
 # The library must load, not only exist (a truncated copy would not).
 lib_loads() {

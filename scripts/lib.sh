@@ -36,6 +36,11 @@ pick_python() {
   command -v python3 || die "no python3 found"
 }
 
+# Python for the fetch scripts' pip downloads: the stack's venv once it exists, else pick_python.
+fetch_python() {
+  if [[ -x "$LOCAL/venv/bin/python" ]]; then echo "$LOCAL/venv/bin/python"; else pick_python; fi
+}
+
 # ───────────────────────────── process helpers ─────────────────────────────
 
 read_pid() { if [[ -f "$1" ]]; then tr -dc '0-9' < <(head -n1 "$1"); fi; }

@@ -41,16 +41,10 @@ async fn a_sentence_from_an_article_finds_its_law_in_the_top_five_for_twenty_law
     let p = Pipeline::new(Pipeline::hash()).await;
     let mut ingested = Vec::new();
     for (name, text) in laws(20) {
-        let doc_id = p
-            .ingest(&format!("uploads/laws/{name}"), text.as_bytes())
+        let doc = p
+            .ingest_indexed(&format!("uploads/laws/{name}"), text.as_bytes())
             .await;
-        let doc = p.doc(&doc_id).await.unwrap();
-        assert_eq!(
-            doc.status,
-            DocStatus::Indexed,
-            "{name}: {}",
-            doc.error_message
-        );
+        let doc_id = doc.doc_id.clone();
         assert_eq!(
             p.milvus.count(&doc_id, None).await.unwrap(),
             doc.chunk_count as usize,
@@ -405,15 +399,10 @@ async fn e5_small_finds_laws_by_chinese_and_english_questions() {
         ("law-2c32f47f.md", "heating"),
     ] {
         let text = std::fs::read_to_string(dir.join(file)).unwrap();
-        let doc_id = p.ingest(&format!("uploads/{file}"), text.as_bytes()).await;
-        let doc = p.doc(&doc_id).await.unwrap();
-        assert_eq!(
-            doc.status,
-            DocStatus::Indexed,
-            "{file}: {}",
-            doc.error_message
-        );
-        ids.insert(short, doc_id);
+        let doc = p
+            .ingest_indexed(&format!("uploads/{file}"), text.as_bytes())
+            .await;
+        ids.insert(short, doc.doc_id);
     }
     let run = docpipe::db::runs::list_for_doc(&**p.db.client().await, &ids["wetland"])
         .await

@@ -92,14 +92,8 @@ async fn ingests_like(
     source: &str,
     ocr_pages: &[u32],
 ) -> serde_json::Value {
-    let doc_id = p.ingest(&format!("uploads/{name}"), bytes).await;
-    let doc = p.doc(&doc_id).await.unwrap();
-    assert_eq!(
-        doc.status,
-        DocStatus::Indexed,
-        "{name}: {}",
-        doc.error_message
-    );
+    let doc = p.ingest_indexed(&format!("uploads/{name}"), bytes).await;
+    let doc_id = doc.doc_id.clone();
     assert!(doc.parser_name.contains("ocr"), "{}", doc.parser_name);
     let want = expected(source);
     assert!(want.len() >= 10, "{source}: {want:?}");

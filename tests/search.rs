@@ -26,15 +26,9 @@ fn question_law(name: &str, part: &str) -> (String, Vec<u8>) {
 
 async fn ingest_law(p: &Pipeline, name: &str, part: &str) -> String {
     let (file, body) = question_law(name, part);
-    let doc_id = p.ingest(&format!("uploads/laws/{file}"), &body).await;
-    let doc = p.doc(&doc_id).await.unwrap();
-    assert_eq!(
-        doc.status,
-        DocStatus::Indexed,
-        "{name}: {}",
-        doc.error_message
-    );
-    doc_id
+    p.ingest_indexed(&format!("uploads/laws/{file}"), &body)
+        .await
+        .doc_id
 }
 
 /// The keyword index's own bookkeeping: every posting counted once in `keyword_terms`, every

@@ -113,9 +113,9 @@ pub trait Service: Sized + Send + Sync {
 
     fn read_config(env: &mut ProcessEnv) -> Self::Config;
 
-    /// The function's clients, once its configuration is complete.
-    async fn connect(db: Db, clients: &AwsClients, config: Self::Config)
-        -> Result<Self, InitError>;
+    /// The function's clients, once its configuration is complete. A function builds the AWS
+    /// clients it uses from `aws` (the DLQ function uses none, and so links none).
+    async fn connect(db: Db, aws: &AwsConfig, config: Self::Config) -> Result<Self, InitError>;
 
     /// Reads and validates the environment, then builds the clients.
     async fn from_env() -> Result<Self, InitError> {
@@ -125,8 +125,7 @@ pub trait Service: Sized + Send + Sync {
         let config = Self::read_config(&mut env);
         env.finish()?;
         let db = connect_db(&db_config, &aws_config).await?;
-        let clients = AwsClients::new(&aws_config).await;
-        Self::connect(db, &clients, config).await
+        Self::connect(db, &aws_config, config).await
     }
 }
 
@@ -145,8 +144,8 @@ impl Service for StoreService {
         StoreConfig::read(env)
     }
 
-    async fn connect(db: Db, clients: &AwsClients, config: StoreConfig) -> Result<Self, InitError> {
-        Ok(Self::new(db, clients, config))
+    async fn connect(db: Db, aws: &AwsConfig, config: StoreConfig) -> Result<Self, InitError> {
+        Ok(Self::new(db, &AwsClients::new(aws).await, config))
     }
 }
 
@@ -185,8 +184,8 @@ impl Service for ParseService {
         ParseConfig::read(env)
     }
 
-    async fn connect(db: Db, clients: &AwsClients, config: ParseConfig) -> Result<Self, InitError> {
-        Ok(Self::new(db, clients, config))
+    async fn connect(db: Db, aws: &AwsConfig, config: ParseConfig) -> Result<Self, InitError> {
+        Ok(Self::new(db, &AwsClients::new(aws).await, config))
     }
 }
 
@@ -243,11 +242,8 @@ impl Service for IndexService {
         }
     }
 
-    async fn connect(
-        db: Db,
-        clients: &AwsClients,
-        config: IndexSettings,
-    ) -> Result<Self, InitError> {
+    async fn connect(db: Db, aws: &AwsConfig, config: IndexSettings) -> Result<Self, InitError> {
+        let clients = AwsClients::new(aws).await;
         let embedder = config
             .embedder
             .expect("finish reports an embedder that could not be built");
@@ -311,11 +307,8 @@ impl Service for SweepService {
         }
     }
 
-    async fn connect(
-        db: Db,
-        clients: &AwsClients,
-        config: SweepSettings,
-    ) -> Result<Self, InitError> {
+    async fn connect(db: Db, aws: &AwsConfig, config: SweepSettings) -> Result<Self, InitError> {
+        let clients = AwsClients::new(aws).await;
         Ok(SweepService {
             db,
             queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
@@ -382,7 +375,7 @@ impl Service for DeadLetterService {
         MilvusConfig::read(env)
     }
 
-    async fn connect(db: Db, _: &AwsClients, milvus: MilvusConfig) -> Result<Self, InitError> {
+    async fn connect(db: Db, _: &AwsConfig, milvus: MilvusConfig) -> Result<Self, InitError> {
         Ok(DeadLetterService {
             db,
             vectors: connect_vectors(&milvus).await?,

@@ -30,7 +30,8 @@ use docpipe::stages::parse::{parse_job, ParseOutcome};
 use docpipe_embed::Embedder;
 use docpipe_tests::{article_lines, article_probe, law_paths, read_law};
 use docpipe_tests::{
-    aws_config, corpus_dir, ensure_pdfium_env, milvus_url, s3_put_event, unique, TestAws, TestDb,
+    aws_config, corpus_dir, ensure_pdfium_env, milvus_url, s3_put_event, unique, Pipeline, TestAws,
+    TestDb,
 };
 use docpipe_vector::{ChunkRecord, MilvusIndex, SearchFilters, VectorIndex};
 use serde_json::{json, Value};
@@ -382,80 +383,31 @@ fn probe_sentences(law: &str) -> Vec<String> {
         .collect()
 }
 
-struct Bench {
-    db: TestDb,
-    aws: TestAws,
-    store: StoreService,
-    parse: ParseService,
-    index: IndexService,
-    milvus: Arc<MilvusIndex>,
+/// The pipeline over a database and collection of the benchmark's own.
+async fn bench_pipeline(embedder: Arc<dyn Embedder>) -> Pipeline {
+    Pipeline::with(
+        TestDb::new().await,
+        TestAws::new().await,
+        embedder,
+        &unique("bench_chunks_"),
+    )
+    .await
 }
 
-impl Bench {
-    async fn new(embedder: Arc<dyn Embedder>) -> AnyResult<Bench> {
-        ensure_pdfium_env();
-        let db = TestDb::new().await;
-        let aws = TestAws::new().await;
-        let collection = unique("bench_chunks_");
-        let milvus = Arc::new(MilvusIndex::connect(&milvus_url(), None, &collection).await?);
-        let store = StoreService::new(
-            db.db.clone(),
-            &aws.clients,
-            aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
-        );
-        let parse = ParseService::new(db.db.clone(), &aws.clients, aws.parse_config());
-        let index = IndexService {
-            db: db.db.clone(),
-            objects: Arc::new(docpipe::adapters::S3ObjectStore::new(
-                aws.clients.s3.clone(),
-            )),
-            queue: Arc::new(docpipe::adapters::SqsJobQueue::new(aws.clients.sqs.clone())),
-            embedder,
-            vectors: milvus.clone(),
-            config: IndexConfig {
-                bucket: aws.bucket.clone(),
-                index_queue_url: aws.index_queue.clone(),
-                embed_batch: 32,
-                clock: aws.clock.clone(),
-            },
-        };
-        Ok(Bench {
-            db,
-            aws,
-            store,
-            parse,
-            index,
-            milvus,
-        })
+/// Upload, store and parse; returns (doc_id, run_id, chunks).
+async fn store_and_parse(p: &Pipeline, key: &str, body: &[u8]) -> AnyResult<(String, i64, usize)> {
+    let job = p.stored(key, body).await;
+    match parse_job(&p.parse.deps(), &job).await? {
+        ParseOutcome::Parsed { chunks, .. } => Ok((job.doc_id, job.run_id, chunks)),
+        other => anyhow::bail!("{key}: parse gave {other:?}"),
     }
+}
 
-    /// Upload, store and parse; returns (doc_id, run_id, chunks).
-    async fn store_and_parse(&self, key: &str, body: &[u8]) -> AnyResult<(String, i64, usize)> {
-        self.aws.put(key, body).await;
-        docpipe::handlers::store::handle_notification(
-            &self.store,
-            &s3_put_event(&self.aws.bucket, key),
-        )
-        .await?;
-        let doc_id = docpipe::ids::derived_doc_id(&self.aws.bucket, key);
-        let doc = docpipe::db::documents::get(&**self.db.client().await, &doc_id)
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("{key}: no document after store"))?;
-        let run_id = doc
-            .current_run_id
-            .ok_or_else(|| anyhow::anyhow!("{key}: no run"))?;
-        let job = JobMessage::new(&doc_id, run_id);
-        match parse_job(&self.parse.deps(), &job).await? {
-            ParseOutcome::Parsed { chunks, .. } => Ok((doc_id, run_id, chunks)),
-            other => anyhow::bail!("{key}: parse gave {other:?}"),
-        }
-    }
-
-    async fn cleanup(&self) {
-        let _ = self.milvus.drop_collection().await;
-        drop_aws(&self.aws).await;
-        drop_database(&self.db.name).await;
-    }
+/// Drops the benchmark's collection, bucket, queues and database.
+async fn cleanup(p: &Pipeline) {
+    p.cleanup().await;
+    drop_aws(&p.aws).await;
+    drop_database(&p.db.name).await;
 }
 
 async fn index_search(args: Args) -> AnyResult<()> {
@@ -464,7 +416,7 @@ async fn index_search(args: Args) -> AnyResult<()> {
     let queries_n = args.num("queries", 200)?;
     let raw_repeat = args.num("repeat", 3)?.max(1);
     let embedder = embedder_named(&embedder_name)?;
-    let bench = Bench::new(embedder.clone()).await?;
+    let bench = bench_pipeline(embedder.clone()).await;
     let raw = Arc::new(MilvusIndex::connect(&milvus_url(), None, &unique("bench_raw_")).await?);
     let result = run_index_search(
         &bench,
@@ -476,12 +428,12 @@ async fn index_search(args: Args) -> AnyResult<()> {
     )
     .await;
     let _ = raw.drop_collection().await;
-    bench.cleanup().await;
+    cleanup(&bench).await;
     result
 }
 
 async fn run_index_search(
-    bench: &Bench,
+    bench: &Pipeline,
     raw: &MilvusIndex,
     embedder_name: &str,
     target_chunks: usize,
@@ -497,9 +449,8 @@ async fn run_index_search(
         if total_chunks >= target_chunks {
             break;
         }
-        let (doc_id, run_id, chunks) = bench
-            .store_and_parse(&format!("uploads/bench/{name}"), text.as_bytes())
-            .await?;
+        let (doc_id, run_id, chunks) =
+            store_and_parse(bench, &format!("uploads/bench/{name}"), text.as_bytes()).await?;
         total_chunks += chunks;
         probes.extend(
             probe_sentences(&text)

@@ -99,6 +99,20 @@ impl Pipeline {
         doc_id
     }
 
+    /// Uploads a file and carries it through every stage, which must leave it indexed; returns
+    /// the indexed document.
+    pub async fn ingest_indexed(&self, key: &str, body: &[u8]) -> docpipe::db::documents::Document {
+        let doc_id = self.ingest(key, body).await;
+        let doc = self.doc(&doc_id).await.expect("document");
+        assert_eq!(
+            doc.status,
+            docpipe::model::DocStatus::Indexed,
+            "{key}: {}",
+            doc.error_message
+        );
+        doc
+    }
+
     /// Uploads a file, stores it and parses it; returns the job its index stage is waiting for.
     pub async fn parsed(&self, key: &str, body: &[u8]) -> docpipe::model::JobMessage {
         let job = stored(&self.db, &self.aws, &self.store, key, body).await;
