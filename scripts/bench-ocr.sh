@@ -8,16 +8,17 @@
 #   bash scripts/bench-ocr.sh            # BENCH_OCR_JSON=path also writes the figures as JSON
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+LOG_TAG=bench-ocr
+# shellcheck source=scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
 cd "$ROOT"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}"
 CORPUS="${DOCPIPE_CORPUS:-$ROOT/../shared/corpus}"
-PY="$ROOT/.local/bench-venv/bin/python"
 export DOCPIPE_PDFIUM_LIB="${DOCPIPE_PDFIUM_LIB:-$ROOT/.local/lib/libpdfium.so}"
 export DOCPIPE_OCR_DIR="${DOCPIPE_OCR_DIR:-$ROOT/.local/ocr}"
 [[ -f "$DOCPIPE_OCR_DIR/manifest.json" ]] || { echo "OCR files missing: bash scripts/fetch-ocr.sh" >&2; exit 1; }
 # The baseline's pins (scripts/requirements-bench.txt): the ONNX Runtime version docpipe loads.
-"$PY" -c 'import rapidocr_onnxruntime, pypdfium2' 2>/dev/null \
-  || "$PY" -m pip install -q -r scripts/requirements-bench.txt >&2
+PY="$(bench_python)"
 
 cargo build --release -q -p docpipe-parse --example bench_ocr
 OUT="$(mktemp -d)"

@@ -15,7 +15,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CORPUS="${DOCPIPE_CORPUS:-$ROOT/../shared/corpus}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}"
-VENV="$ROOT/.local/bench-venv"
+LOG_TAG=bench-parse
+# shellcheck source=scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
 REPEAT="${BENCH_REPEAT:-3}"
 
 if [ -z "${DOCPIPE_PDFIUM_LIB:-}" ] && [ -f "$ROOT/.local/lib/libpdfium.so" ]; then
@@ -35,16 +37,7 @@ echo "building the release example..." >&2
 cargo build --release -q -p docpipe-parse --example bench_parse
 BIN="$CARGO_TARGET_DIR/release/examples/bench_parse"
 
-# The venv follows the requirements file: a changed baseline list is installed on the next run.
-STAMP="$VENV/.requirements.sha256"
-WANT="$(sha256sum "$ROOT/scripts/requirements-bench.txt" | cut -d' ' -f1)"
-if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
-  echo "preparing $VENV..." >&2
-  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q -r "$ROOT/scripts/requirements-bench.txt"
-  echo "$WANT" >"$STAMP"
-fi
-PY="$VENV/bin/python"
+PY="$(bench_python)"
 
 OUT="$(mktemp)"
 trap 'rm -f "$OUT"' EXIT

@@ -39,6 +39,9 @@ trap 'rm -rf "$TMP"' EXIT
 
 # The wheels are fetched for a fixed platform and Python, whatever this host runs: only the
 # native library and the models are taken from them, never Python code.
+# The platform is x86_64's, as the functions' (template.yaml): on another host the library would
+# not load, and the stamp would claim otherwise.
+[[ "$(uname -m)" == x86_64 ]] || die "the OCR files are fetched for x86_64 only (this host is $(uname -m))"
 log "downloading onnxruntime==$ORT_VERSION and rapidocr-onnxruntime==$RAPIDOCR_VERSION wheels"
 "$PY" -m pip download --disable-pip-version-check --quiet --no-deps --only-binary=:all: \
   --platform manylinux_2_28_x86_64 --python-version 3.11 --implementation cp \

@@ -41,6 +41,21 @@ fetch_python() {
   if [[ -x "$LOCAL/venv/bin/python" ]]; then echo "$LOCAL/venv/bin/python"; else pick_python; fi
 }
 
+# The benchmarks' Python baselines (.local/bench-venv), kept in step with
+# scripts/requirements-bench.txt: a changed list is installed on the next run. Prints the python.
+bench_python() {
+  local venv="$LOCAL/bench-venv" stamp want
+  stamp="$venv/.requirements.sha256"
+  want="$(sha256sum "$ROOT/scripts/requirements-bench.txt" | cut -d' ' -f1)"
+  if [[ ! -x "$venv/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
+    log "preparing $venv"
+    [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+    "$venv/bin/pip" install -q -r "$ROOT/scripts/requirements-bench.txt" >&2
+    echo "$want" >"$stamp"
+  fi
+  echo "$venv/bin/python"
+}
+
 # ───────────────────────────── process helpers ─────────────────────────────
 
 read_pid() { if [[ -f "$1" ]]; then tr -dc '0-9' < <(head -n1 "$1"); fi; }

@@ -14,7 +14,6 @@ use docpipe_tests::{
 use docpipe_vector::VectorIndex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 fn laws(n: usize) -> Vec<(String, String)> {
     law_paths()
@@ -122,16 +121,17 @@ async fn once(docs: &[(String, String)]) -> Vec<Footprint> {
     out
 }
 
-/// Runs a stage job until it stops asking to be retried (another delivery holds the lease).
-async fn until_settled<F, Fut, T>(mut f: F) -> T
+/// Runs a stage job until it stops asking to be retried (another delivery holds the lease), each
+/// redelivery after the backoff the function would set on the message.
+async fn until_settled<F, Fut, T>(clock: &docpipe::clock::Clock, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, StageError>>,
 {
-    for _ in 0..50 {
+    for receive_count in 1..=20 {
         match f().await {
             Ok(v) => return v,
-            Err(e) if e.is_retryable() => tokio::time::sleep(Duration::from_millis(200)).await,
+            Err(e) if e.is_retryable() => tokio::time::sleep(clock.backoff(receive_count)).await,
             Err(e) => panic!("{e}"),
         }
     }
@@ -175,10 +175,10 @@ async fn every_message_delivered_five_times_at_once_leaves_what_one_delivery_lea
             p.doc(&doc_id).await.unwrap().current_run_id.unwrap(),
         );
         let deps = p.parse.deps();
-        let parses = (0..5).map(|_| until_settled(|| parse_job(&deps, &job)));
+        let parses = (0..5).map(|_| until_settled(&p.aws.clock, || parse_job(&deps, &job)));
         futures::future::join_all(parses).await;
         let deps = p.index.deps();
-        let indexes = (0..5).map(|_| until_settled(|| index_job(&deps, &job)));
+        let indexes = (0..5).map(|_| until_settled(&p.aws.clock, || index_job(&deps, &job)));
         let outcomes = futures::future::join_all(indexes).await;
         let indexed = outcomes
             .iter()

@@ -112,11 +112,13 @@ fn fault_after_insert(
 
 async fn index_until_done(p: &Pipeline, job: &JobMessage) {
     // The redelivery: SQS brings the message back until it is acknowledged.
-    for _ in 0..20 {
+    for receive_count in 1..=20 {
         match index_job(&p.index.deps(), job).await {
             Ok(IndexOutcome::Indexed { .. }) | Ok(IndexOutcome::Stale { .. }) => return,
             Ok(other) => panic!("unexpected {other:?}"),
-            Err(e) if e.is_retryable() => tokio::time::sleep(Duration::from_secs(1)).await,
+            Err(e) if e.is_retryable() => {
+                tokio::time::sleep(p.aws.clock.backoff(receive_count)).await
+            }
             Err(e) => panic!("{e}"),
         }
     }

@@ -174,7 +174,9 @@ async fn a_scanned_regulation_keeps_its_seven_chapters_and_44_articles() {
     let source = "pdf/reg_data_security.pdf";
     let ocr = ingests_like(&p, "reg.pdf", &bytes, source, &[1, 2, 3, 4, 5]).await;
     assert_eq!(ocr["garbled_text_pages"], serde_json::json!([]), "{ocr}");
-    let tree = expected(source);
+    // What OCR stored (ingests_like compared it with the source's tree).
+    let doc = p.doc_at("uploads/reg.pdf").await.unwrap();
+    let tree = stored_tree(&p, &doc.doc_id).await;
     assert_eq!(tree.iter().filter(|m| m.ends_with('章')).count(), 7);
     assert_eq!(tree.iter().filter(|m| m.ends_with('条')).count(), 44);
     p.cleanup().await;
@@ -369,4 +371,23 @@ async fn without_the_ocr_files_a_scan_fails_with_the_reason_and_the_runner_goes_
     );
     drop(runner);
     p.cleanup().await;
+}
+
+/// The OCR page limit a function gets from the template and the one a process without the variable
+/// falls back to are the same number.
+#[test]
+fn the_ocr_page_limit_default_is_the_templates() {
+    let template = docpipe_cli::template::Template::load(
+        &docpipe_tests::workspace_root().join("template.yaml"),
+    )
+    .expect("template.yaml");
+    let from_template: u32 = template
+        .parameter_default("MaxOcrPages")
+        .expect("MaxOcrPages has a default")
+        .parse()
+        .expect("a number");
+    assert_eq!(
+        from_template,
+        docpipe_parse::Limits::default().max_ocr_pages
+    );
 }

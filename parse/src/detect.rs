@@ -6,18 +6,31 @@ use std::io::{Cursor, Read};
 use crate::error::ParseError;
 use crate::model::{Format, Hint, Limits};
 
-/// What the hint claims, in the same vocabulary as `Format::as_str`.
-pub fn claimed(hint: &Hint) -> Option<&'static str> {
-    let name = hint.file_name.to_ascii_lowercase();
-    let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
-    let from_ext = match ext {
+/// The format a file name's extension names, in the same vocabulary as `Format::as_str`.
+fn format_of_extension(name: &str) -> Option<&'static str> {
+    let ext = name.rsplit_once('.').map(|(_, e)| e)?;
+    match ext.to_ascii_lowercase().as_str() {
         "pdf" => Some("pdf"),
         "docx" => Some("docx"),
         "html" | "htm" | "xhtml" => Some("html"),
         "md" | "markdown" => Some("markdown"),
         "txt" | "text" => Some("text"),
         _ => None,
-    };
+    }
+}
+
+/// A file name without the extension of a format docpipe reads ("民法典.pdf" → "民法典"); any
+/// other name as it is ("条例 v1.2" stays).
+pub fn without_format_extension(name: &str) -> &str {
+    match (format_of_extension(name), name.rsplit_once('.')) {
+        (Some(_), Some((stem, _))) if !stem.is_empty() => stem,
+        _ => name,
+    }
+}
+
+/// What the hint claims, in the same vocabulary as `Format::as_str`.
+pub fn claimed(hint: &Hint) -> Option<&'static str> {
+    let from_ext = format_of_extension(&hint.file_name);
     let ct = hint.content_type.to_ascii_lowercase();
     let from_ct = if ct.contains("pdf") {
         Some("pdf")
@@ -199,6 +212,23 @@ fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_name_loses_only_the_extension_of_a_format_docpipe_reads() {
+        for (name, stem) in [
+            ("民法典.pdf", "民法典"),
+            ("劳动合同法.DOCX", "劳动合同法"),
+            ("law.xhtml", "law"),
+            ("notes.text", "notes"),
+            ("a.b.md", "a.b"),
+            ("条例 v1.2", "条例 v1.2"),
+            ("no-extension", "no-extension"),
+            (".pdf", ".pdf"),
+        ] {
+            assert_eq!(without_format_extension(name), stem, "{name}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -26,6 +26,7 @@ mod text;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 pub use chunk::{chunk_text, estimate_tokens};
+pub use detect::without_format_extension;
 pub use error::ParseError;
 pub use model::{
     BlockKind, ChunkConfig, Format, Hint, LayoutBlock, Limits, OcrReport, ParsedDocument,

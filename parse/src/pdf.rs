@@ -155,8 +155,9 @@ struct Line {
 
 struct PageText {
     lines: Vec<Line>,
-    /// The page's text before clean-up, so that replacement characters still count as garbage.
-    raw: String,
+    /// The share of glyph garbage in the page's text before clean-up (so that replacement
+    /// characters still count), measured once for both the OCR and the indexing decision.
+    garbage: f32,
     /// Characters before any filtering, for the "no text layer" decision.
     chars: usize,
     has_objects: bool,
@@ -256,7 +257,7 @@ fn page_text(page: &PdfPage) -> PageText {
     let Ok(text) = page.text() else {
         return PageText {
             lines: Vec::new(),
-            raw: String::new(),
+            garbage: 0.0,
             chars: 0,
             has_objects,
             ocr_confidence: None,
@@ -313,7 +314,7 @@ fn page_text(page: &PdfPage) -> PageText {
     finish(&mut cur, first, last, &mut lines);
     PageText {
         lines,
-        raw,
+        garbage: garbage_ratio(&raw),
         chars: visible,
         has_objects,
         ocr_confidence: None,
@@ -425,7 +426,7 @@ fn assemble(
             paragraphs(pno, page.lines, outline, &mut next_outline, &mut blocks);
             continue;
         }
-        let ratio = garbage_ratio(&page.raw);
+        let ratio = page.garbage;
         if ratio > GARBLED_PAGE_RATIO {
             garbled.push(pno);
             garbled_ratio = garbled_ratio.max(ratio);
@@ -433,11 +434,16 @@ fn assemble(
         }
         paragraphs(pno, page.lines, outline, &mut next_outline, &mut blocks);
     }
-    let (ocr, unavailable) = match scans {
+    let (mut ocr, unavailable) = match scans {
         Scans::NoneNeeded => (None, None),
         Scans::Unavailable { pages, why } => (None, Some((pages, why))),
         Scans::Read(report) => (Some(report), None),
     };
+    // The one decision of which pages are too doubtful to index is the loop's above; the report
+    // records it.
+    if let Some(report) = &mut ocr {
+        report.low_confidence_pages = doubtful.iter().map(|d| d.0).collect();
+    }
     if blocks.is_empty() {
         if let Some(report) = &ocr {
             if !doubtful.is_empty() {
@@ -730,7 +736,7 @@ fn parse_with_lopdf(bytes: &[u8], limits: &Limits, why: &str) -> Result<RawDoc, 
         let chars = lines.iter().map(|l| l.text.chars().count()).sum();
         pages.push(PageText {
             lines,
-            raw,
+            garbage: garbage_ratio(&raw),
             chars,
             has_objects: false,
             ocr_confidence: None,
@@ -770,14 +776,14 @@ mod tests {
                 hyphenated: false,
                 confidence: Some(confidence),
             }],
-            raw: text.into(),
+            garbage: garbage_ratio(text),
             chars: text.chars().count(),
             has_objects: true,
             ocr_confidence: Some(confidence),
         }
     }
 
-    fn report(pages: Vec<u32>, low: Vec<u32>) -> Scans {
+    fn report(pages: Vec<u32>) -> Scans {
         Scans::Read(crate::model::OcrReport {
             pages,
             garbled_text_pages: Vec::new(),
@@ -789,7 +795,7 @@ mod tests {
             },
             dpi: scanned::OCR_DPI,
             mean_confidence: 0.7,
-            low_confidence_pages: low,
+            low_confidence_pages: Vec::new(),
             min_page_confidence: scanned::MIN_PAGE_CONFIDENCE,
             duration_ms: 1,
         })
@@ -801,7 +807,7 @@ mod tests {
             ocr_page("第一条　本条例适用于本市。", 0.97),
             ocr_page("第二条　口口口口口口", 0.41),
         ];
-        let doc = assemble(pages, &[], "pdfium", report(vec![1, 2], vec![2])).unwrap();
+        let doc = assemble(pages, &[], "pdfium", report(vec![1, 2])).unwrap();
         assert!(doc.blocks.iter().all(|b| b.page == 1), "{:?}", doc.blocks);
         assert_eq!(doc.blocks[0].confidence, Some(0.97));
         assert!(
@@ -814,7 +820,7 @@ mod tests {
         assert_eq!(doc.ocr.unwrap().low_confidence_pages, vec![2]);
         // With nothing else to index, the document fails and says why.
         let only = vec![ocr_page("口口口", 0.3)];
-        let err = assemble(only, &[], "pdfium", report(vec![1], vec![1])).unwrap_err();
+        let err = assemble(only, &[], "pdfium", report(vec![1])).unwrap_err();
         assert_eq!(err.kind(), "low_ocr_confidence", "{err}");
     }
 

@@ -165,7 +165,14 @@ async fn drop_aws(aws: &TestAws) {
         }
     }
     let _ = s3.delete_bucket().bucket(&aws.bucket).send().await;
-    for q in [&aws.store_queue, &aws.parse_queue, &aws.index_queue] {
+    for q in [
+        &aws.store_queue,
+        &aws.parse_queue,
+        &aws.index_queue,
+        &aws.store_dlq,
+        &aws.parse_dlq,
+        &aws.index_dlq,
+    ] {
         let _ = aws.clients.sqs.delete_queue().queue_url(q).send().await;
     }
 }

@@ -10,19 +10,7 @@ pub const TEST_TIMEOUT_FLOOR_SECS: f64 = 20.0;
 
 /// The template's clock (its Globals' values), at `scale` with the tests' timeout floor.
 pub fn template_clock(scale: f64) -> docpipe::clock::Clock {
-    let template = docpipe_cli::template::Template::load(&workspace_root().join("template.yaml"))
-        .expect("template.yaml");
-    let mut vars: std::collections::HashMap<String, String> = template
-        .clock_env()
-        .expect("the template's clock")
-        .into_iter()
-        .collect();
-    vars.insert("DOCPIPE_TIME_SCALE".into(), scale.to_string());
-    vars.insert(
-        "DOCPIPE_TIMEOUT_FLOOR_SECS".into(),
-        TEST_TIMEOUT_FLOOR_SECS.to_string(),
-    );
-    clock_from(vars)
+    clock_from(clock_env(scale).into_iter().collect())
 }
 
 /// A clock from explicit variables, checked as a function checks it at start.

@@ -12,7 +12,7 @@ use crate::error::ParseError;
 use crate::model::{Limits, OcrReport};
 use crate::normalize::is_cjk;
 use crate::ocr::{self, Engine, Gray, OcrLine};
-use crate::quality::{garbage_ratio, GARBLED_PAGE_RATIO};
+use crate::quality::GARBLED_PAGE_RATIO;
 
 /// Pages are rendered at the resolution scans are usually made at; the recogniser's models
 /// were trained on text of about this size.
@@ -33,8 +33,7 @@ pub enum Scans {
 }
 
 pub fn needs_ocr(page: &PageText) -> bool {
-    (page.chars == 0 && page.has_objects)
-        || (page.chars > 0 && garbage_ratio(&page.raw) > GARBLED_PAGE_RATIO)
+    (page.chars == 0 && page.has_objects) || (page.chars > 0 && page.garbage > GARBLED_PAGE_RATIO)
 }
 
 /// Reads every page that needs it, in place of its text layer, within the page limit and the
@@ -73,7 +72,6 @@ pub fn read_scans(
     let started = Instant::now();
     let budget_ms = limits.ocr_budget_ms;
     let mut weighted = (0f64, 0usize);
-    let mut low = Vec::new();
     for (done, &i) in needing.iter().enumerate() {
         if budget_ms > 0 && done > 0 {
             // Stop as soon as the pages left cannot fit: failing at the budget is better than
@@ -97,15 +95,9 @@ pub fn read_scans(
         let (lines, confidence, chars) = read_page(engine, &page)?;
         weighted.0 += confidence as f64 * chars as f64;
         weighted.1 += chars;
-        if confidence < MIN_PAGE_CONFIDENCE {
-            low.push(i as u32 + 1);
-        }
         pages[i] = PageText {
-            raw: lines
-                .iter()
-                .map(|l| l.text.as_str())
-                .collect::<Vec<_>>()
-                .join("\n"),
+            // Read by OCR: its text is what was recognised, not a glyph layer.
+            garbage: 0.0,
             lines,
             chars,
             has_objects: true,
@@ -123,7 +115,8 @@ pub fn read_scans(
         engine: engine.info.clone(),
         dpi: OCR_DPI,
         mean_confidence,
-        low_confidence_pages: low,
+        // Filled by `assemble`, which decides which pages are indexed.
+        low_confidence_pages: Vec::new(),
         min_page_confidence: MIN_PAGE_CONFIDENCE,
         duration_ms: started.elapsed().as_millis() as u64,
     }))

@@ -37,18 +37,19 @@ pub async fn sources(
     c: &impl GenericClient,
     doc_id: &str,
 ) -> Result<(String, Vec<BlockSource>), DbError> {
-    let title = c
+    let row = c
         .query_typed_opt(
-            "SELECT COALESCE(
-                 (SELECT title FROM structure_nodes
-                  WHERE doc_id = $1 AND level <= 1 AND sub_type = 'explicit' AND btrim(title) <> ''
-                  ORDER BY idx, id LIMIT 1),
-                 (SELECT regexp_replace(doc_name, '\\.(pdf|docx|html?|md|markdown|txt)$', '', 'i')
-                  FROM documents WHERE doc_id = $1))",
+            "SELECT (SELECT title FROM structure_nodes
+                     WHERE doc_id = $1 AND level <= 1 AND sub_type = 'explicit' AND btrim(title) <> ''
+                     ORDER BY idx, id LIMIT 1),
+                    (SELECT doc_name FROM documents WHERE doc_id = $1)",
             &[(&doc_id, Type::VARCHAR)],
         )
-        .await?
-        .and_then(|r| r.get::<_, Option<String>>(0))
+        .await?;
+    let (heading, name): (Option<String>, Option<String>) =
+        row.map_or((None, None), |r| (r.get(0), r.get(1)));
+    let title = heading
+        .or_else(|| name.map(|n| docpipe_parse::without_format_extension(&n).to_string()))
         .unwrap_or_default();
     let rows = c
         .query_typed(
