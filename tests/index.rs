@@ -389,7 +389,10 @@ async fn the_reconcile_never_takes_the_current_runs_artifacts() {
 async fn e5_small_finds_laws_by_chinese_and_english_questions() {
     let model =
         docpipe_embed::e5::default_model_path().expect("run scripts/fetch-e5.sh (make up does)");
-    let e5 = docpipe_embed::E5Embedder::load(&model, None).expect("the e5 model loads");
+    // As the dev runner and the API build it: with the built-in query adapter.
+    let e5 = docpipe_embed::E5Embedder::load(&model, None)
+        .and_then(|e| e.with_query_adapter(Some(docpipe_embed::e5::builtin_query_adapter())))
+        .expect("the e5 model loads");
     let p = Pipeline::new(std::sync::Arc::new(e5)).await;
     let dir = docpipe_tests::corpus_dir().join("laws-formats/md");
     let mut ids = std::collections::HashMap::new();

@@ -21,6 +21,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::query_adapter::QueryAdapter;
 use crate::{check_query, check_texts, EmbedError, Embedder};
 
 pub const MODEL_ID: &str = "multilingual-e5-small-q4";
@@ -35,6 +36,22 @@ pub const LAMBDA_MODEL_PATH: &str = "/opt/e5/e5-small-q4.bin";
 /// resident weights the batch size hardly matters.
 pub const DEFAULT_TEXTS_PER_CALL: usize = 4;
 const MAGIC: &[u8; 4] = b"E5S1";
+/// The query adapter e5-small uses unless `DOCPIPE_E5_QUERY_ADAPTER` says otherwise: fitted by
+/// `scripts/retrieval/adapter.py` on the tune part of `corpus/questions` only (the check part and
+/// the law-disjoint split stay unseen; BENCHMARKS.md has both).
+pub const BUILTIN_QUERY_ADAPTER: &str = "e5-small-stard-v1";
+const BUILTIN_QUERY_ADAPTER_BYTES: &[u8] = include_bytes!("../adapters/e5-small-stard-v1.f32");
+
+/// The built-in query adapter ([`BUILTIN_QUERY_ADAPTER`]).
+pub fn builtin_query_adapter() -> QueryAdapter {
+    QueryAdapter::from_le_bytes(
+        BUILTIN_QUERY_ADAPTER,
+        DIMENSION,
+        BUILTIN_QUERY_ADAPTER_BYTES,
+        "the built-in adapter",
+    )
+    .expect("the built-in adapter is a 384x384 f32 matrix (checked by a test)")
+}
 
 mod ffi {
     use std::ffi::{c_char, c_int, c_long};
@@ -115,6 +132,7 @@ pub struct E5Embedder {
     resident_bytes: usize,
     vnni: bool,
     path: PathBuf,
+    query_adapter: Option<Arc<QueryAdapter>>,
 }
 
 impl std::fmt::Debug for E5Embedder {
@@ -125,6 +143,7 @@ impl std::fmt::Debug for E5Embedder {
             .field("texts_per_call", &self.texts_per_call)
             .field("resident_bytes", &self.resident_bytes)
             .field("vnni", &self.vnni)
+            .field("query_adapter", &self.query_adapter)
             .finish_non_exhaustive()
     }
 }
@@ -234,7 +253,19 @@ impl E5Embedder {
             resident_bytes,
             vnni,
             path: path.to_owned(),
+            query_adapter: None,
         })
+    }
+
+    /// Queries are mapped by `adapter` after embedding (passages never are); `None` for the
+    /// model's own query vectors. `load` starts without one; `from_env` adds the built-in one.
+    pub fn with_query_adapter(mut self, adapter: Option<QueryAdapter>) -> Result<Self, EmbedError> {
+        if let Some(a) = &adapter {
+            // A wrong-sized adapter is refused when it is made; this checks it maps 384 dims.
+            a.apply(&[0.0; DIMENSION])?;
+        }
+        self.query_adapter = adapter.map(Arc::new);
+        Ok(self)
     }
 
     /// Texts per engine call; see [`DEFAULT_TEXTS_PER_CALL`].
@@ -412,6 +443,14 @@ impl Embedder for E5Embedder {
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         check_query(text)?;
         let mut v = self.embed_async(vec![to_cstring(text)], true).await?;
-        Ok(v.pop().expect("one text in, one vector out"))
+        let v = v.pop().expect("one text in, one vector out");
+        match &self.query_adapter {
+            Some(adapter) => adapter.apply(&v),
+            None => Ok(v),
+        }
+    }
+
+    fn query_adapter(&self) -> Option<&str> {
+        self.query_adapter.as_deref().map(QueryAdapter::id)
     }
 }

@@ -24,6 +24,7 @@ pub mod e5;
 mod error;
 pub mod hash;
 pub mod openai;
+pub mod query_adapter;
 mod secret;
 #[cfg(test)]
 mod testdata;
@@ -31,6 +32,7 @@ mod testdata;
 pub use error::EmbedError;
 pub use hash::HashEmbedder;
 pub use openai::OpenAiEmbedder;
+pub use query_adapter::QueryAdapter;
 pub use secret::Secret;
 
 #[cfg(feature = "bedrock")]
@@ -46,8 +48,13 @@ pub trait Embedder: Send + Sync {
     fn dimension(&self) -> usize;
     /// Embeds passages (documents); e5's "passage: " prefix is added inside.
     async fn embed_passages(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
-    /// Embeds one search query; e5's "query: " prefix is added inside.
+    /// Embeds one search query; e5's "query: " prefix is added inside, and the query adapter,
+    /// if any, applied.
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError>;
+    /// The query adapter applied to query vectors (see [`query_adapter`]), if any.
+    fn query_adapter(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The names `DOCPIPE_EMBEDDER` accepts.
@@ -63,7 +70,8 @@ pub fn from_env() -> Result<Arc<dyn Embedder>, EmbedError> {
 /// Variables: `DOCPIPE_EMBEDDER`; `DOCPIPE_EMBED_DIM` (hash: default 384; e5: must be 384 if set;
 /// bedrock and openai: default 1024); `DOCPIPE_E5_MODEL`, `DOCPIPE_E5_THREADS`, `DOCPIPE_E5_BATCH`,
 /// `DOCPIPE_E5_KERNEL` (`auto` default, `avx2`, or `reference` = upstream's per-call weight
-/// unpacking: 24 MB less memory, ~3.5x slower);
+/// unpacking: 24 MB less memory, ~3.5x slower), `DOCPIPE_E5_QUERY_ADAPTER` (`builtin` default,
+/// `none`, or an adapter file: see [`e5_query_adapter`]);
 /// `DOCPIPE_BEDROCK_MODEL_ID`, `DOCPIPE_BEDROCK_CONCURRENCY`; `DOCPIPE_OPENAI_BASE_URL`,
 /// `DOCPIPE_OPENAI_MODEL`, `DOCPIPE_OPENAI_API_KEY`, `DOCPIPE_OPENAI_BATCH`.
 pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Arc<dyn Embedder>, EmbedError> {
@@ -121,6 +129,19 @@ pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Arc<dyn Embedde
     }
 }
 
+/// `DOCPIPE_E5_QUERY_ADAPTER`: unset or `builtin` for [`e5::BUILTIN_QUERY_ADAPTER`], `none` for
+/// the model's own query vectors, else the path of an adapter file (`adapter.py --out`).
+#[cfg(feature = "e5")]
+pub fn e5_query_adapter(value: Option<&str>) -> Result<Option<QueryAdapter>, EmbedError> {
+    match value {
+        None | Some("builtin") | Some(e5::BUILTIN_QUERY_ADAPTER) => {
+            Ok(Some(e5::builtin_query_adapter()))
+        }
+        Some("none") => Ok(None),
+        Some(path) => QueryAdapter::from_file(e5::DIMENSION, std::path::Path::new(path)).map(Some),
+    }
+}
+
 #[cfg(feature = "e5")]
 fn e5_from_vars(
     get: &dyn Fn(&str) -> Option<String>,
@@ -142,6 +163,9 @@ fn e5_from_vars(
     if let Some(n) = parse_var::<usize>(get, "DOCPIPE_E5_BATCH")? {
         e = e.with_texts_per_call(n)?;
     }
+    e = e.with_query_adapter(e5_query_adapter(
+        get("DOCPIPE_E5_QUERY_ADAPTER").as_deref(),
+    )?)?;
     Ok(Arc::new(e))
 }
 

@@ -273,3 +273,64 @@ async fn resident_weights_give_the_reference_vectors() {
         passages.len()
     );
 }
+
+/// The built-in query adapter is on unless `DOCPIPE_E5_QUERY_ADAPTER` says otherwise; it moves
+/// queries only (a passage is the model's own vector either way), keeps them unit length, and a
+/// file that is not an adapter is refused at start, naming the variable.
+#[tokio::test]
+async fn the_query_adapter_maps_queries_only_and_is_chosen_by_its_variable() {
+    let path = model_path().display().to_string();
+    let build = |adapter: Option<&str>| {
+        docpipe_embed::from_vars(|k| match k {
+            "DOCPIPE_EMBEDDER" => Some("e5-small".into()),
+            "DOCPIPE_E5_MODEL" => Some(path.clone()),
+            "DOCPIPE_E5_QUERY_ADAPTER" => adapter.map(str::to_string),
+            _ => None,
+        })
+    };
+    let adapted = build(None).unwrap();
+    let plain = build(Some("none")).unwrap();
+    assert_eq!(adapted.query_adapter(), Some(e5::BUILTIN_QUERY_ADAPTER));
+    assert_eq!(plain.query_adapter(), None);
+
+    let question = "公司不给交社保怎么办";
+    let (q_adapted, q_plain) = (
+        adapted.embed_query(question).await.unwrap(),
+        plain.embed_query(question).await.unwrap(),
+    );
+    let norm: f32 = q_adapted.iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-4, "adapted query norm {norm}");
+    let moved = cosine(&q_adapted, &q_plain);
+    assert!(
+        moved < 0.999,
+        "the adapter did not move the query: cosine {moved}"
+    );
+    assert_eq!(
+        q_adapted,
+        e5::builtin_query_adapter().apply(&q_plain).unwrap()
+    );
+    let passages = vec![
+        "用人单位应当自用工之日起三十日内为其职工申请办理社会保险登记。".to_string(),
+        "湿地保护应当坚持保护优先、严格管理、系统治理、科学修复、合理利用的原则。".to_string(),
+    ];
+    let vectors = adapted.embed_passages(&passages).await.unwrap();
+    assert_eq!(vectors, plain.embed_passages(&passages).await.unwrap());
+    assert!(
+        cosine(&q_adapted, &vectors[0]) > cosine(&q_adapted, &vectors[1]),
+        "the adapted query must still prefer the social-insurance article to the wetland one"
+    );
+
+    let dir = std::env::temp_dir().join(format!("docpipe-adapter-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let junk = dir.join("junk.f32");
+    std::fs::write(&junk, b"not a matrix").unwrap();
+    for bad in [junk, dir.join("missing.f32")] {
+        let err = build(Some(&bad.display().to_string())).err().unwrap();
+        assert!(err.is_permanent(), "{err}");
+        assert!(
+            err.to_string().contains("DOCPIPE_E5_QUERY_ADAPTER"),
+            "{err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -250,19 +250,42 @@ async fn run(args: Args) -> AnyResult<()> {
         vectors: milvus.as_ref(),
         cache: &cache,
     };
+    // The same searches with the model's own query vectors, beside the adapted ones in one run:
+    // the adapter is fitted on the tune part, so its gain is read on the check part.
+    let plain_embedder = match embedder.query_adapter() {
+        Some(_) => Some(docpipe_embed::from_vars(|k| match k {
+            "DOCPIPE_E5_QUERY_ADAPTER" => Some("none".to_string()),
+            _ => std::env::var(k).ok(),
+        })?),
+        None => None,
+    };
+    let plain_deps = plain_embedder.as_ref().map(|e| SearchDeps {
+        embedder: e.as_ref(),
+        ..deps
+    });
+    let mut runs: Vec<(String, Mode, &SearchDeps)> = args
+        .modes
+        .iter()
+        .map(|m| (m.as_str().to_string(), *m, &deps))
+        .collect();
+    if let Some(plain) = &plain_deps {
+        for m in args.modes.iter().filter(|m| **m != Mode::Keyword) {
+            runs.push((format!("{} (no adapter)", m.as_str()), *m, plain));
+        }
+    }
     let filters = Filters::default();
     let mut out = std::io::BufWriter::new(std::fs::File::create(args.out.join("rankings.jsonl"))?);
-    for mode in &args.modes {
+    for (label, mode, deps) in &runs {
         // Warm: the analyzer's dictionary, the caches, Milvus's loaded segments.
         for q in questions.iter().take(5) {
             let text = q["question"].as_str().unwrap_or_default();
-            search(&deps, &query(text, *mode, &filters)).await?;
+            search(deps, &query(text, *mode, &filters)).await?;
         }
         let t_mode = Instant::now();
         for (i, q) in questions.iter().enumerate() {
             let text = q["question"].as_str().unwrap_or_default();
             let t = Instant::now();
-            let result = search(&deps, &query(text, *mode, &filters)).await?;
+            let result = search(deps, &query(text, *mode, &filters)).await?;
             let ms = t.elapsed().as_secs_f64() * 1e3;
             let mut ranked: Vec<&str> = Vec::new();
             for h in &result.hits {
@@ -276,14 +299,13 @@ async fn run(args: Args) -> AnyResult<()> {
             writeln!(
                 out,
                 "{}",
-                json!({"id": q["id"], "mode": mode.as_str(), "ms": ms, "ranked": ranked,
+                json!({"id": q["id"], "mode": label, "ms": ms, "ranked": ranked,
                        "dense": result.hits.iter().map(|h| h.dense_rank).collect::<Vec<_>>(),
                        "keyword": result.hits.iter().map(|h| h.keyword_rank).collect::<Vec<_>>()})
             )?;
             if (i + 1) % 250 == 0 {
                 emit_progress(&format!(
-                    "{}: {}/{} questions, {:.0} s",
-                    mode.as_str(),
+                    "{label}: {}/{} questions, {:.0} s",
                     i + 1,
                     questions.len(),
                     t_mode.elapsed().as_secs_f64()

@@ -75,6 +75,8 @@ pub struct Parameters {
     pub bm25_b: f64,
     pub postings_per_term: i64,
     pub embedding_model: String,
+    /// The learned map applied to the query vector (e5-small's built-in one by default), or none.
+    pub query_adapter: Option<String>,
 }
 
 /// One article (one section of one document).
@@ -287,6 +289,7 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
             bm25_b: analyzer::B,
             postings_per_term: POSTINGS_PER_TERM,
             embedding_model: deps.embedder.model_id().to_string(),
+            query_adapter: deps.embedder.query_adapter().map(str::to_string),
         },
         references: named
             .iter()
