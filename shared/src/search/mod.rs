@@ -15,7 +15,7 @@ use crate::db::{Db, DbError};
 use docpipe_embed::{EmbedError, Embedder};
 use docpipe_parse::article_ref::{article_number, citation};
 use docpipe_vector::{SearchFilters, VectorError, VectorHit, VectorIndex};
-use fusion::{distinct, fuse, FusionParameters, DEFAULT_FUSION};
+use fusion::{distinct, fuse, FusionParameters};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -222,7 +222,8 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
     let ranked_at = started.elapsed();
 
     let dense_blocks: &[ScoredBlock] = dense.as_ref().map(|d| d.blocks.as_slice()).unwrap_or(&[]);
-    let fused = fuse(dense_blocks, &keyword, &DEFAULT_FUSION);
+    let fusion = fusion::parameters_for(deps.embedder.query_adapter());
+    let fused = fuse(dense_blocks, &keyword, &fusion);
     let order = distinct(
         named
             .iter()
@@ -282,7 +283,7 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
     Ok(SearchResult {
         mode: q.mode,
         parameters: Parameters {
-            fusion: DEFAULT_FUSION,
+            fusion,
             candidates: CANDIDATES,
             analyzer: analyzer::ANALYZER,
             bm25_k1: analyzer::K1,
