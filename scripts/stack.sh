@@ -461,9 +461,23 @@ reserve_milvus_ports() {
   [[ "$want" == "$have" ]] || { echo "$want" > "$f" 2>/dev/null && log "reserved Milvus's ports $want (no longer ephemeral source ports)"; } || true
 }
 
+# Settings beside the listen addresses. Growing segments (data not yet sealed and indexed, which
+# is all of a small collection) are searched exactly rather than through Milvus 2.3's interim IVF
+# index (nlist 128, nprobe 16): that index missed 20 % of the exact top 200 for queries mapped by
+# e5-small's query adapter (dense recall@10 on the check questions 0.622 against 0.661 exact),
+# and a sealed segment's HNSW index misses 1 % of them.
+MILVUS_SETTINGS=(queryNode.segcore.interimIndex.enableIndex=false)
+
 phase_milvus_start() {
   local pidfile="$LOCAL/milvus.pid" core_pidfile="$LOCAL/milvus-core.pid" pid core
+  local settings_file="$LOCAL/milvus.settings"
   pid="$(read_pid "$pidfile")"; core="$(read_pid "$core_pidfile")"
+  if pid_matches "$pid" "$MILVUS_WRAPPER_PAT" &&
+     [[ "$(cat "$settings_file" 2>/dev/null)" != "${MILVUS_SETTINGS[*]}" ]]; then
+    log "milvus: settings changed, restarting (pid $pid)"
+    stop_milvus
+    pid=""; core=""
+  fi
   if pid_matches "$pid" "$MILVUS_WRAPPER_PAT"; then
     # Running, or still starting (an earlier up that failed later on): phase_milvus_wait adopts it.
     if pid_matches "$core" "$MILVUS_CORE_PAT"; then
@@ -485,6 +499,10 @@ phase_milvus_start() {
   for c in rootCoord proxy queryCoord queryNode indexNode dataCoord dataNode; do
     x+=(--extra-config "$c.ip=$HOST")
   done
+  for c in "${MILVUS_SETTINGS[@]}"; do
+    x+=(--extra-config "$c")
+  done
+  printf '%s' "${MILVUS_SETTINGS[*]}" > "$settings_file"
   mkdir -p "$MILVUS_DATA"
   log "starting milvus (proxy $HOST:$MILVUS_PORT, health :$MILVUS_HEALTH_PORT)"
   write_milvus_launcher

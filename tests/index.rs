@@ -421,6 +421,14 @@ async fn e5_small_finds_laws_by_chinese_and_english_questions() {
         ("protection and restoration of wetlands", "wetland"),
     ] {
         let result = p.search(query, 5, Mode::Hybrid, &Filters::default()).await;
+        assert_eq!(
+            result.parameters.query_adapter.as_deref(),
+            Some(docpipe_embed::e5::BUILTIN_QUERY_ADAPTER)
+        );
+        assert_eq!(
+            result.parameters.fusion,
+            docpipe::search::fusion::ADAPTED_FUSION
+        );
         assert!(
             result.hits.iter().any(|h| h.doc_id == ids[want]),
             "{query:?} did not find the {want} law: {:?}",
