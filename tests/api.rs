@@ -950,7 +950,11 @@ async fn a_sentence_finds_its_law_in_every_mode(api: &Api, first: &str, sentence
     assert_eq!(result["mode"], "hybrid", "hybrid unless asked otherwise");
     assert_eq!(result["parameters"]["fusion"]["method"], "rrf");
     // The hash embedder has no query adapter: the response says so, and fuses with equal weights.
-    assert_eq!(result["parameters"]["query_adapter"], Value::Null, "{result}");
+    assert_eq!(
+        result["parameters"]["query_adapter"],
+        Value::Null,
+        "{result}"
+    );
     assert_eq!(
         result["parameters"]["fusion"]["k"],
         docpipe::search::fusion::DEFAULT_FUSION.k
