@@ -39,8 +39,8 @@ const MAGIC: &[u8; 4] = b"E5S1";
 /// The query adapter e5-small uses unless `DOCPIPE_E5_QUERY_ADAPTER` says otherwise: fitted by
 /// `scripts/retrieval/adapter.py` on the tune part of `corpus/questions` only (the check part and
 /// the law-disjoint split stay unseen; BENCHMARKS.md has both).
-pub const BUILTIN_QUERY_ADAPTER: &str = "e5-small-stard-v1";
-const BUILTIN_QUERY_ADAPTER_BYTES: &[u8] = include_bytes!("../adapters/e5-small-stard-v1.f32");
+pub const BUILTIN_QUERY_ADAPTER: &str = "e5-small-stard-v2";
+const BUILTIN_QUERY_ADAPTER_BYTES: &[u8] = include_bytes!("../adapters/e5-small-stard-v2.f32");
 
 /// The built-in query adapter ([`BUILTIN_QUERY_ADAPTER`]).
 pub fn builtin_query_adapter() -> QueryAdapter {

@@ -644,13 +644,35 @@ async fn run_index_search(
     // search() asks Milvus for twice its article candidates in chunks; the raw search as many.
     let wanted = docpipe::search::CANDIDATES * 2;
     let mut raw_ms = Vec::new();
+    let mut raw_hits = Vec::new();
     for v in &query_vectors {
         let t = Instant::now();
-        bench
+        let hits = bench
             .milvus
             .search(v, wanted, &SearchFilters::default())
             .await?;
         raw_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        raw_hits.push(hits);
+    }
+    // The dense side's PostgreSQL step on its own: a pool checkout and the one statement that
+    // vouches for the chunks and maps them to their articles.
+    let mut authority_ms = Vec::new();
+    for hits in &raw_hits {
+        let places: Vec<docpipe::db::articles::ChunkPlace> = hits
+            .iter()
+            .map(|h| docpipe::db::articles::ChunkPlace {
+                doc_id: &h.doc_id,
+                run_id: h.run_id,
+                section_title: &h.section_title,
+                section_path: &h.section_path,
+                text: &h.text,
+            })
+            .collect();
+        let t = Instant::now();
+        let client = bench.db.db.client().await?;
+        docpipe::db::articles::live_blocks_of_chunks(&**client, &places).await?;
+        drop(client);
+        authority_ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
     emit(json!({
         "bench": "search",
@@ -667,6 +689,7 @@ async fn run_index_search(
         "embed_query_p50_ms": percentile(&embed_ms, 0.5),
         "raw_milvus_p50_ms": percentile(&raw_ms, 0.5),
         "raw_milvus_p99_ms": percentile(&raw_ms, 0.99),
+        "authority_check_p50_ms": percentile(&authority_ms, 0.5),
     }));
     Ok(())
 }

@@ -30,7 +30,9 @@ pub async fn live_blocks_of_chunks(
     let runs: Vec<i64> = chunks.iter().map(|c| c.run_id).collect();
     let titles: Vec<&str> = chunks.iter().map(|c| c.section_title).collect();
     let paths: Vec<&str> = chunks.iter().map(|c| c.section_path).collect();
-    let texts: Vec<&str> = chunks.iter().map(|c| c.text).collect();
+    // A prefix picks the block as surely as the whole chunk does (a chunk is cut from one
+    // block's text), at a tenth of the bytes sent.
+    let texts: Vec<&str> = chunks.iter().map(|c| char_prefix(c.text, 48)).collect();
     let rows = c
         .query_typed(
             "SELECT u.ord, b.id
@@ -60,6 +62,13 @@ pub async fn live_blocks_of_chunks(
         out[(ord - 1) as usize] = Some(r.get(1));
     }
     Ok(out)
+}
+
+/// The first `n` characters of `text`.
+fn char_prefix(text: &str, n: usize) -> &str {
+    text.char_indices()
+        .nth(n)
+        .map_or(text, |(at, _)| &text[..at])
 }
 
 /// The articles (blocks whose title starts with 第…条) of these documents, as (block id, doc id,
@@ -149,4 +158,19 @@ pub async fn live_blocks(
             law_title: r.get(10),
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::char_prefix;
+
+    #[test]
+    fn a_prefix_counts_characters_not_bytes() {
+        assert_eq!(char_prefix("第一条 劳动者", 3), "第一条");
+        assert_eq!(char_prefix("短", 48), "短");
+        assert_eq!(char_prefix("", 48), "");
+        let long = "用人单位".repeat(20);
+        assert_eq!(char_prefix(&long, 48).chars().count(), 48);
+        assert!(long.starts_with(char_prefix(&long, 48)));
+    }
 }

@@ -139,7 +139,7 @@ mod tests {
     #[test]
     fn an_adapted_dense_ranking_is_fused_with_more_weight() {
         assert_eq!(parameters_for(None), DEFAULT_FUSION);
-        assert_eq!(parameters_for(Some("e5-small-stard-v1")), ADAPTED_FUSION);
+        assert_eq!(parameters_for(Some("e5-small-stard-v2")), ADAPTED_FUSION);
         // an article first in the dense list alone beats one first in the keyword list alone
         // only when the dense list weighs more
         let (dense, keyword) = (ranked(&[1]), ranked(&[2]));
