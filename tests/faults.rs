@@ -326,6 +326,14 @@ async fn milvus_down_for_two_visibility_periods_while_documents_index() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     stack("stop", "milvus");
+    // Documents that arrive during the outage: the first ones can finish indexing while Milvus is
+    // still shutting down, and then nothing would have met the outage.
+    for i in 14..16 {
+        let (name, text) = law(i);
+        let key = format!("uploads/outage/{name}");
+        p.aws.put(&key, text.as_bytes()).await;
+        doc_ids.push(docpipe::ids::derived_doc_id(&p.aws.bucket, &key));
+    }
     let outage = p.aws.clock.index.visibility * 2 + Duration::from_secs(3);
     tokio::time::sleep(outage).await;
     stack("up", "");

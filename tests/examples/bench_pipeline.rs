@@ -660,13 +660,7 @@ async fn run_index_search(
     for hits in &raw_hits {
         let places: Vec<docpipe::db::articles::ChunkPlace> = hits
             .iter()
-            .map(|h| docpipe::db::articles::ChunkPlace {
-                doc_id: &h.doc_id,
-                run_id: h.run_id,
-                section_title: &h.section_title,
-                section_path: &h.section_path,
-                text: &h.text,
-            })
+            .map(docpipe::db::articles::ChunkPlace::of)
             .collect();
         let t = Instant::now();
         let client = bench.db.db.client().await?;

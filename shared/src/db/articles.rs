@@ -14,6 +14,18 @@ pub struct ChunkPlace<'a> {
     pub text: &'a str,
 }
 
+impl<'a> ChunkPlace<'a> {
+    pub fn of(hit: &'a docpipe_vector::VectorHit) -> ChunkPlace<'a> {
+        ChunkPlace {
+            doc_id: &hit.doc_id,
+            run_id: hit.run_id,
+            section_title: &hit.section_title,
+            section_path: &hit.section_path,
+            text: &hit.text,
+        }
+    }
+}
+
 /// The block each chunk was cut from, when PostgreSQL vouches for the chunk: its document is
 /// `indexed`, not being deleted, and the chunk is of its current run. `None` marks a stale chunk.
 /// Blocks are found by the indexed (doc_id, section_title) pair; when several blocks share a

@@ -372,16 +372,7 @@ async fn dense_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<DenseRank
         )
         .await?;
     let searched = started.elapsed();
-    let places: Vec<ChunkPlace> = raw
-        .iter()
-        .map(|h| ChunkPlace {
-            doc_id: &h.doc_id,
-            run_id: h.run_id,
-            section_title: &h.section_title,
-            section_path: &h.section_path,
-            text: &h.text,
-        })
-        .collect();
+    let places: Vec<ChunkPlace> = raw.iter().map(ChunkPlace::of).collect();
     let client = deps.db.client().await?;
     let blocks = articles::live_blocks_of_chunks(&**client, &places).await?;
     drop(client);
