@@ -330,3 +330,82 @@ async fn a_keyword_reindex_rebuilds_from_postgres_without_a_new_run() {
     assert_eq!(again.documents, 0);
     p.cleanup().await;
 }
+
+/// Rows the plan read from `relation`: kept and filtered out, over every loop.
+fn rows_read(plan: &serde_json::Value, relation: &str) -> f64 {
+    let here = if plan["Relation Name"] == relation {
+        let per_loop = [
+            "Actual Rows",
+            "Rows Removed by Filter",
+            "Rows Removed by Index Recheck",
+        ]
+        .iter()
+        .filter_map(|k| plan[*k].as_f64())
+        .sum::<f64>();
+        per_loop * plan["Actual Loops"].as_f64().unwrap_or(1.0)
+    } else {
+        0.0
+    };
+    here + plan["Plans"]
+        .as_array()
+        .map_or(0.0, |ps| ps.iter().map(|p| rows_read(p, relation)).sum())
+}
+
+/// The keyword statement's live check costs one key lookup per scored candidate, whatever the
+/// planner knows. Before, it read every block of every live document: a nested loop over all of
+/// them per candidate in a database fresh from a load (no statistics yet), a hash join over all of
+/// them once statistics came.
+#[tokio::test]
+async fn the_keyword_live_check_reads_only_its_candidates() {
+    use docpipe::analyzer::Analyzer;
+    use docpipe::db::keyword;
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let labour = ingest_law(&p, "劳动合同法", "").await;
+    let marriage = ingest_law(&p, "民法典", "婚姻家庭编").await;
+    let live_blocks = keyword_rows(&p, &labour).await.0 + keyword_rows(&p, &marriage).await.0;
+    let client = p.db.db.client().await.unwrap();
+    let terms = Analyzer::shared().query_terms("用人单位 解除 劳动合同 经济补偿");
+    let n = keyword::block_count(&**client).await.unwrap();
+    let limit = 5;
+    let statement = keyword::SearchStatement::new(
+        &terms,
+        n,
+        docpipe::search::POSTINGS_PER_TERM,
+        limit,
+        &Filters::default(),
+    );
+    let candidates = (limit * 2 + 20) as f64;
+    assert!(
+        live_blocks as f64 > 4.0 * candidates,
+        "{live_blocks} blocks"
+    );
+    for statistics in ["none yet", "after ANALYZE"] {
+        if statistics == "after ANALYZE" {
+            client.batch_execute("ANALYZE").await.unwrap();
+        }
+        let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {}", statement.sql);
+        let row = client
+            .query_typed_one(&explain, &statement.params())
+            .await
+            .unwrap();
+        let plan: serde_json::Value = row.get(0);
+        let plan = &plan[0]["Plan"];
+        let read = rows_read(plan, "keyword_blocks");
+        assert!(
+            read > 0.0 && read <= candidates,
+            "statistics {statistics}: the live check read {read} keyword_blocks rows for at most \
+             {candidates} candidates ({live_blocks} live blocks)"
+        );
+        let hits = keyword::search(
+            &**client,
+            &terms,
+            n,
+            docpipe::search::POSTINGS_PER_TERM,
+            limit,
+            &Filters::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(hits.len(), limit as usize, "statistics {statistics}");
+    }
+}

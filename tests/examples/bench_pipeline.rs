@@ -48,6 +48,10 @@ fn main() -> AnyResult<()> {
         anyhow::bail!("usage: bench_pipeline snapshot|index-search|init|rss|stage-rss …");
     };
     let rest = Args(args[1..].to_vec());
+    // Off unless asked: DOCPIPE_LOG=docpipe::search=debug shows each search's parts.
+    if std::env::var_os("DOCPIPE_LOG").is_some() {
+        docpipe::telemetry::init();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -641,8 +645,8 @@ async fn run_index_search(
         query_vectors.push(embedder.embed_query(q).await?);
         embed_ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    // search() asks Milvus for twice its article candidates in chunks; the raw search as many.
-    let wanted = docpipe::search::CANDIDATES * 2;
+    // As many chunks as search() asks Milvus for.
+    let wanted = docpipe::search::DENSE_CHUNKS;
     let mut raw_ms = Vec::new();
     let mut raw_hits = Vec::new();
     for v in &query_vectors {
