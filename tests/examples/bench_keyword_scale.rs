@@ -77,7 +77,7 @@ async fn run(source: &str, target: i64, queries: usize, reuse: bool, keep: bool)
         return report(&dst, &terms, base_blocks, small).await;
     }
     admin
-        .simple_query(&format!("DROP DATABASE IF EXISTS {SCALE_DB}"))
+        .simple_query(&format!("DROP DATABASE IF EXISTS {SCALE_DB} WITH (FORCE)"))
         .await?;
     let src = TestDb::persistent(source).await;
     let dst = TestDb::persistent(SCALE_DB).await;
@@ -215,7 +215,7 @@ async fn run(source: &str, target: i64, queries: usize, reuse: bool, keep: bool)
     drop(s);
     if !keep {
         admin
-            .simple_query(&format!("DROP DATABASE IF EXISTS {SCALE_DB}"))
+            .simple_query(&format!("DROP DATABASE IF EXISTS {SCALE_DB} WITH (FORCE)"))
             .await?;
     }
     Ok(())
