@@ -21,15 +21,21 @@ fn law(i: usize) -> (String, String) {
     read_law(&law_paths()[i])
 }
 
+/// Uploads a law under `dir`; returns its key and the doc id the store derives from it.
+async fn upload(p: &Pipeline, dir: &str, i: usize) -> (String, String) {
+    let (name, text) = law(i);
+    let key = format!("{dir}/{name}");
+    p.aws.put(&key, text.as_bytes()).await;
+    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
+    (key, doc_id)
+}
+
 /// Uploads and stores a law; returns its current job.
 async fn stored(p: &Pipeline, i: usize) -> JobMessage {
-    let (name, text) = law(i);
-    let key = format!("uploads/{name}");
-    p.aws.put(&key, text.as_bytes()).await;
+    let (key, doc_id) = upload(p, "uploads", i).await;
     docpipe::handlers::store::handle_notification(&p.store, &s3_put_event(&p.aws.bucket, &key))
         .await
         .expect("store");
-    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
     let run = p.doc(&doc_id).await.unwrap().current_run_id.unwrap();
     JobMessage::new(doc_id, run)
 }
@@ -233,10 +239,7 @@ async fn moto_frozen_in_the_middle_of_a_store_batch() {
     let p = Pipeline::new(Pipeline::hash()).await;
     let mut keys = Vec::new();
     for i in 3..6 {
-        let (name, text) = law(i);
-        let key = format!("uploads/{name}");
-        p.aws.put(&key, text.as_bytes()).await;
-        keys.push(key);
+        keys.push(upload(&p, "uploads", i).await.0);
     }
     let queue = Arc::new(FreezeOnSecondSend {
         inner: p.store.queue.clone(),
@@ -297,10 +300,7 @@ async fn milvus_down_for_two_visibility_periods_while_documents_index() {
     );
     let mut doc_ids = Vec::new();
     for i in 10..14 {
-        let (name, text) = law(i);
-        let key = format!("uploads/outage/{name}");
-        p.aws.put(&key, text.as_bytes()).await;
-        doc_ids.push(docpipe::ids::derived_doc_id(&p.aws.bucket, &key));
+        doc_ids.push(upload(&p, "uploads/outage", i).await.1);
     }
     // Wait until indexing is under way: a worker holds an index lease.
     let started = std::time::Instant::now();
@@ -329,10 +329,7 @@ async fn milvus_down_for_two_visibility_periods_while_documents_index() {
     // Documents that arrive during the outage: the first ones can finish indexing while Milvus is
     // still shutting down, and then nothing would have met the outage.
     for i in 14..16 {
-        let (name, text) = law(i);
-        let key = format!("uploads/outage/{name}");
-        p.aws.put(&key, text.as_bytes()).await;
-        doc_ids.push(docpipe::ids::derived_doc_id(&p.aws.bucket, &key));
+        doc_ids.push(upload(&p, "uploads/outage", i).await.1);
     }
     let outage = p.aws.clock.index.visibility * 2 + Duration::from_secs(3);
     tokio::time::sleep(outage).await;
