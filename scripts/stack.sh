@@ -244,13 +244,14 @@ EOF
   fi
   echo "$pmpid" > "$LOCAL/postgres.pid"
 
-  # Role and database (idempotent). Superuser over the unix socket (local trust).
+  # Role and database (idempotent). Superuser over the unix socket (local trust). CREATEROLE: the
+  # credential-rotation test makes a login role of its own and changes its password.
   "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$sock" -p "$PG_PORT" -U postgres -d postgres <<SQL >/dev/null
 DO \$\$ BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$DB_USER') THEN
-    CREATE ROLE $DB_USER LOGIN CREATEDB PASSWORD '$DB_PASS';
+    CREATE ROLE $DB_USER LOGIN CREATEDB CREATEROLE PASSWORD '$DB_PASS';
   ELSE
-    ALTER ROLE $DB_USER LOGIN CREATEDB PASSWORD '$DB_PASS';
+    ALTER ROLE $DB_USER LOGIN CREATEDB CREATEROLE PASSWORD '$DB_PASS';
   END IF;
 END \$\$;
 SELECT 'CREATE DATABASE $DB_NAME OWNER $DB_USER' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '$DB_NAME')\gexec

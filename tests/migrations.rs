@@ -241,3 +241,286 @@ async fn concurrent_runners_apply_each_migration_once() {
     let expected: Vec<i32> = MIGRATIONS.iter().map(|m| m.version).collect();
     assert_eq!(applied, expected, "each migration applied exactly once");
 }
+
+// ── The migrations as the stack's custom resource ─────────────────────────────────────────────
+
+mod custom_resource {
+    use super::*;
+    use docpipe::config::{AwsConfig, DbConfig, EnvReader, Secret};
+    use docpipe::handlers::migrate::{CustomResourceEvent, MigrateError, MigrateService, Status};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    /// One PUT CloudFormation's response URL received: its content type and its body.
+    #[derive(Debug, Clone)]
+    struct Answer {
+        content_type: Option<String>,
+        query: String,
+        body: serde_json::Value,
+    }
+
+    /// A local stand-in for the presigned S3 URL CloudFormation waits on: it records every PUT
+    /// and answers `status`.
+    struct ResponseEndpoint {
+        url: String,
+        answers: Arc<Mutex<Vec<Answer>>>,
+    }
+
+    impl ResponseEndpoint {
+        async fn start(status: u16) -> ResponseEndpoint {
+            use axum::{extract::RawQuery, http::HeaderMap, routing::put, Router};
+            let answers: Arc<Mutex<Vec<Answer>>> = Arc::default();
+            let recorded = answers.clone();
+            let app = Router::new().route(
+                "/cloudformation-response",
+                put(
+                    move |headers: HeaderMap, RawQuery(query): RawQuery, body: String| {
+                        let recorded = recorded.clone();
+                        async move {
+                            recorded.lock().unwrap().push(Answer {
+                                content_type: headers
+                                    .get("content-type")
+                                    .map(|v| v.to_str().unwrap().to_string()),
+                                query: query.unwrap_or_default(),
+                                body: serde_json::from_str(&body).expect("a JSON answer"),
+                            });
+                            axum::http::StatusCode::from_u16(status).unwrap()
+                        }
+                    },
+                ),
+            );
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+            ResponseEndpoint {
+                // Shaped like the presigned URL: the signature is in the query.
+                url: format!("http://{addr}/cloudformation-response?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=abc"),
+                answers,
+            }
+        }
+
+        fn answers(&self) -> Vec<Answer> {
+            self.answers.lock().unwrap().clone()
+        }
+    }
+
+    /// One of events/migrate-cfn-*.json (the create request as `sam local generate-event
+    /// cloudformation create-request` writes it; update and delete as AWS documents them),
+    /// answering at `url`.
+    fn event(kind: &str, url: &str) -> CustomResourceEvent {
+        let path = workspace_root().join(format!("events/migrate-cfn-{kind}.json"));
+        let mut value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        value["ResponseURL"] = url.into();
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn service(url: &str) -> MigrateService {
+        MigrateService::new(
+            DbConfig {
+                url: Secret::new(url.to_string()),
+                pool_size: 2,
+                secret_arn: None,
+                ca_bundle: None,
+            },
+            AwsConfig::read(&mut EnvReader::from_process()),
+        )
+    }
+
+    fn a_minute() -> Instant {
+        Instant::now() + Duration::from_secs(60)
+    }
+
+    async fn applied_versions(t: &TestDb) -> Vec<i32> {
+        t.client()
+            .await
+            .query_typed(
+                "SELECT version FROM docpipe_migrations ORDER BY version",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get("version"))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn create_migrates_update_finds_it_current_delete_keeps_the_data() {
+        let t = TestDb::unmigrated().await;
+        let endpoint = ResponseEndpoint::start(200).await;
+        let migrate = service(&t.url);
+        let all: Vec<String> = MIGRATIONS.iter().map(|m| m.version.to_string()).collect();
+
+        let created = migrate
+            .handle(&event("create", &endpoint.url), a_minute(), None)
+            .await
+            .unwrap();
+        assert_eq!(created.status, Status::Success, "{}", created.reason);
+        let versions: Vec<i32> = MIGRATIONS.iter().map(|m| m.version).collect();
+        assert_eq!(applied_versions(&t).await, versions);
+
+        let updated = migrate
+            .handle(&event("update", &endpoint.url), a_minute(), None)
+            .await
+            .unwrap();
+        assert_eq!(updated.status, Status::Success, "{}", updated.reason);
+        assert!(
+            updated.reason.contains("no migration was pending"),
+            "{}",
+            updated.reason
+        );
+
+        let deleted = migrate
+            .handle(&event("delete", &endpoint.url), a_minute(), None)
+            .await
+            .unwrap();
+        assert_eq!(deleted.status, Status::Success);
+        assert_eq!(
+            applied_versions(&t).await,
+            versions,
+            "delete removes nothing"
+        );
+
+        // What CloudFormation received, in order: one answer per request, at the presigned URL
+        // with its query intact and no content type (the URL is signed without one).
+        let answers = endpoint.answers();
+        assert_eq!(answers.len(), 3, "{answers:?}");
+        for (answer, request) in answers.iter().zip(["create", "update", "delete"]) {
+            assert!(answer.query.contains("X-Amz-Signature=abc"), "{answer:?}");
+            assert!(
+                answer
+                    .content_type
+                    .as_deref()
+                    .unwrap_or_default()
+                    .is_empty(),
+                "{answer:?}"
+            );
+            assert_eq!(answer.body["Status"], "SUCCESS", "{answer:?}");
+            assert_eq!(answer.body["PhysicalResourceId"], "docpipe-migrations");
+            assert_eq!(answer.body["LogicalResourceId"], "Migrations");
+            assert_eq!(
+                answer.body["RequestId"],
+                format!("unique id for this {request} request")
+            );
+            assert!(answer.body["StackId"]
+                .as_str()
+                .unwrap()
+                .starts_with("arn:aws:cloudformation:"));
+        }
+        assert_eq!(answers[0].body["Data"]["Applied"], all.join(","));
+        assert_eq!(answers[1].body["Data"]["Applied"], "");
+        assert_eq!(
+            answers[1].body["Data"]["SchemaVersion"],
+            all.last().unwrap().as_str()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_migration_fails_the_deploy_with_its_error() {
+        let t = TestDb::new().await;
+        t.client()
+            .await
+            .execute_typed(
+                "UPDATE docpipe_migrations SET checksum = 'edited' WHERE version = 2",
+                &[],
+            )
+            .await
+            .unwrap();
+        let endpoint = ResponseEndpoint::start(200).await;
+        let answer = service(&t.url)
+            .handle(&event("update", &endpoint.url), a_minute(), None)
+            .await
+            .unwrap();
+        assert_eq!(answer.status, Status::Failed);
+        assert!(
+            answer
+                .reason
+                .contains("migration 2 (0002_pipeline_state) changed after it was applied"),
+            "{}",
+            answer.reason
+        );
+        assert_eq!(endpoint.answers()[0].body["Status"], "FAILED");
+        assert_eq!(endpoint.answers()[0].body["Reason"], answer.reason.as_str());
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_database_or_a_bad_environment_fails_in_time() {
+        let endpoint = ResponseEndpoint::start(200).await;
+        // Nothing listens on port 1: the connection is refused.
+        let answer = service("postgres://docpipe:docpipe@127.0.0.1:1/docpipe")
+            .handle(&event("create", &endpoint.url), a_minute(), None)
+            .await
+            .unwrap();
+        assert_eq!(answer.status, Status::Failed);
+        assert!(
+            answer.reason.starts_with("migrations failed: "),
+            "{}",
+            answer.reason
+        );
+
+        // A database that accepts and never answers, and a deadline too close to wait for it:
+        // the answer still goes out, before the deadline.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let silent_addr = silent.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = silent.accept().await {
+                held.push(socket);
+            }
+        });
+        let started = Instant::now();
+        let answer = service(&format!("postgres://docpipe:docpipe@{silent_addr}/docpipe"))
+            .handle(
+                &event("create", &endpoint.url),
+                Instant::now() + Duration::from_secs(12),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(answer.status, Status::Failed);
+        assert!(
+            answer.reason.contains("did not finish within"),
+            "{}",
+            answer.reason
+        );
+        assert!(started.elapsed() < Duration::from_secs(12));
+
+        // The environment's problem, found at init, is the first request's answer.
+        let answer = service("postgres://unused@127.0.0.1:1/x")
+            .handle(
+                &event("create", &endpoint.url),
+                a_minute(),
+                Some("invalid configuration: DATABASE_URL is not set"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(answer.status, Status::Failed);
+        assert!(answer.reason.contains("DATABASE_URL is not set"));
+        // ... but a delete never needs the database: the stack can always be removed.
+        let answer = service("postgres://unused@127.0.0.1:1/x")
+            .handle(
+                &event("delete", &endpoint.url),
+                a_minute(),
+                Some("invalid configuration: DATABASE_URL is not set"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(answer.status, Status::Success);
+        assert_eq!(endpoint.answers().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn an_answer_the_url_refuses_fails_the_invocation_so_lambda_retries_it() {
+        let t = TestDb::unmigrated().await;
+        let endpoint = ResponseEndpoint::start(403).await;
+        let err = service(&t.url)
+            .handle(&event("create", &endpoint.url), a_minute(), None)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, MigrateError::Refused { status: 403, .. }),
+            "{err}"
+        );
+    }
+}

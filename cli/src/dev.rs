@@ -85,6 +85,9 @@ async fn start_api(
     ))))
 }
 
+/// The dead-letter queues' `MessageRetentionPeriod` in template.yaml: SQS's maximum.
+const DEAD_LETTER_RETENTION_SECS: f64 = 1_209_600.0;
+
 /// One queue the dev runner polls, and the function it feeds.
 struct Feed {
     name: &'static str,
@@ -183,33 +186,29 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let mut workers = Vec::new();
     for feed in feeds {
         let source = template.event_source(feed.template_queue)?;
-        let function_timeout = match feed.function {
-            "store" => clock.store.function_timeout,
-            "parse" => clock.parse.function_timeout,
-            "index" => clock.index.function_timeout,
-            _ => Duration::from_secs(
-                template
-                    .function_timeout(&source.function)?
-                    .and_then(|t| t.parse().ok())
-                    .unwrap_or(60),
-            ),
+        let stage = match feed.function {
+            "store" => clock.store,
+            "parse" => clock.parse,
+            "index" => clock.index,
+            _ => clock.dead_letter,
         };
-        if feed.function != "dlq" {
-            let visibility = match feed.function {
-                "store" => clock.store.visibility,
-                "parse" => clock.parse.visibility,
-                _ => clock.index.visibility,
-            };
-            apply_queue_clock(
-                &sqs,
-                &feed.queue_url,
-                feed.dead_letter_queue.as_deref(),
-                visibility,
-                clock.retention,
-                clock.max_receive_count,
-            )
-            .await?;
-        }
+        let function_timeout = stage.function_timeout;
+        // A dead-letter queue keeps its messages for 14 days (the template's), not the work
+        // queues' retention, and has no dead-letter queue of its own.
+        let retention = if feed.function == "dlq" {
+            clock.scaled_secs(DEAD_LETTER_RETENTION_SECS)
+        } else {
+            clock.retention
+        };
+        apply_queue_clock(
+            &sqs,
+            &feed.queue_url,
+            feed.dead_letter_queue.as_deref(),
+            stage.visibility,
+            retention,
+            clock.max_receive_count,
+        )
+        .await?;
         // A source without a maximum (the dead-letter queues) gets one worker: what it does is rare
         // and small, and this machine's cores are better spent on the stages.
         let count = args
@@ -249,7 +248,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         loop {
             tick.tick().await;
             match sweeper.run_once().await {
-                Ok((report, kept)) => {
+                Ok(None) => println!("{} [sweep] another sweep holds the lease: skipped", now()),
+                Ok(Some((report, kept))) => {
                     for action in &report.actions {
                         println!("{} [sweep] {}", now(), describe_sweep(action));
                     }

@@ -24,6 +24,9 @@ pub struct Clock {
     pub store: StageClock,
     pub parse: StageClock,
     pub index: StageClock,
+    /// The DLQ function and the three dead-letter queues it drains: Lambda refuses an event source
+    /// whose queue hides a message for less time than its function may run.
+    pub dead_letter: StageClock,
     /// Deliveries of one message before its queue moves it to the dead-letter queue.
     pub max_receive_count: u32,
     /// How long a queue keeps a message (`MessageRetentionPeriod`).
@@ -51,6 +54,8 @@ pub const VARIABLES: &[&str] = &[
     "DOCPIPE_STORE_VISIBILITY_SECS",
     "DOCPIPE_PARSE_VISIBILITY_SECS",
     "DOCPIPE_INDEX_VISIBILITY_SECS",
+    "DOCPIPE_DLQ_TIMEOUT_SECS",
+    "DOCPIPE_DLQ_VISIBILITY_SECS",
     "DOCPIPE_MAX_RECEIVE_COUNT",
     "DOCPIPE_QUEUE_RETENTION_SECS",
     "DOCPIPE_BACKOFF_BASE_SECS",
@@ -90,11 +95,13 @@ impl Clock {
                 secs("DOCPIPE_STORE_TIMEOUT_SECS"),
                 secs("DOCPIPE_PARSE_TIMEOUT_SECS"),
                 secs("DOCPIPE_INDEX_TIMEOUT_SECS"),
+                secs("DOCPIPE_DLQ_TIMEOUT_SECS"),
             ],
             visibilities: [
                 secs("DOCPIPE_STORE_VISIBILITY_SECS"),
                 secs("DOCPIPE_PARSE_VISIBILITY_SECS"),
                 secs("DOCPIPE_INDEX_VISIBILITY_SECS"),
+                secs("DOCPIPE_DLQ_VISIBILITY_SECS"),
             ],
             max_receive_count: secs("DOCPIPE_MAX_RECEIVE_COUNT"),
             retention: secs("DOCPIPE_QUEUE_RETENTION_SECS"),
@@ -124,15 +131,18 @@ impl Clock {
     /// What makes a set of timings unworkable, in words a deployer can act on.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
-        let stages = [
+        // Every queue with an event source: Lambda refuses to create the mapping when the queue's
+        // visibility timeout is below the function's timeout (InvalidParameterValueException).
+        let sources = [
             ("store", self.store),
             ("parse", self.parse),
             ("index", self.index),
+            ("dead-letter", self.dead_letter),
         ];
-        for (name, stage) in stages {
+        for (name, stage) in sources {
             if stage.visibility < stage.function_timeout {
                 problems.push(format!(
-                    "the {name} queue's visibility timeout ({} s) is shorter than the {name} function's timeout ({} s): a message would be handed to a second worker while the first still runs",
+                    "the {name} queue's visibility timeout ({} s) is shorter than the {name} function's timeout ({} s): Lambda refuses such an event source, and a message would be handed to a second worker while the first still runs",
                     stage.visibility.as_secs_f64(), stage.function_timeout.as_secs_f64()
                 ));
             }
@@ -142,6 +152,13 @@ impl Clock {
                     stage.visibility.as_secs_f64()
                 ));
             }
+        }
+        let stages = [
+            ("store", self.store),
+            ("parse", self.parse),
+            ("index", self.index),
+        ];
+        for (name, stage) in stages {
             let cycle = self.retry_cycle(stage);
             if self.retention < cycle {
                 problems.push(format!(
@@ -223,6 +240,12 @@ impl Clock {
     fn scaled(&self, secs: f64) -> Duration {
         Duration::from_secs_f64(secs * self.scale)
     }
+
+    /// A wait of the template's (in seconds) on this clock, as a queue attribute takes it: scaled,
+    /// at least a second.
+    pub fn scaled_secs(&self, secs: f64) -> Duration {
+        Duration::from_secs_f64((secs * self.scale).max(1.0).ceil())
+    }
 }
 
 /// A duration in whole seconds, rounded up, as SQS attributes take it.
@@ -231,8 +254,8 @@ pub fn whole_secs(d: Duration) -> i32 {
 }
 
 struct RawClock {
-    timeouts: [f64; 3],
-    visibilities: [f64; 3],
+    timeouts: [f64; 4],
+    visibilities: [f64; 4],
     max_receive_count: f64,
     retention: f64,
     backoff_base: f64,
@@ -270,6 +293,7 @@ impl RawClock {
             store: stage(0),
             parse: stage(1),
             index: stage(2),
+            dead_letter: stage(3),
             max_receive_count: self.max_receive_count as u32,
             retention: wait(self.retention),
             backoff_base: wait(self.backoff_base),
@@ -297,6 +321,8 @@ mod tests {
             ("DOCPIPE_STORE_VISIBILITY_SECS", "360"),
             ("DOCPIPE_PARSE_VISIBILITY_SECS", "1800"),
             ("DOCPIPE_INDEX_VISIBILITY_SECS", "3600"),
+            ("DOCPIPE_DLQ_TIMEOUT_SECS", "60"),
+            ("DOCPIPE_DLQ_VISIBILITY_SECS", "360"),
             ("DOCPIPE_MAX_RECEIVE_COUNT", "5"),
             ("DOCPIPE_QUEUE_RETENTION_SECS", "345600"),
             ("DOCPIPE_BACKOFF_BASE_SECS", "30"),
@@ -328,6 +354,12 @@ mod tests {
         short_visibility.insert("DOCPIPE_INDEX_VISIBILITY_SECS", "300");
         let err = read(short_visibility).unwrap_err();
         assert!(err.contains("index queue's visibility timeout (300 s) is shorter than the index function's timeout (600 s)"), "{err}");
+
+        // SQS's default (30 s) under the DLQ function's 60 s: the stack would roll back.
+        let mut default_dead_letter_visibility = template_like();
+        default_dead_letter_visibility.insert("DOCPIPE_DLQ_VISIBILITY_SECS", "30");
+        let err = read(default_dead_letter_visibility).unwrap_err();
+        assert!(err.contains("dead-letter queue's visibility timeout (30 s) is shorter than the dead-letter function's timeout (60 s)"), "{err}");
 
         let mut long_lease = template_like();
         long_lease.insert("DOCPIPE_LEASE_SECS", "2000");

@@ -43,6 +43,28 @@ pub async fn connect_vectors(milvus: &MilvusConfig) -> Result<Arc<dyn VectorInde
     Ok(Arc::new(index))
 }
 
+/// The Milvus collection, connected on first use (see [`crate::adapters::LazyVectorIndex`]): for
+/// the functions whose work mostly needs no Milvus (sweeper, DLQ), so that they start, and record
+/// what they can, while Milvus is away.
+pub fn lazy_vectors(milvus: MilvusConfig) -> Arc<dyn VectorIndex> {
+    let collection = milvus.collection.clone();
+    Arc::new(crate::adapters::LazyVectorIndex::new(
+        collection,
+        move || {
+            let milvus = milvus.clone();
+            async move {
+                connect_vectors(&milvus).await.map_err(|e| match e {
+                    InitError::Vector(e) => e,
+                    other => docpipe_vector::VectorError::Unavailable {
+                        op: "connect",
+                        source: Box::new(other),
+                    },
+                })
+            }
+        },
+    ))
+}
+
 /// The Milvus token: `MILVUS_TOKEN` when set, else the Secrets Manager secret it names (fetched
 /// once per container, at init), else none.
 pub async fn milvus_token(milvus: &MilvusConfig) -> Result<Option<String>, InitError> {
@@ -57,30 +79,91 @@ pub async fn milvus_token(milvus: &MilvusConfig) -> Result<Option<String>, InitE
 }
 
 /// Builds the pool. With `DOCPIPE_DB_SECRET_ARN` set, the user and password come from Secrets
-/// Manager (the JSON RDS writes: `username`, `password`), fetched once per container at init.
+/// Manager (the JSON RDS writes: `username`, `password`), read at init and read again when the
+/// database refuses them (a rotation), and the connection must be encrypted.
 pub async fn connect_db(config: &DbConfig, aws: &AwsConfig) -> Result<Db, InitError> {
     let mut pg_config: tokio_postgres::Config = config
         .url
         .expose()
         .parse()
         .map_err(|e| InitError::Db(DbError::BadUrl(e)))?;
-    if let Some(arn) = &config.secret_arn {
-        let sdk = aws::sdk_config(aws).await;
-        let secret = crate::adapters::secrets::fetch_json(&sdk, arn).await?;
-        if let Some(user) = secret.get("username").and_then(|v| v.as_str()) {
-            pg_config.user(user);
+    let Some(arn) = config.secret_arn.clone() else {
+        return Ok(Db::from_pg_config(
+            pg_config,
+            config.pool_size,
+            config.ca_bundle.as_deref(),
+        )?);
+    };
+    require_tls(&mut pg_config).map_err(|problem| {
+        InitError::Config(crate::config::ConfigError {
+            problems: vec![problem],
+        })
+    })?;
+    let sdk = aws::sdk_config(aws).await;
+    let initial = read_credentials(&sdk, &arn).await?;
+    let source = crate::db::credentials::credential_source(move || {
+        let (sdk, arn) = (sdk.clone(), arn.clone());
+        async move {
+            read_credentials(&sdk, &arn)
+                .await
+                .map_err(|e| crate::error::chain(&e))
         }
-        let password = secret
-            .get("password")
-            .and_then(|v| v.as_str())
-            .ok_or_else(|| InitError::Secret(format!("secret {arn} has no `password` field")))?;
-        pg_config.password(password);
-    }
-    Ok(Db::from_pg_config(
+    });
+    Ok(Db::with_rotating_credentials(
         pg_config,
         config.pool_size,
         config.ca_bundle.as_deref(),
+        initial,
+        source,
     )?)
+}
+
+async fn read_credentials(
+    sdk: &aws_config::SdkConfig,
+    arn: &str,
+) -> Result<crate::db::credentials::Credentials, InitError> {
+    let secret = crate::adapters::secrets::fetch_json(sdk, arn).await?;
+    let password = secret
+        .get("password")
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| InitError::Secret(format!("secret {arn} has no `password` field")))?;
+    Ok(crate::db::credentials::Credentials {
+        user: secret
+            .get("username")
+            .and_then(|v| v.as_str())
+            .map(str::to_string),
+        password: password.to_string(),
+    })
+}
+
+/// A password from a secret crosses the network to RDS Proxy, so it travels over TLS whatever the
+/// URL forgot to say (`sslmode=require` is set when the URL leaves it out). A URL that turns TLS
+/// off is refused, except to a loopback address, where nothing crosses a network (the local
+/// drills of the secret's path).
+pub fn require_tls(pg_config: &mut tokio_postgres::Config) -> Result<(), String> {
+    use tokio_postgres::config::{Host, SslMode};
+    let loopback = !pg_config.get_hosts().is_empty()
+        && pg_config.get_hosts().iter().all(|host| match host {
+            Host::Tcp(name) => {
+                name == "localhost"
+                    || name
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            }
+            #[cfg(unix)]
+            Host::Unix(_) => true,
+        });
+    match pg_config.get_ssl_mode() {
+        SslMode::Require => Ok(()),
+        _ if loopback => Ok(()),
+        SslMode::Disable => Err(
+            "DATABASE_URL says sslmode=disable, but with DOCPIPE_DB_SECRET_ARN the password must travel over TLS: use sslmode=require".to_string(),
+        ),
+        _ => {
+            pg_config.ssl_mode(SslMode::Require);
+            Ok(())
+        }
+    }
 }
 
 /// AWS clients, shared by every service of a process.
@@ -282,6 +365,9 @@ pub struct SweepService {
     pub parse_queue_url: String,
     pub index_queue_url: String,
     pub clock: Clock,
+    /// How long one run may hold the sweeper's lease: its function's timeout, after which Lambda
+    /// has ended it for sure.
+    pub lease: std::time::Duration,
 }
 
 /// The sweeper's own variables.
@@ -291,6 +377,7 @@ pub struct SweepSettings {
     pub index_queue_url: String,
     pub bucket: String,
     pub clock: Clock,
+    pub lease: std::time::Duration,
 }
 
 #[async_trait::async_trait]
@@ -304,6 +391,11 @@ impl Service for SweepService {
             index_queue_url: env.url("DOCPIPE_INDEX_QUEUE_URL"),
             bucket: env.required("DOCPIPE_BUCKET"),
             clock: Clock::read(env),
+            // The template sets it from the sweeper's `Timeout`; 60 s is Lambda's own default.
+            lease: std::time::Duration::from_secs_f64(
+                env.parsed_or("DOCPIPE_SWEEPER_TIMEOUT_SECS", 60.0f64)
+                    .max(1.0),
+            ),
         }
     }
 
@@ -313,11 +405,12 @@ impl Service for SweepService {
             db,
             queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
             objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
-            vectors: connect_vectors(&config.milvus).await?,
+            vectors: lazy_vectors(config.milvus),
             bucket: config.bucket,
             parse_queue_url: config.parse_queue_url,
             index_queue_url: config.index_queue_url,
             clock: config.clock,
+            lease: config.lease,
         })
     }
 }
@@ -344,17 +437,55 @@ impl SweepService {
         }
     }
 
-    /// One scheduled run: lost jobs first, then what failures left behind.
-    pub async fn run_once(&self) -> Result<(SweepReport, HousekeepingReport), SweepError> {
-        let swept = crate::stages::sweep::sweep(&self.deps(), SWEEP_LIMIT).await?;
-        let kept = crate::stages::housekeeping::housekeeping(
-            &self.housekeeping_deps(),
-            HOUSEKEEPING_LIMIT,
+    /// One scheduled run: lost jobs first, then what failures left behind. `None` when another
+    /// run holds the sweeper's lease (EventBridge retries an invocation it thinks failed, and a
+    /// slow sweep may still run when the next is due): two sweeps at once would re-drive the same
+    /// lost job twice.
+    pub async fn run_once(&self) -> Result<Option<(SweepReport, HousekeepingReport)>, SweepError> {
+        let holder = format!(
+            "sweeper-{}-{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        );
+        let taken = crate::db::upkeep::acquire(
+            &**self.db.client().await?,
+            SWEEPER_LEASE,
+            &holder,
+            self.lease.as_secs_f64(),
         )
-        .await;
-        Ok((swept, kept))
+        .await?;
+        if !taken {
+            tracing::info!("another sweep holds the sweeper's lease: this one does nothing");
+            return Ok(None);
+        }
+        let swept = crate::stages::sweep::sweep(&self.deps(), SWEEP_LIMIT).await;
+        let kept = match &swept {
+            Ok(_) => Some(
+                crate::stages::housekeeping::housekeeping(
+                    &self.housekeeping_deps(),
+                    HOUSEKEEPING_LIMIT,
+                )
+                .await,
+            ),
+            Err(_) => None,
+        };
+        // Best effort: a lease not given back expires with the function's timeout.
+        let released = match self.db.client().await {
+            Ok(client) => crate::db::upkeep::release(&**client, SWEEPER_LEASE, &holder).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = released {
+            tracing::warn!(error = %crate::error::chain(&e), "could not give the sweeper's lease back; it expires by itself");
+        }
+        Ok(Some((
+            swept?,
+            kept.expect("housekeeping ran after a sweep"),
+        )))
     }
 }
+
+/// The lease one sweep holds while it runs.
+pub const SWEEPER_LEASE: &str = "sweeper";
 
 /// Runs per stage one sweep looks at.
 pub const SWEEP_LIMIT: i64 = 500;
@@ -378,7 +509,44 @@ impl Service for DeadLetterService {
     async fn connect(db: Db, _: &AwsConfig, milvus: MilvusConfig) -> Result<Self, InitError> {
         Ok(DeadLetterService {
             db,
-            vectors: connect_vectors(&milvus).await?,
+            vectors: lazy_vectors(milvus),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::require_tls;
+    use tokio_postgres::config::SslMode;
+
+    fn mode(url: &str) -> Result<SslMode, String> {
+        let mut config: tokio_postgres::Config = url.parse().unwrap();
+        require_tls(&mut config).map(|()| config.get_ssl_mode())
+    }
+
+    #[test]
+    fn a_secret_s_password_travels_over_tls() {
+        // The URL of the template's example, and one that forgot to say it.
+        let proxy = "postgres://docpipe@docpipe.proxy-x.eu-west-1.rds.amazonaws.com:5432/docpipe";
+        assert_eq!(
+            mode(&format!("{proxy}?sslmode=require")),
+            Ok(SslMode::Require)
+        );
+        assert_eq!(mode(proxy), Ok(SslMode::Require));
+        assert_eq!(
+            mode(&format!("{proxy}?sslmode=prefer")),
+            Ok(SslMode::Require)
+        );
+        let refused = mode(&format!("{proxy}?sslmode=disable")).unwrap_err();
+        assert!(refused.contains("must travel over TLS"), "{refused}");
+        // Loopback: nothing crosses a network.
+        assert_eq!(
+            mode("postgres://docpipe@127.0.0.1:6432/docpipe?sslmode=disable"),
+            Ok(SslMode::Disable)
+        );
+        assert_eq!(
+            mode("postgres://docpipe@localhost:6432/docpipe"),
+            Ok(SslMode::Prefer)
+        );
     }
 }

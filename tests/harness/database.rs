@@ -20,6 +20,13 @@ pub struct TestDb {
 
 impl TestDb {
     pub async fn new() -> TestDb {
+        let t = TestDb::unmigrated().await;
+        docpipe::db::migrate::run(&t.db).await.expect("migrations");
+        t
+    }
+
+    /// A database of the test's own with nothing in it: what a first deploy finds.
+    pub async fn unmigrated() -> TestDb {
         let admin_url = database_url();
         let name = unique("docpipe_t_");
         let (client, conn) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
@@ -32,7 +39,6 @@ impl TestDb {
             .expect("create the test database");
         let url = replace_db_name(&admin_url, &name);
         let db = pool(&url, 4);
-        docpipe::db::migrate::run(&db).await.expect("migrations");
         TestDb { name, url, db }
     }
 

@@ -2,9 +2,11 @@
 //! them to inject faults; the stages never see which one they got.
 
 pub mod aws;
+pub mod lazy_vectors;
 pub mod object_store;
 pub mod queue;
 pub mod secrets;
 
+pub use lazy_vectors::LazyVectorIndex;
 pub use object_store::{ContentDigest, ObjectHead, ObjectStore, S3ObjectStore, StorageError};
 pub use queue::{JobQueue, QueueDepth, QueueError, SqsJobQueue};

@@ -58,6 +58,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0009_keyword_index",
         sql: include_str!("../../../migrations/0009_keyword_index.sql"),
     },
+    Migration {
+        version: 10,
+        name: "0010_upkeep_leases",
+        sql: include_str!("../../../migrations/0010_upkeep_leases.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

@@ -21,10 +21,12 @@
 //! | `idempotency_keys` | [`idempotency`] |
 //! | `audit_log` | [`audit`] |
 //! | `intake_failures` | [`intake`] |
+//! | `upkeep_leases` | [`upkeep`] |
 
 pub mod articles;
 pub mod audit;
 pub mod cleanups;
+pub mod credentials;
 pub mod documents;
 pub mod idempotency;
 pub mod intake;
@@ -36,6 +38,7 @@ pub mod snapshot;
 pub mod tls;
 pub mod tombstones;
 pub mod transitions;
+pub mod upkeep;
 pub mod views;
 
 use crate::config::DbConfig;
@@ -118,21 +121,38 @@ impl Db {
     /// web roots (RDS Proxy presents an ACM certificate) plus `ca_bundle` (the RDS CA bundle, for
     /// direct connections to an RDS instance).
     pub fn from_pg_config(
-        mut pg_config: tokio_postgres::Config,
+        pg_config: tokio_postgres::Config,
         pool_size: usize,
         ca_bundle: Option<&std::path::Path>,
     ) -> Result<Db, DbError> {
+        Self::build(pg_config, pool_size, ca_bundle, None)
+    }
+
+    /// As [`Db::from_pg_config`], with credentials from a secret that may be rotated: a new
+    /// connection refused for its credentials reads them again from `source` (see
+    /// [`credentials`]).
+    pub fn with_rotating_credentials(
+        pg_config: tokio_postgres::Config,
+        pool_size: usize,
+        ca_bundle: Option<&std::path::Path>,
+        initial: credentials::Credentials,
+        source: credentials::CredentialSource,
+    ) -> Result<Db, DbError> {
+        Self::build(pg_config, pool_size, ca_bundle, Some((initial, source)))
+    }
+
+    fn build(
+        mut pg_config: tokio_postgres::Config,
+        pool_size: usize,
+        ca_bundle: Option<&std::path::Path>,
+        rotation: Option<(credentials::Credentials, credentials::CredentialSource)>,
+    ) -> Result<Db, DbError> {
         pg_config.application_name("docpipe");
         pg_config.connect_timeout(Duration::from_secs(5));
-        let manager_config = ManagerConfig {
-            // `Verified` sends an empty simple query before reuse: it catches a connection that
-            // the pooler or a restart closed while the container was frozen.
-            recycling_method: RecyclingMethod::Verified,
-        };
         let manager = if pg_config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-            Manager::from_config(pg_config, tls::connector(ca_bundle)?, manager_config)
+            manager(pg_config, tls::connector(ca_bundle)?, rotation)
         } else {
-            Manager::from_config(pg_config, NoTls, manager_config)
+            manager(pg_config, NoTls, rotation)
         };
         let pool = Pool::builder(manager)
             .max_size(pool_size.max(1))
@@ -150,5 +170,31 @@ impl Db {
 
     pub fn pool_status(&self) -> deadpool_postgres::Status {
         self.pool.status()
+    }
+}
+
+fn manager<T>(
+    pg_config: tokio_postgres::Config,
+    tls: T,
+    rotation: Option<(credentials::Credentials, credentials::CredentialSource)>,
+) -> Manager
+where
+    T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Clone + Sync + Send + 'static,
+    T::Stream: Sync + Send,
+    T::TlsConnect: Sync + Send,
+    <T::TlsConnect as tokio_postgres::tls::TlsConnect<tokio_postgres::Socket>>::Future: Send,
+{
+    let config = ManagerConfig {
+        // `Verified` sends an empty simple query before reuse: it catches a connection that the
+        // pooler or a restart closed while the container was frozen.
+        recycling_method: RecyclingMethod::Verified,
+    };
+    match rotation {
+        Some((initial, source)) => Manager::from_connect(
+            pg_config,
+            credentials::RotatingConnect::new(tls, initial, source),
+            config,
+        ),
+        None => Manager::from_config(pg_config, tls, config),
     }
 }

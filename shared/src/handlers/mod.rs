@@ -5,6 +5,7 @@
 pub mod dlq;
 pub mod index;
 pub mod lambda;
+pub mod migrate;
 pub mod parse;
 pub mod sqs;
 pub mod store;

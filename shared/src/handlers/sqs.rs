@@ -223,6 +223,11 @@ pub trait MessageHandler: Sync {
     /// visibility timeout.
     fn backoff(&self) -> Option<Backoff<'_>>;
     async fn handle(&self, message: &SqsMessage) -> Result<Self::Outcome, StageError>;
+    /// How long handling `message` may take at worst, for a batch that must end before its
+    /// invocation's deadline; `None` when nothing says.
+    fn time_needed(&self, _message: &SqsMessage) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// The lifter for messages that name no run: each message is handled in order, and one that
@@ -232,9 +237,43 @@ pub async fn handle_messages<H: MessageHandler>(
     handler: &H,
     batch: SqsEvent,
 ) -> BatchReport<H::Outcome> {
+    handle_messages_until(handler, batch, None).await
+}
+
+/// The same, within an invocation that ends at `deadline`: a message that would not finish in the
+/// time left is not started. It and the rest of the batch go back to the queue at once (their
+/// visibility set to 0, not backed off: nothing failed), for another invocation. The first
+/// message is always started: a batch must make progress.
+pub async fn handle_messages_until<H: MessageHandler>(
+    handler: &H,
+    batch: SqsEvent,
+    deadline: Option<std::time::Instant>,
+) -> BatchReport<H::Outcome> {
     let backoff = handler.backoff();
     let backoff = backoff.as_ref();
+    let started = std::sync::atomic::AtomicUsize::new(0);
+    let out_of_time = std::sync::atomic::AtomicBool::new(false);
+    let (started, out_of_time) = (&started, &out_of_time);
     for_each_message(batch, |message| async move {
+        use std::sync::atomic::Ordering::SeqCst;
+        let first = started.fetch_add(1, SeqCst) == 0;
+        if let (Some(deadline), false) = (deadline, first) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let needed = handler.time_needed(&message).unwrap_or_default();
+            if out_of_time.load(SeqCst) || needed > left {
+                out_of_time.store(true, SeqCst);
+                if let Some(backoff) = backoff {
+                    backoff.release_now(&Delivery::of(&message)).await;
+                }
+                return Err(StageError::transient(
+                    Stage::Store,
+                    Deferred {
+                        left_secs: left.as_secs_f64(),
+                        needed_secs: needed.as_secs_f64(),
+                    },
+                ));
+            }
+        }
         let result = handler.handle(&message).await;
         if let (Err(e), Some(backoff)) = (&result, backoff) {
             if e.is_retryable() {
@@ -246,6 +285,14 @@ pub async fn handle_messages<H: MessageHandler>(
         result
     })
     .await
+}
+
+/// A message a batch did not start, for want of time.
+#[derive(Debug, thiserror::Error)]
+#[error("deferred to another invocation: {left_secs:.1} s of this one were left, and the message may need {needed_secs:.1} s")]
+pub struct Deferred {
+    pub left_secs: f64,
+    pub needed_secs: f64,
 }
 
 /// Which delivery of its message this is, and how to hold it back.
@@ -279,6 +326,24 @@ pub struct Backoff<'a> {
 }
 
 impl Backoff<'_> {
+    /// Makes the message visible again at once, for a message that was not tried (best effort:
+    /// otherwise it returns after its visibility timeout).
+    pub async fn release_now(&self, delivery: &Delivery) {
+        let Some(url) = self
+            .queue_url
+            .filter(|_| !delivery.receipt_handle.is_empty())
+        else {
+            return;
+        };
+        if let Err(e) = self
+            .queue
+            .hold_back(url, &delivery.receipt_handle, std::time::Duration::ZERO)
+            .await
+        {
+            tracing::warn!(error = %crate::error::chain(&e), "could not release a deferred message; it returns after its visibility timeout");
+        }
+    }
+
     /// A transient failure backs off: the message stays hidden for the clock's exponential, capped
     /// wait (rather than the queue's whole visibility timeout), and the run records the attempt's
     /// error and when the message comes back. Best effort on both counts: if SQS or PostgreSQL is
@@ -442,6 +507,53 @@ mod tests {
                 _ => Err(StageError::transient(Stage::Store, "the queue is down")),
             }
         }
+    }
+
+    /// Echo, with a time each message may need.
+    struct Slow(std::time::Duration);
+
+    #[async_trait::async_trait]
+    impl MessageHandler for Slow {
+        type Outcome = String;
+        fn backoff(&self) -> Option<Backoff<'_>> {
+            None
+        }
+        async fn handle(&self, message: &SqsMessage) -> Result<String, StageError> {
+            Echo.handle(message).await
+        }
+        fn time_needed(&self, _: &SqsMessage) -> Option<std::time::Duration> {
+            Some(self.0)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_leaves_what_it_has_no_time_for_to_another_invocation() {
+        let batch = || {
+            let mut batch = SqsEvent::default();
+            batch.records = vec![
+                message("m-1", "ok"),
+                message("m-2", "ok"),
+                message("m-3", "ok"),
+            ];
+            batch
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        // Each message may need 10 s: the first is started (a batch must move), the rest wait.
+        let slow = Slow(std::time::Duration::from_secs(10));
+        let report = handle_messages_until(&slow, batch(), Some(deadline)).await;
+        assert_eq!(report.failed_ids(), ["m-2", "m-3"]);
+        assert_eq!(report.lines[0], "done");
+        assert!(
+            report.lines[1].contains("deferred to another invocation"),
+            "{}",
+            report.lines[1]
+        );
+        // With time enough, or no deadline, every message is handled.
+        let quick = Slow(std::time::Duration::from_millis(10));
+        let report = handle_messages_until(&quick, batch(), Some(deadline)).await;
+        assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
+        let report = handle_messages_until(&slow, batch(), None).await;
+        assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
     }
 
     #[tokio::test]

@@ -1,7 +1,7 @@
 //! The store function: every shape of upload notification in, stored documents out.
 
 use super::lambda::Function;
-use super::sqs::{handle_messages, Backoff, BatchReport, MessageHandler};
+use super::sqs::{handle_messages_until, Backoff, BatchReport, MessageHandler};
 use crate::error::StageError;
 use crate::events::{self, Notification};
 use crate::model::Stage;
@@ -24,8 +24,35 @@ pub async fn handle_event(service: &StoreService, event: Value) -> Result<Value,
     Ok(serde_json::json!({ "result": notified.to_string() }))
 }
 
+/// A batch within the store function's time: it ends before the function's timeout (the
+/// template's, as the clock holds it) by leaving the messages it has no time for to another
+/// invocation.
 pub async fn handle_sqs(service: &StoreService, batch: SqsEvent) -> BatchReport<Notified> {
-    handle_messages(service, batch).await
+    let deadline = std::time::Instant::now() + service.config.clock.store.function_timeout;
+    handle_sqs_until(service, batch, deadline).await
+}
+
+pub async fn handle_sqs_until(
+    service: &StoreService,
+    batch: SqsEvent,
+    deadline: std::time::Instant,
+) -> BatchReport<Notified> {
+    handle_messages_until(service, batch, Some(deadline)).await
+}
+
+/// The slowest rate at which the store stage reads an object (HEAD, then a streaming SHA-256 of
+/// the whole body from S3), with room to spare: Lambda's S3 reads at 512 MB run at 50–90 MB/s.
+const STORE_BYTES_PER_SEC: f64 = 20.0 * 1024.0 * 1024.0;
+/// What storing costs beyond reading the bytes (the lookups, the transaction, the parse job).
+const STORE_FIXED_SECS: f64 = 2.0;
+
+/// The time the objects a notification names may take to store, from the sizes it gives.
+pub fn time_to_store(body: &str) -> std::time::Duration {
+    let bytes: u64 = match events::decode_notification_str(body) {
+        Ok(Notification::Created(objects)) => objects.iter().filter_map(|o| o.size).sum(),
+        _ => 0,
+    };
+    std::time::Duration::from_secs_f64(STORE_FIXED_SECS + bytes as f64 / STORE_BYTES_PER_SEC)
 }
 
 #[async_trait::async_trait]
@@ -48,6 +75,10 @@ impl MessageHandler for StoreService {
             StageError::failed(Stage::Store, format!("message body is not JSON: {e}"))
         })?;
         handle_notification(self, &value).await
+    }
+
+    fn time_needed(&self, message: &SqsMessage) -> Option<std::time::Duration> {
+        Some(time_to_store(message.body.as_deref().unwrap_or_default()))
     }
 }
 

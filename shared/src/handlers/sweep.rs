@@ -8,7 +8,7 @@ use crate::stages::sweep::SweepError;
 use serde_json::Value;
 
 /// What one scheduled run did, as the function answers it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SweepSummary {
     pub cleanups_carried_out: usize,
     pub failed: usize,
@@ -16,12 +16,19 @@ pub struct SweepSummary {
     pub reconcile_removed: usize,
     pub redriven: usize,
     pub tombstones_pruned: u64,
+    /// Another sweep held the lease, so this one did nothing.
+    pub skipped: bool,
 }
 
 /// One scheduled run: the sweep and the housekeeping, counted in the metrics; what either left
 /// for the next run is logged.
 pub async fn handle_schedule(service: &SweepService) -> Result<SweepSummary, SweepError> {
-    let (report, kept) = service.run_once().await?;
+    let Some((report, kept)) = service.run_once().await? else {
+        return Ok(SweepSummary {
+            skipped: true,
+            ..SweepSummary::default()
+        });
+    };
     crate::metrics::runs_swept(report.failed());
     crate::metrics::runs_redriven(report.redriven());
     for problem in report.problems.iter().chain(&kept.problems) {
@@ -39,6 +46,7 @@ pub async fn handle_schedule(service: &SweepService) -> Result<SweepSummary, Swe
         reconcile_removed: kept.reconciled.total(),
         redriven: report.redriven(),
         tombstones_pruned: kept.tombstones_pruned,
+        skipped: false,
     })
 }
 
