@@ -236,6 +236,25 @@ impl Pipeline {
         }
     }
 
+    /// The sweeper function's service over this pipeline's database, queues and collection.
+    pub fn sweeper(&self) -> docpipe::services::SweepService {
+        docpipe::services::SweepService {
+            db: self.db.db.clone(),
+            queue: std::sync::Arc::new(docpipe::adapters::SqsJobQueue::new(
+                self.aws.clients.sqs.clone(),
+            )),
+            objects: std::sync::Arc::new(docpipe::adapters::S3ObjectStore::new(
+                self.aws.clients.s3.clone(),
+            )),
+            vectors: self.milvus.clone(),
+            bucket: self.aws.bucket.clone(),
+            parse_queue_url: self.aws.parse_queue.clone(),
+            index_queue_url: self.aws.index_queue.clone(),
+            clock: self.aws.clock.clone(),
+            lease: self.aws.clock.store.function_timeout,
+        }
+    }
+
     /// The document an upload under `key` of this test's bucket became.
     pub async fn doc_at(&self, key: &str) -> Option<docpipe::db::documents::Document> {
         self.doc(&docpipe::ids::derived_doc_id(&self.aws.bucket, key))
