@@ -64,8 +64,14 @@ async fn a_rotated_password_is_read_again_when_the_database_refuses_the_old_one(
         ca_bundle: None,
     };
     let db = connect_db(&config, &aws_config()).await.unwrap();
+    // One connection, held: the pool's next request must open a new one.
     let held = db.client().await.unwrap();
-    assert_eq!(current_user(&db).await.as_deref(), Ok(role.as_str()));
+    let who: String = held
+        .query_typed_one("SELECT current_user::text AS who", &[])
+        .await
+        .unwrap()
+        .get("who");
+    assert_eq!(who, role);
 
     // Secrets Manager rotates: the database takes the new password, then the secret holds it.
     admin
