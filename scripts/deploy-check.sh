@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# make deploy-check: template.yaml after SAM's transform, against the rules AWS enforces when the
+# stack is created and when it runs (scripts/deploy_check.py; each rule names its AWS document).
+# Offline: samtranslator comes with aws-sam-cli in the template tools' venv (.local/tools-venv).
+#
+#   bash scripts/deploy-check.sh                         the template's defaults, every parameter set
+#   bash scripts/deploy-check.sh --param "K=V K2=V2"     with the values a deploy passes (make deploy)
+#
+# First a self-test breaks the template once per rule and checks that each rule fires (no rule is
+# dead), then the check itself; either failing fails the command.
+set -euo pipefail
+LOG_TAG=deploy-check
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+. "$ROOT/scripts/lib.sh"
+cd "$ROOT"
+bash scripts/lint-template.sh --install-only >/dev/null
+PY="$LOCAL/tools-venv/bin/python"
+mkdir -p "$LOCAL"
+SELF_LOG="$LOCAL/deploy-check-self-test.log"
+if ! "$PY" scripts/deploy_check.py --self-test > "$SELF_LOG" 2>&1; then
+  cat "$SELF_LOG" >&2
+  die "the self-test failed: a rule no longer fires on the template it should refuse (log: $SELF_LOG)"
+fi
+tail -n 1 "$SELF_LOG"
+"$PY" scripts/deploy_check.py "$@"
