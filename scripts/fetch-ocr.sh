@@ -7,7 +7,10 @@
 #   manifest.json                which versions these are, read by docpipe and recorded per run
 # Pinned versions; idempotent (a stamp records what is there, so a second run does nothing).
 #
-#   bash scripts/fetch-ocr.sh
+#   bash scripts/fetch-ocr.sh            .local/ocr, for the local stack (an x86_64 host only)
+#   bash scripts/fetch-ocr.sh --layer    .local/layers/ocr/ocr, the OCR layer's contents (/opt/ocr): the
+#                                        functions' x86_64 build whatever this host is (taken from
+#                                        .local/ocr when that is the same build)
 #   ONNXRUNTIME_VERSION=1.23.2 RAPIDOCR_VERSION=1.4.4 bash scripts/fetch-ocr.sh
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -18,9 +21,18 @@ ORT_VERSION="${ONNXRUNTIME_VERSION:-1.23.2}"
 RAPIDOCR_VERSION="${RAPIDOCR_VERSION:-1.4.4}"
 DET="ch_PP-OCRv4_det_infer.onnx"
 REC="ch_PP-OCRv4_rec_infer.onnx"
-DIR="$LOCAL/ocr"
-WANT="onnxruntime==$ORT_VERSION rapidocr-onnxruntime==$RAPIDOCR_VERSION $(uname -m)"
-STAMP="$DIR/.source"
+LOCAL_DIR="$LOCAL/ocr"
+if [[ "${1:-}" == --layer ]]; then
+  DIR="$LOCAL/layers/ocr/ocr"
+  ARCH=x86_64
+  # Outside the layer's directory (its ContentUri), so it is not deployed.
+  STAMP="$LOCAL/layers/.ocr.source"
+else
+  DIR="$LOCAL_DIR"
+  ARCH="$(uname -m)"
+  STAMP="$DIR/.source"
+fi
+WANT="onnxruntime==$ORT_VERSION rapidocr-onnxruntime==$RAPIDOCR_VERSION $ARCH"
 
 PY="$(fetch_python)"
 
@@ -34,14 +46,27 @@ if complete; then
   exit 0
 fi
 
+mkdir -p "$(dirname "$DIR")"
 TMP="$(mktemp -d "$LOCAL/ocr-dl.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
+
+# The layer from the local stack's files when they are the same build.
+if [[ "$DIR" != "$LOCAL_DIR" && -f "$LOCAL_DIR/.source" && "$(cat "$LOCAL_DIR/.source")" == "$WANT" \
+      && -f "$LOCAL_DIR/lib/libonnxruntime.so" && -f "$LOCAL_DIR/models/$DET" && -f "$LOCAL_DIR/models/$REC" ]]; then
+  mkdir -p "$TMP/out"
+  cp -r "$LOCAL_DIR/lib" "$LOCAL_DIR/models" "$LOCAL_DIR/manifest.json" "$TMP/out/"
+  rm -rf "$DIR"
+  mv "$TMP/out" "$DIR"
+  echo "$WANT" > "$STAMP"
+  log "OCR files for the layer: the local stack's copy ($WANT): $DIR"
+  exit 0
+fi
 
 # The wheels are fetched for a fixed platform and Python, whatever this host runs: only the
 # native library and the models are taken from them, never Python code.
 # The platform is x86_64's, as the functions' (template.yaml): on another host the library would
 # not load, and the stamp would claim otherwise.
-[[ "$(uname -m)" == x86_64 ]] || die "the OCR files are fetched for x86_64 only (this host is $(uname -m))"
+[[ "$ARCH" == x86_64 ]] || die "the OCR files are fetched for x86_64 only (this host is $(uname -m)); the layer's (--layer) are x86_64 on any host"
 log "downloading onnxruntime==$ORT_VERSION and rapidocr-onnxruntime==$RAPIDOCR_VERSION wheels"
 "$PY" -m pip download --disable-pip-version-check --quiet --no-deps --only-binary=:all: \
   --platform manylinux_2_28_x86_64 --python-version 3.11 --implementation cp \
