@@ -5,10 +5,13 @@ SHELL := /bin/bash
 
 # One target dir outside the clone, so a fresh clone (CI) reuses what was built before.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/docpipe/target
+# make deploy / deploy-check: the stack's parameters, as sam deploy's --parameter-overrides takes
+# them (exported, so that any quoting in the values reaches the scripts intact).
+export PARAMS STACK
 DOCPIPE := $(CARGO_TARGET_DIR)/debug/docpipe
 
 .PHONY: up down env status test demo bench load build lint layers lint-template iam-check \
-	sam-local sam-env sam-local-check
+	sam-local sam-env sam-local-check deploy-check deploy
 
 # The e5 engine is compiled into the CLI (dev runner) and the tests: `make up` fetches its source.
 FEATURES := --features docpipe-cli/e5,docpipe-tests/e5
@@ -47,15 +50,30 @@ lint: lint-template
 lint-template:
 	bash scripts/lint-template.sh
 
+## deploy-check: template.yaml after SAM's transform against the rules AWS enforces at creation and
+## at run time (event source visibility and order, bucket name, alarm topic key, log groups, alarms
+## on emitted metrics, network paths, the clock), each naming its AWS document; offline.
+## `make deploy` runs it with the deploy's parameters (PARAMS)
+deploy-check:
+	if [[ -n "$${PARAMS:-}" ]]; then bash scripts/deploy-check.sh --param "$$PARAMS"; else bash scripts/deploy-check.sh; fi
+
+## deploy: deploy-check with your parameters, the layers, sam build, sam deploy (samconfig.toml's
+## deploy section; MigrationRunId = commit and time, so every deploy runs the migrations). First
+## time: make deploy PARAMS="DatabaseUrl=… BucketName=… …" (README, "Deploying to AWS"); later
+## deploys keep the previous values. STACK=name for another stack than samconfig.toml's
+deploy:
+	bash scripts/deploy.sh
+
 ## layers: the Lambda layers' contents (libpdfium.so at lib/ of the pdfium layer, i.e. /opt/lib;
-## ONNX Runtime and the OCR models at ocr/ of the OCR layer, i.e. /opt/ocr)
+## ONNX Runtime and the OCR models at ocr/ of the OCR layer, i.e. /opt/ocr), fetched for the
+## functions' architecture (x86_64) whatever the host; from a fresh clone too (the local stack's
+## copies are reused when they are the same build)
 layers:
-	mkdir -p .local/layers/pdfium/lib .local/layers/ocr
-	cp -u .local/lib/libpdfium.so .local/layers/pdfium/lib/libpdfium.so
-	cp -ru .local/ocr/. .local/layers/ocr/ocr
+	bash scripts/fetch-pdfium.sh --layer
+	bash scripts/fetch-ocr.sh --layer
 
 ## test: bring up what the tests need, then run every test against the real stack
-test: up lint
+test: up lint deploy-check
 	bash scripts/test.sh $(FEATURES)
 	bash scripts/lambda-invoke.sh
 	bash scripts/iam-check.sh

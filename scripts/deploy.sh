@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# make deploy: the whole deploy in one command (README, "Deploying to AWS").
+#
+#   make deploy PARAMS="DatabaseUrl=… DatabaseSecretArn=… VpcId=… SubnetIds=a,b SecurityGroupIds=sg-…
+#                       NetworkPath=endpoints PrivateRouteTableIds=rtb-…,rtb-… BucketName=… MilvusUrl=…"
+#   make deploy                      a later deploy: CloudFormation keeps every parameter's previous value
+#   make deploy STACK=docpipe-test   another stack name than samconfig.toml's
+#
+# 1. deploy-check with the deploy's parameters (the template's rules, offline);
+# 2. the layers (libpdfium.so and the OCR files for x86_64), fetched if missing;
+# 3. sam build (cargo lambda, every function);
+# 4. sam deploy with samconfig.toml's [default.deploy.parameters], PARAMS, and MigrationRunId set to
+#    the commit and the time, so that CloudFormation sends the Migrations custom resource an update
+#    on every deploy and the migrations run again (they are idempotent).
+# The region and credentials are the AWS profile's (AWS_PROFILE, AWS_REGION, ~/.aws): nothing here
+# names an account.
+set -euo pipefail
+LOG_TAG=deploy
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+. "$ROOT/scripts/lib.sh"
+cd "$ROOT"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}"
+PARAMS="${PARAMS:-}"
+
+case " $PARAMS " in
+  *" MigrationRunId="*) die "MigrationRunId is set by make deploy (the commit and the time); leave it out of PARAMS" ;;
+esac
+
+log "1/4 deploy-check"
+if [[ -n "$PARAMS" ]]; then
+  bash scripts/deploy-check.sh --param "$PARAMS"
+else
+  bash scripts/deploy-check.sh
+fi
+
+log "2/4 layers"
+bash scripts/fetch-pdfium.sh --layer
+bash scripts/fetch-ocr.sh --layer
+
+# sam and cargo-lambda (with zig) from the template tools' venv.
+bash scripts/lint-template.sh --install-only >/dev/null
+export PATH="$LOCAL/tools-venv/bin:$HOME/.cargo/bin:$PATH" SAM_CLI_TELEMETRY=0
+log "3/4 sam build"
+sam build
+
+commit="$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
+run_id="$commit-$(date -u +%Y%m%dT%H%M%SZ)"
+log "4/4 sam deploy (MigrationRunId=$run_id)"
+args=(--parameter-overrides "MigrationRunId=$run_id $PARAMS")
+[[ -n "${STACK:-}" ]] && args+=(--stack-name "$STACK")
+# SAM's managed-bucket client reads AWS_DEFAULT_REGION or the profile's region, not AWS_REGION.
+if [[ -z "${AWS_DEFAULT_REGION:-}" && -n "${AWS_REGION:-}" ]]; then args+=(--region "$AWS_REGION"); fi
+sam deploy "${args[@]}"
