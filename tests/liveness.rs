@@ -586,3 +586,95 @@ async fn the_templates_clock_is_consistent_and_reaches_every_resource() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn poison_documents_fail_with_their_reason_and_do_not_hold_back_a_healthy_one() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    const HANGS: &str = "毒丸甲：此条永不结束";
+    const BALLOONS: &str = "毒丸乙：此条耗尽内存";
+    let floor = 5.0;
+    let runner = DevRunner::spawn(
+        &p,
+        docpipe_tests::TEST_TIME_SCALE,
+        &[
+            // Two poisons whose index call never returns, two whose index call grows past the
+            // index function's MemorySize: killed at the timeout, and at the memory limit.
+            ("DOCPIPE_HASH_HANG_ON", HANGS.into()),
+            ("DOCPIPE_HASH_BALLOON_ON", BALLOONS.into()),
+            ("DOCPIPE_TIMEOUT_FLOOR_SECS", floor.to_string()),
+        ],
+    );
+    // The dev runner's clock: the template's, scaled, with this floor.
+    let mut vars: std::collections::HashMap<_, _> =
+        docpipe_tests::clock_env(docpipe_tests::TEST_TIME_SCALE)
+            .into_iter()
+            .collect();
+    vars.insert("DOCPIPE_TIMEOUT_FLOOR_SECS".into(), floor.to_string());
+    let clock = docpipe_tests::clock_from(vars);
+    let (name, law) = read_law(&law_paths()[4]);
+    let mut poisons = Vec::new();
+    for (i, marker) in [HANGS, BALLOONS, HANGS, BALLOONS].iter().enumerate() {
+        let key = format!("uploads/poison-{i}-{name}");
+        let text = format!("{law}\n\n第九百条 {marker}（{i}）\n");
+        p.aws.put(&key, text.as_bytes()).await;
+        poisons.push(docpipe::ids::derived_doc_id(&p.aws.bucket, &key));
+    }
+    let healthy_key = format!("uploads/healthy-{name}");
+    p.aws.put(&healthy_key, law.as_bytes()).await;
+    let healthy = docpipe::ids::derived_doc_id(&p.aws.bucket, &healthy_key);
+
+    // The index function has two workers and four poisons hold them: the healthy upload still
+    // gets one once a poisoned invocation is stopped, within one delivery's clock.
+    let one_delivery = clock.index.function_timeout + clock.lease + clock.backoff(1);
+    let started = Instant::now();
+    assert_all_indexed(
+        &p,
+        std::slice::from_ref(&healthy),
+        one_delivery * 3 + Duration::from_secs(30),
+    )
+    .await;
+    let healthy_after = started.elapsed();
+
+    // Each poison ends failed with what happened, after the template's abandoned attempts, well
+    // before its message's receive count runs out.
+    let cycle = (1..=clock.max_abandoned_attempts)
+        .map(|n| clock.index.function_timeout + clock.lease + clock.backoff(n))
+        .sum::<Duration>();
+    let statuses = wait_terminal(&p.db, &poisons, cycle * 4 + Duration::from_secs(60)).await;
+    let log = runner.log_text();
+    for doc_id in &poisons {
+        assert_eq!(
+            statuses.get(doc_id),
+            Some(&DocStatus::Failed),
+            "{doc_id}: {log}"
+        );
+        let doc = p.doc(doc_id).await.unwrap();
+        let expected = format!(
+            "index did not finish within {} s, {} times",
+            clock.index.function_timeout.as_secs_f64(),
+            clock.max_abandoned_attempts
+        );
+        assert!(
+            doc.error_message.contains(&expected),
+            "{doc_id}: {} (expected {expected})",
+            doc.error_message
+        );
+        assert_eq!(
+            p.milvus.count(doc_id, None).await.unwrap(),
+            0,
+            "a failed run leaves nothing searchable"
+        );
+    }
+    assert!(log.contains("[index] timed out after"), "{log}");
+    assert!(
+        log.contains("[index] ran out of memory") && log.contains("over its MemorySize of 1024 MB"),
+        "the dev runner stops a function over its template memory: {log}"
+    );
+    println!(
+        "healthy indexed after {:.1} s; poisons failed after {:.1} s",
+        healthy_after.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    drop(runner);
+    p.cleanup().await;
+}

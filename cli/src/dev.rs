@@ -193,6 +193,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             _ => clock.dead_letter,
         };
         let function_timeout = stage.function_timeout;
+        let memory_mb = template.function_memory_mb(&source.function)?;
         // A dead-letter queue keeps its messages for 14 days (the template's), not the work
         // queues' retention, and has no dead-letter queue of its own.
         let retention = if feed.function == "dlq" {
@@ -218,7 +219,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             .unwrap_or(1)
             .max(1);
         println!(
-            "dev runner: {} ← {} ({count} workers, batch {}, window {} s, timeout {:.0} s)",
+            "dev runner: {} ← {} ({count} workers, batch {}, window {} s, timeout {:.0} s, memory {memory_mb} MB)",
             feed.name,
             feed.queue_url,
             source.batch_size,
@@ -235,6 +236,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
                 source.batch_size,
                 Duration::from_secs(source.batching_window_secs),
                 function_timeout,
+                memory_mb,
                 sqs_as(&base_sqs, feed.function),
             )));
         }
@@ -356,6 +358,7 @@ async fn poll(
     batch_size: i32,
     batching_window: Duration,
     function_timeout: Duration,
+    memory_mb: u64,
     sqs: aws_sdk_sqs::Client,
 ) {
     let mut process: Option<FunctionProcess> = None;
@@ -379,7 +382,7 @@ async fn poll(
             wait_seconds,
             batch_size,
             batching_window,
-            |event| invoke(name, slot, event, function_timeout),
+            |event| invoke(name, slot, event, function_timeout, memory_mb),
         )
         .await;
         match result {
@@ -405,6 +408,7 @@ async fn invoke(
     slot: &mut Option<FunctionProcess>,
     event: SqsEvent,
     timeout: Duration,
+    memory_mb: u64,
 ) -> BatchReport {
     let ids: Vec<String> = event
         .records
@@ -414,18 +418,28 @@ async fn invoke(
     let Some(process) = slot.as_mut() else {
         return all_failed(ids, "no function process".into());
     };
-    let outcome = tokio::time::timeout(timeout, process.invoke(&event)).await;
+    let pid = process.pid();
+    let outcome = tokio::time::timeout(timeout, async {
+        tokio::select! {
+            answer = process.invoke(&event) => Ok(answer),
+            used_mb = memory_exceeded(pid, memory_mb) => Err(used_mb),
+        }
+    })
+    .await;
     let why = match outcome {
-        Ok(Ok(Invocation { response, lines })) => {
+        Ok(Ok(Ok(Invocation { response, lines }))) => {
             return BatchReport {
                 response,
                 lines,
                 outcomes: Vec::new(),
             };
         }
-        Ok(Err(e)) => format!("the function process failed: {e:#}"),
+        Ok(Ok(Err(e))) => format!("the function process failed: {e:#}"),
+        Ok(Err(used_mb)) => format!(
+            "ran out of memory: {used_mb} MB, over its MemorySize of {memory_mb} MB: the invocation was stopped, as Lambda stops it; its messages return after their backoff or visibility timeout"
+        ),
         Err(_) => format!(
-            "timed out after {:.1} s: the invocation was stopped; its messages return after their visibility timeout",
+            "timed out after {:.1} s: the invocation was stopped; its messages return after their backoff or visibility timeout",
             timeout.as_secs_f64()
         ),
     };
@@ -435,6 +449,31 @@ async fn invoke(
     eprintln!("[{name}] {why}");
     all_failed(ids, why)
 }
+
+/// Resolves when the process's resident memory goes over `limit_mb` (the template's MemorySize:
+/// Lambda stops a function there), with what it used; never, while it stays under.
+async fn memory_exceeded(pid: Option<u32>, limit_mb: u64) -> u64 {
+    let Some(pid) = pid else {
+        return std::future::pending().await;
+    };
+    let status = format!("/proc/{pid}/status");
+    loop {
+        if let Some(kb) = std::fs::read_to_string(&status).ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        }) {
+            if kb > limit_mb * 1024 {
+                return kb / 1024;
+            }
+        }
+        tokio::time::sleep(MEMORY_POLL).await;
+    }
+}
+
+/// How often a running invocation's memory is read: a process can grow by about a gigabyte a
+/// second, so this overshoots the limit by a fraction of that at most.
+const MEMORY_POLL: Duration = Duration::from_millis(50);
 
 fn all_failed(ids: Vec<String>, why: String) -> BatchReport {
     let mut report = BatchReport::default();

@@ -74,6 +74,11 @@ impl FunctionProcess {
         }
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Stops the process at once, as Lambda stops a container whose invocation timed out.
     pub async fn kill(mut self) {
         let _ = self.child.kill().await;

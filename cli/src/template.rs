@@ -199,17 +199,32 @@ impl Template {
 
     /// A function's `Timeout`, resolved, falling back on the Globals'.
     pub fn function_timeout(&self, function: &str) -> anyhow::Result<Option<String>> {
+        self.function_property(function, "Timeout")
+    }
+
+    /// A function's `MemorySize` in MB, resolved, falling back on the Globals'; Lambda's default
+    /// (128 MB) when neither sets it.
+    pub fn function_memory_mb(&self, function: &str) -> anyhow::Result<u64> {
+        match self.function_property(function, "MemorySize")? {
+            Some(text) => text
+                .parse()
+                .with_context(|| format!("{function}: MemorySize {text:?} is not a number")),
+            None => Ok(128),
+        }
+    }
+
+    fn function_property(&self, function: &str, name: &str) -> anyhow::Result<Option<String>> {
         let own = self
             .resource(function)?
             .get("Properties")
-            .and_then(|p| p.get("Timeout"))
+            .and_then(|p| p.get(name))
             .and_then(|v| self.resolve(v));
         Ok(own.or_else(|| {
             self.root
                 .get("Globals")
                 .and_then(|g| g.get("Function"))
-                .and_then(|f| f.get("Timeout"))
-                .and_then(scalar)
+                .and_then(|f| f.get(name))
+                .and_then(|v| self.resolve(v))
         }))
     }
 }

@@ -34,8 +34,9 @@ pub struct HashEmbedder {
 }
 
 /// What the liveness drills make the test embedder do, so that a pipeline test can have index work
-/// that takes time, or an invocation that never ends on its own (`DOCPIPE_HASH_DELAY_MS`,
-/// `DOCPIPE_HASH_HANG_ONCE`). Off unless set; only the hashing embedder has them.
+/// that takes time, an invocation that never ends on its own, or poison documents
+/// (`DOCPIPE_HASH_DELAY_MS`, `DOCPIPE_HASH_HANG_ONCE`, `DOCPIPE_HASH_HANG_ON`,
+/// `DOCPIPE_HASH_BALLOON_ON`). Off unless set; only the hashing embedder has them.
 #[derive(Debug, Clone, Default)]
 pub struct Drill {
     /// Time each passage takes, as a slow embedder's would.
@@ -43,6 +44,12 @@ pub struct Drill {
     /// The first call in any process that finds no file at this path creates it and then blocks
     /// its thread for an hour: only killing the process stops it.
     pub hang_once: Option<std::path::PathBuf>,
+    /// A batch with a passage containing this text blocks its thread for an hour, every time: a
+    /// document no attempt can finish.
+    pub hang_on: Option<String>,
+    /// A batch with a passage containing this text allocates memory without end (64 MiB at a
+    /// time, touched): a document that runs its function out of memory.
+    pub balloon_on: Option<String>,
 }
 
 impl HashEmbedder {
@@ -110,6 +117,21 @@ impl Embedder for HashEmbedder {
             {
                 // Blocks the thread, not just this future: as CPU-bound work would.
                 std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }
+        let has = |marker: &Option<String>| {
+            marker
+                .as_deref()
+                .is_some_and(|m| texts.iter().any(|t| t.contains(m)))
+        };
+        if has(&self.drill.hang_on) {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+        if has(&self.drill.balloon_on) {
+            let mut held: Vec<Vec<u8>> = Vec::new();
+            loop {
+                held.push(vec![1u8; 64 << 20]);
+                std::thread::sleep(std::time::Duration::from_millis(20));
             }
         }
         if !self.drill.delay_per_passage.is_zero() {

@@ -95,6 +95,8 @@ pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Arc<dyn Embedde
                     parse_var::<u64>(&get, "DOCPIPE_HASH_DELAY_MS")?.unwrap_or(0),
                 ),
                 hang_once: get("DOCPIPE_HASH_HANG_ONCE").map(std::path::PathBuf::from),
+                hang_on: get("DOCPIPE_HASH_HANG_ON").filter(|m| !m.is_empty()),
+                balloon_on: get("DOCPIPE_HASH_BALLOON_ON").filter(|m| !m.is_empty()),
             };
             Ok(Arc::new(
                 HashEmbedder::new(dim.unwrap_or(hash::DEFAULT_DIM))?.with_drill(drill),

@@ -38,6 +38,10 @@ pub struct Clock {
     pub lease: Duration,
     /// How often the sweeper may send a lost job again before the run fails.
     pub redrive_limit: u32,
+    /// Attempts of one stage that may die (a timeout, memory run out: the worker stopped renewing
+    /// its lease) before the run fails with that reason, rather than wait for the queue's whole
+    /// receive count.
+    pub max_abandoned_attempts: u32,
     pub sweep_period: Duration,
     /// How long a job must have been queued before an empty queue counts as proof it was lost
     /// (SQS's message counts are approximate and lag by up to a minute).
@@ -62,6 +66,7 @@ pub const VARIABLES: &[&str] = &[
     "DOCPIPE_BACKOFF_MAX_SECS",
     "DOCPIPE_LEASE_SECS",
     "DOCPIPE_REDRIVE_LIMIT",
+    "DOCPIPE_MAX_ABANDONED_ATTEMPTS",
     "DOCPIPE_SWEEP_PERIOD_MINUTES",
     "DOCPIPE_LOST_JOB_GRACE_SECS",
 ];
@@ -109,6 +114,7 @@ impl Clock {
             backoff_max: secs("DOCPIPE_BACKOFF_MAX_SECS"),
             lease: secs("DOCPIPE_LEASE_SECS"),
             redrive_limit: secs("DOCPIPE_REDRIVE_LIMIT"),
+            max_abandoned_attempts: secs("DOCPIPE_MAX_ABANDONED_ATTEMPTS"),
             sweep_minutes: secs("DOCPIPE_SWEEP_PERIOD_MINUTES"),
             grace: secs("DOCPIPE_LOST_JOB_GRACE_SECS"),
         };
@@ -174,6 +180,13 @@ impl Clock {
                     self.lease.as_secs_f64(), stage.visibility.as_secs_f64()
                 ));
             }
+        }
+        if self.max_abandoned_attempts == 0 || self.max_abandoned_attempts >= self.max_receive_count
+        {
+            problems.push(format!(
+                "the abandoned attempts a run may have ({}) must be at least 1 and below the max receive count ({}): the run must fail with its reason before its message is dead-lettered",
+                self.max_abandoned_attempts, self.max_receive_count
+            ));
         }
         if self.lease < Duration::from_secs(3) {
             problems.push(format!(
@@ -262,6 +275,7 @@ struct RawClock {
     backoff_max: f64,
     lease: f64,
     redrive_limit: f64,
+    max_abandoned_attempts: f64,
     sweep_minutes: f64,
     grace: f64,
 }
@@ -300,6 +314,7 @@ impl RawClock {
             backoff_max: wait(self.backoff_max),
             lease: wait(self.lease).max(Duration::from_secs(3)),
             redrive_limit: self.redrive_limit as u32,
+            max_abandoned_attempts: self.max_abandoned_attempts as u32,
             sweep_period: wait(self.sweep_minutes * 60.0),
             lost_job_grace: wait(self.grace),
             scale,
@@ -329,6 +344,7 @@ mod tests {
             ("DOCPIPE_BACKOFF_MAX_SECS", "900"),
             ("DOCPIPE_LEASE_SECS", "120"),
             ("DOCPIPE_REDRIVE_LIMIT", "3"),
+            ("DOCPIPE_MAX_ABANDONED_ATTEMPTS", "3"),
             ("DOCPIPE_SWEEP_PERIOD_MINUTES", "5"),
             ("DOCPIPE_LOST_JOB_GRACE_SECS", "600"),
         ])

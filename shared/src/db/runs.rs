@@ -159,13 +159,24 @@ pub async fn record_redrive(
 ) -> Result<bool, DbError> {
     let rows = c
         .query_typed(
-            "WITH run AS (
+            "WITH prev AS (
+                 SELECT lease_owner, lease_expires_at,
+                        CASE WHEN $3 = 'index' THEN index_attempts ELSE parse_attempts END AS attempts
+                 FROM document_processing_runs WHERE run_id = $1),
+             run AS (
                  UPDATE document_processing_runs
                  SET redrives = redrives + 1, queued_at = NOW(), visible_at = NULL,
                      lease_owner = CASE WHEN lease_expires_at < NOW() THEN '' ELSE lease_owner END,
                      lease_expires_at = CASE WHEN lease_expires_at < NOW() THEN NULL ELSE lease_expires_at END
                  WHERE run_id = $1 AND run_status = 'running' AND redrives = $2
-                 RETURNING doc_id, run_id, redrives)
+                 RETURNING doc_id, run_id, redrives),
+             -- A lease cleared here is an attempt that died, counted as a takeover counts it.
+             expired AS (
+                 INSERT INTO run_events (doc_id, run_id, stage, kind, attempt, message)
+                 SELECT run.doc_id, run.run_id, $3, 'lease_expired', prev.attempts,
+                        'the lease ran out at ' || prev.lease_expires_at::text || ' without renewal'
+                 FROM run, prev
+                 WHERE prev.lease_owner <> '' AND prev.lease_expires_at < NOW())
              INSERT INTO run_events (doc_id, run_id, stage, kind, attempt, message)
              SELECT doc_id, run_id, $3, 'redrive', redrives, 're-drive ' || redrives || ': ' || $4
              FROM run RETURNING event_id",

@@ -253,6 +253,9 @@ pub struct Attempt {
     pub attempt: i32,
     /// Whether the document has runs other than this one, whose vectors a reindex must remove.
     pub other_runs: bool,
+    /// Earlier attempts of this stage on this run that died holding the lease (timed out, killed,
+    /// out of memory), this takeover's finding included.
+    pub abandoned: i32,
 }
 
 /// Seed 001's lease, taken for an attempt of `stage` (parse or index): granted when nobody holds
@@ -291,7 +294,12 @@ pub async fn start_attempt(
              attempt AS (
                  INSERT INTO run_events (doc_id, run_id, stage, kind, attempt, message)
                  SELECT doc_id, run_id, $5, 'attempt', attempt, 'started by ' || $2 FROM run)
-             SELECT attempt, other_runs FROM run",
+             SELECT attempt, other_runs,
+                    (SELECT count(*)::int4 FROM run_events e
+                      WHERE e.run_id = $1 AND e.stage = $5 AND e.kind = 'lease_expired')
+                    + (SELECT count(*)::int4 FROM prev
+                        WHERE prev.lease_owner NOT IN ('', $2)) AS abandoned
+             FROM run",
             &[
                 (&run_id, Type::INT8),
                 (&owner, Type::VARCHAR),
@@ -302,8 +310,9 @@ pub async fn start_attempt(
         )
         .await?;
     Ok(row.map(|row| Attempt {
-        attempt: row.get(0),
-        other_runs: row.get(1),
+        attempt: row.get("attempt"),
+        other_runs: row.get("other_runs"),
+        abandoned: row.get("abandoned"),
     }))
 }
 

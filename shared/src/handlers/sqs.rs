@@ -187,6 +187,9 @@ pub async fn handle_jobs<H: JobHandler>(handler: &H, batch: SqsEvent) -> BatchRe
         let delivery = Delivery::of(&message);
         let job = JobMessage::decode(message.body.as_deref().unwrap_or_default())
             .map_err(|e| StageError::failed(H::STAGE, e))?;
+        if let Some(backoff) = backoff {
+            backoff.arm(&delivery, H::STAGE).await;
+        }
         let started = std::time::Instant::now();
         match handler.run(&job).await {
             Ok(outcome) => {
@@ -326,6 +329,35 @@ pub struct Backoff<'a> {
 }
 
 impl Backoff<'_> {
+    /// Before a job's work starts: its message stays hidden for the function's whole time, then
+    /// the lease (a dead worker's lease runs out at most that long after its last renewal, and
+    /// the next delivery must find it run out), then the backoff this delivery would get after a
+    /// failure. A worker that dies (its timeout, its memory) cannot set a backoff; with this its
+    /// message still comes back after one, not after the queue's whole visibility timeout. A
+    /// delivery that ends sooner deletes the message or sets its backoff from then.
+    pub async fn arm(&self, delivery: &Delivery, stage: Stage) {
+        let function_timeout = match stage {
+            Stage::Parse => self.clock.parse.function_timeout,
+            Stage::Index => self.clock.index.function_timeout,
+            _ => self.clock.store.function_timeout,
+        };
+        let Some(url) = self
+            .queue_url
+            .filter(|_| !delivery.receipt_handle.is_empty())
+        else {
+            return;
+        };
+        let hidden =
+            function_timeout + self.clock.lease + self.clock.backoff(delivery.receive_count);
+        if let Err(e) = self
+            .queue
+            .hold_back(url, &delivery.receipt_handle, hidden)
+            .await
+        {
+            tracing::warn!(error = %crate::error::chain(&e), "could not arm the message's backoff; a dead worker's message returns after its visibility timeout");
+        }
+    }
+
     /// Makes the message visible again at once, for a message that was not tried (best effort:
     /// otherwise it returns after its visibility timeout).
     pub async fn release_now(&self, delivery: &Delivery) {

@@ -113,6 +113,11 @@ pub async fn index_job(deps: &IndexDeps<'_>, job: &JobMessage) -> Result<IndexOu
         ));
     };
 
+    if let Some(reason) = lease.too_many_abandoned(&deps.config.clock, Stage::Index) {
+        let outcome = fail(deps, doc_id, run_id, Stage::Index, reason).await;
+        lease.release(deps.db).await;
+        return outcome;
+    }
     let outcome = match write_vectors(deps, &doc, &lease).await {
         Ok(Some(outcome)) => {
             prune_other_runs(deps, doc_id, run_id, lease.attempt.other_runs).await;

@@ -4,6 +4,7 @@
 //! worker that dies stops renewing and its lease runs out. When a renewal finds the lease gone (a
 //! takeover, or the run ended), the holder is told through [`HeldLease::is_lost`].
 
+use crate::clock::Clock;
 use crate::db::transitions::{self, Attempt};
 use crate::db::{Db, DbError};
 use crate::model::Stage;
@@ -52,6 +53,25 @@ impl HeldLease {
             lost,
             renewer,
         }))
+    }
+
+    /// The reason the run fails instead of trying again, when too many attempts of `stage` died
+    /// before this one: each stopped without a word (its function's timeout, or its memory),
+    /// and a further attempt of the same input would die the same way. Without this a poison
+    /// document would hold a worker for its whole timeout on every delivery the queue allows.
+    pub fn too_many_abandoned(&self, clock: &Clock, stage: Stage) -> Option<String> {
+        let abandoned = self.attempt.abandoned;
+        if abandoned < clock.max_abandoned_attempts as i32 {
+            return None;
+        }
+        let timeout = match stage {
+            Stage::Parse => clock.parse.function_timeout,
+            _ => clock.index.function_timeout,
+        };
+        Some(format!(
+            "{stage} did not finish within {} s, {abandoned} times: each attempt timed out or ran out of memory, and was stopped",
+            timeout.as_secs_f64()
+        ))
     }
 
     /// True once a renewal found that the lease is no longer this worker's.

@@ -95,7 +95,10 @@ pub async fn parse_job(deps: &ParseDeps<'_>, job: &JobMessage) -> Result<ParseOu
             format!("run {run_id} is being parsed by another worker"),
         ));
     };
-    let outcome = parse_stored(deps, &doc, run_id).await;
+    let outcome = match lease.too_many_abandoned(&deps.config.clock, Stage::Parse) {
+        Some(reason) => fail(deps, doc_id, run_id, reason).await,
+        None => parse_stored(deps, &doc, run_id).await,
+    };
     lease.release(deps.db).await;
     outcome
 }
