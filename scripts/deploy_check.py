@@ -1223,6 +1223,11 @@ def clock_problems(env: dict[str, str]) -> list[str]:
         p.append(f"the lease ({lease:.0f} s) must be at least 3 s")
     if not 1 <= receives <= 1000:
         p.append(f"the max receive count ({receives:.0f}) must be from 1 to 1000")
+    if "DOCPIPE_MAX_ABANDONED_ATTEMPTS" in env:
+        abandoned = n("DOCPIPE_MAX_ABANDONED_ATTEMPTS")
+        if abandoned < 1 or abandoned >= receives:
+            p.append(f"the abandoned attempts a run may have ({abandoned:.0f}) must be at least 1 and below the max receive "
+                     f"count ({receives:.0f})")
     if base <= 0 or base > cap:
         p.append(f"the backoff must start above 0 and at most at its cap ({base:.0f} s, cap {cap:.0f} s)")
     if cap > SQS_MAX_VISIBILITY:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Least privilege, proved: every call each function makes is allowed by exactly its role's policy
-# in template.yaml, and no GET or HEAD of a key that may be missing would answer 403 in AWS.
+# Least privilege, proved: every call each function makes is allowed by exactly its role as
+# deployed (template.yaml after SAM's transform), and no GET or HEAD of a key that may be missing
+# would answer 403 in AWS.
 #
 #   bash scripts/iam-check.sh              (make up first: it uses PostgreSQL, PgBouncer, Milvus)
 #
@@ -8,23 +9,29 @@
 #    alone), holds the template's bucket (as CloudFormation names it for stack docpipe-iam), the
 #    queues, DLQs and the upload notification, and three secrets (the database's credentials, a
 #    Milvus token, the webhook token), so every grant the functions use is exercised.
-# 2. scripts/iam/drill.py runs a dev runner with one access key per function
-#    (DOCPIPE_DEV_ROLE_KEYS=1: docpipe-store, docpipe-parse, …) and the API as a process of its own,
-#    on a database of its own, through uploads, the webhook, a missing key, a backoff in each stage,
-#    a worker killed at its timeout, a lost job the sweeper re-drives, a dead-lettered job, a deleted
-#    original, downloads and deletes (its header lists what each step is for).
-# 3. scripts/iam/check.mjs maps each recorded request to its IAM action and resource and evaluates
-#    it with @cloud-copilot/iam-simulate against that function's role, filled in from the template
-#    (SAM policy templates from SAM's own policy_templates.json, the SQS event sources' grants, the
-#    IAM policies attached to a function's role). S3 answers 403, not 404, for a missing key when
-#    the caller may not list the bucket under it (moto always answers 404), so every GetObject must
-#    also be covered by s3:ListBucket with s3:prefix = the key. Any denial, any request it cannot
-#    map, or a function with no recorded call fails the check.
+# 2. scripts/iam/drill.py runs the migrate Lambda binary with CloudFormation's custom-resource
+#    events (under a stand-in of Lambda's runtime API), then a dev runner with one access key per
+#    function (DOCPIPE_DEV_ROLE_KEYS=1: docpipe-store, docpipe-parse, …) and the API as a process of
+#    its own, on a database of its own, with the Bedrock embedder pointed at a Titan V2 stand-in
+#    (AWS_ENDPOINT_URL_BEDROCK_RUNTIME) that records each signed InvokeModel, through uploads, the
+#    webhook, a missing key, a backoff in each stage, a worker killed at its timeout, a lost job the
+#    sweeper re-drives, a dead-lettered job, a deleted original, searches, downloads and deletes
+#    (its header lists what each step is for).
+# 3. scripts/deploy_check.py --translate-only writes template.yaml as SAM translates it (offline),
+#    and scripts/iam/check.mjs maps each recorded request to its IAM action and resource and
+#    evaluates it with @cloud-copilot/iam-simulate against that function's translated role, filled
+#    in for the local resources: the role's inline policies, the AWS::IAM::Policy resources attached
+#    to it, and its managed policies, allowed only from scripts/iam/managed-policies.json's
+#    allowlist. S3 answers 403, not 404, for a missing key when the caller may not list the bucket
+#    under it (moto always answers 404), so every GetObject must also be covered by s3:ListBucket
+#    with s3:prefix = the key. Any denial, any request it cannot map, a managed policy off the
+#    allowlist, or a function with no recorded call fails the check.
 #
 # Installs what it needs into .local/ (the npm packages pinned by scripts/iam/package-lock.json;
-# the template tools' venv for SAM's policy templates); offline once installed.
-# DOCPIPE_BIN=path skips building the docpipe binary. Output: .local/iam-check/ (the recording,
-# the drill's and the processes' logs, report.json).
+# the template tools' venv for samtranslator); offline once installed.
+# DOCPIPE_BIN=path and DOCPIPE_MIGRATE_BIN=path skip building those binaries. Output:
+# .local/iam-check/ (the recordings, the translated template, the drill's and the processes' logs,
+# report.json).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 . "$ROOT/scripts/lib.sh"
@@ -50,18 +57,21 @@ if [[ "$(cat "$NODE_DIR/.installed" 2>/dev/null || true)" != "$want" || ! -d "$N
   echo "$want" > "$NODE_DIR/.installed"
 fi
 bash scripts/lint-template.sh --install-only >/dev/null
-SAM_TEMPLATES="$("$LOCAL/tools-venv/bin/python" -c 'import os, samtranslator; print(os.path.join(os.path.dirname(samtranslator.__file__), "policy_templates_data", "policy_templates.json"))')"
-[[ -f "$SAM_TEMPLATES" ]] || die "SAM's policy_templates.json not found at $SAM_TEMPLATES"
 
 if [[ -z "${DOCPIPE_BIN:-}" ]]; then
   cargo build -q -p docpipe-cli --features e5
   DOCPIPE_BIN="$CARGO_TARGET_DIR/debug/docpipe"
+fi
+if [[ -z "${DOCPIPE_MIGRATE_BIN:-}" ]]; then
+  cargo build -q -p docpipe-migrate-fn
+  DOCPIPE_MIGRATE_BIN="$CARGO_TARGET_DIR/debug/migrate"
 fi
 eval "$(bash scripts/stack.sh env)"
 bash scripts/stack.sh status >/dev/null || die "the local stack is not up (make up)"
 
 # ── a moto of its own, recording ────────────────────────────────────────────────────────────
 rm -rf "$WORK"; mkdir -p "$WORK"
+"$LOCAL/tools-venv/bin/python" scripts/deploy_check.py --translate-only --translated-out "$WORK/translated.json"
 PORT="$("$LOCAL/venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 MOTO_ENABLE_RECORDING=true MOTO_RECORDER_FILEPATH="$WORK/recording.jsonl" \
   setsid "$LOCAL/venv/bin/moto_server" -H 127.0.0.1 -p "$PORT" < /dev/null > "$WORK/moto.log" 2>&1 &
@@ -76,10 +86,10 @@ done
 # ── the drill, then the check ───────────────────────────────────────────────────────────────
 started=$(date +%s)
 "$LOCAL/venv/bin/python" scripts/iam/drill.py --work "$WORK" --endpoint "http://127.0.0.1:$PORT" \
-  --docpipe "$DOCPIPE_BIN" 2>&1 | tee "$WORK/drill.log"
+  --docpipe "$DOCPIPE_BIN" --migrate "$DOCPIPE_MIGRATE_BIN" 2>&1 | tee "$WORK/drill.log"
 kill "$MOTO" 2>/dev/null || true; wait "$MOTO" 2>/dev/null || true
 psql "$DATABASE_DIRECT_URL" -qc "DROP DATABASE IF EXISTS docpipe_iam_check WITH (FORCE)" || true
-say "drill done in $(( $(date +%s) - started )) s: $(wc -l < "$WORK/recording.jsonl") requests recorded"
+say "drill done in $(( $(date +%s) - started )) s: $(wc -l < "$WORK/recording.jsonl") requests recorded by moto, $(wc -l < "$WORK/bedrock-recording.jsonl") by the Bedrock stand-in"
 IAM_CHECK_NODE_MODULES="$NODE_DIR/node_modules" node scripts/iam/check.mjs \
-  --template template.yaml --recording "$WORK/recording.jsonl" --values "$WORK/values.json" \
-  --sam-policy-templates "$SAM_TEMPLATES" --report "$WORK/report.json"
+  --template "$WORK/translated.json" --recording "$WORK/recording.jsonl,$WORK/bedrock-recording.jsonl" \
+  --values "$WORK/values.json" --managed-policies scripts/iam/managed-policies.json --report "$WORK/report.json"

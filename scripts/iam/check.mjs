@@ -1,26 +1,33 @@
-// The least-privilege check of scripts/iam-check.sh: every request the functions made to the
-// emulator during the drill (moto's request recording, one access key per function), replayed
-// through an IAM policy simulator against that function's role as template.yaml defines it,
+// The least-privilege check of scripts/iam-check.sh: every request the functions made during the
+// drill (moto's request recording, and the Bedrock stand-in's, one access key per function),
+// replayed through an IAM policy simulator against that function's role as deployed: the roles of
+// template.yaml *after SAM's transform* (scripts/deploy_check.py --translate-only writes it),
 // filled in for the local bucket, queues and secrets.
 //
-//   node scripts/iam/check.mjs --template template.yaml --recording REC.jsonl --values VALUES.json \
-//        --sam-policy-templates policy_templates.json [--report REPORT.json]
+//   node scripts/iam/check.mjs --template TRANSLATED.json --recording REC.jsonl[,REC2.jsonl] \
+//        --values VALUES.json --managed-policies scripts/iam/managed-policies.json [--report REPORT.json]
 //
-// A function's role is what SAM and CloudFormation would give it: its `Policies` (inline
-// statements, and SAM policy templates expanded from SAM's own policy_templates.json), every
-// AWS::IAM::Policy attached to its role, and for each SQS event the grants the event source mapping
-// needs on that queue (sqs:ReceiveMessage, sqs:DeleteMessage, sqs:GetQueueAttributes; SAM attaches
-// the managed AWSLambdaSQSQueueExecutionRole, which grants them on every queue: this check is
-// stricter).
+// A function (AWS::Lambda::Function, named by its Metadata's Binary) has the role its Role names:
+// that AWS::IAM::Role's inline Policies (SAM's policy templates already expanded by SAM), every
+// AWS::IAM::Policy attached to it (the event sources' consume policies among them), and its managed
+// policies, which must be on the allowlist of managed-policies.json (AWSLambdaBasicExecutionRole,
+// AWSLambdaVPCAccessExecutionRole, AWSXrayWriteOnlyAccess: evaluated with the statements AWS
+// publishes for them, which grant none of the S3, SQS, Secrets Manager or Bedrock calls). A role
+// with any other managed policy (SAM's AWSLambdaSQSQueueExecutionRole: receive and delete on every
+// queue) fails the check.
 //
 // S3 answers 403, not 404, for a key that does not exist unless the caller may also list the
 // bucket under that key, and moto answers 404 whatever the policy says. So every s3:GetObject
 // (GET or HEAD of an object) must also be covered by s3:ListBucket on the bucket with s3:prefix set
 // to the key; otherwise "object missing" would be an endless AccessDenied in AWS.
 //
+// Bedrock: POST /model/<modelId>/invoke is bedrock:InvokeModel on
+// arn:aws:bedrock:<region>::foundation-model/<modelId>.
+//
 // Exit status 1 when a function made a call its role does not allow, a GET/HEAD the 403 rule
-// catches, a request this script cannot map to an IAM action, or when a function made no call at
-// all (its key was not applied, or the drill did not run it).
+// catches, a request this script cannot map to an IAM action, a role carries a managed policy off
+// the allowlist, or when a function made no call at all (its key was not applied, or the drill did
+// not run it).
 
 import { createRequire } from 'node:module'
 import fs from 'node:fs'
@@ -32,7 +39,7 @@ const args = Object.fromEntries(
     return pairs
   }, [])
 )
-for (const required of ['template', 'recording', 'values', 'sam-policy-templates']) {
+for (const required of ['template', 'recording', 'values', 'managed-policies']) {
   if (!args[required]) {
     console.error(`usage: check.mjs --${required} … (see the header of this file)`)
     process.exit(2)
@@ -45,7 +52,7 @@ const YAML = require('yaml')
 const { runSimulation } = require('@cloud-copilot/iam-simulate')
 
 const values = JSON.parse(fs.readFileSync(args.values, 'utf8'))
-const samTemplates = JSON.parse(fs.readFileSync(args['sam-policy-templates'], 'utf8')).Templates
+const managedPolicies = JSON.parse(fs.readFileSync(args['managed-policies'], 'utf8')).policies
 
 // ───────────────────────────── the template, filled in ─────────────────────────────
 
@@ -97,11 +104,7 @@ function refOf (id) {
   if (id in pseudo) return pseudo[id]
   if (id in parameters) return parameters[id]
   const r = resources[id]
-  if (!r) {
-    // SAM's generated role of a function: `<FunctionId>Role`.
-    if (id.endsWith('Role') && resources[id.slice(0, -4)]?.Type === 'AWS::Serverless::Function') return id
-    throw new Error(`!Ref ${id}: no such parameter or resource`)
-  }
+  if (!r) throw new Error(`Ref ${id}: no such parameter or resource`)
   switch (r.Type) {
     case 'AWS::SQS::Queue':
       return `${values.endpoint}/${values.account_id}/${queueName(id)}`
@@ -120,7 +123,8 @@ function getAtt (id, attr) {
     if (attr === 'QueueName') return queueName(id)
     if (attr === 'QueueUrl') return refOf(id)
   }
-  if (r.Type === 'AWS::Serverless::Function' && attr === 'Arn') return arn.fn(id)
+  if (r.Type === 'AWS::Lambda::Function' && attr === 'Arn') return arn.fn(id)
+  if (r.Type === 'AWS::IAM::Role' && attr === 'Arn') return `arn:aws:iam::${values.account_id}:role/${id}`
   if (r.Type === 'AWS::S3::Bucket' && attr === 'Arn') return `arn:aws:s3:::${refOf(id)}`
   throw new Error(`!GetAtt ${id}.${attr}: not modelled by this check`)
 }
@@ -181,67 +185,49 @@ function evaluate (node) {
   return out
 }
 
-/// A SAM policy template, as SAM expands it: its parameters become `Ref`s in its definition.
-function samPolicyTemplate (name, params) {
-  const t = samTemplates[name]
-  if (!t) throw new Error(`SAM policy template ${name} is unknown to SAM's policy_templates.json`)
-  const filled = {}
-  for (const p of Object.keys(t.Parameters || {})) {
-    if (!(p in params)) throw new Error(`SAM policy template ${name} needs ${p}`)
-    filled[p] = evaluate(params[p])
-  }
-  const expand = (node) => {
-    if (Array.isArray(node)) return node.map(expand)
-    if (node === null || typeof node !== 'object') return node
-    if (Object.keys(node).length === 1 && 'Ref' in node && node.Ref in filled) return filled[node.Ref]
-    if (Object.keys(node).length === 1 && 'Fn::Sub' in node && Array.isArray(node['Fn::Sub'])) {
-      const [text, vars] = node['Fn::Sub']
-      return sub(text, Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, expand(v)])))
-    }
-    return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, expand(v)]))
-  }
-  return evaluate(expand(t.Definition)).Statement
-}
-
-/// Every statement of a function's role, each with where it came from.
+/// Every statement of a function's role, each with where it came from; and the managed policies
+/// off the allowlist.
 function roleStatements (fnId) {
-  const props = resources[fnId].Properties || {}
+  const roleRef = resources[fnId].Properties.Role
+  const roleId = roleRef?.['Fn::GetAtt']?.[0]
+  if (!roleId || resources[roleId]?.Type !== 'AWS::IAM::Role') {
+    throw new Error(`${fnId}: its Role is not an AWS::IAM::Role of the template (${JSON.stringify(roleRef)})`)
+  }
+  const role = resources[roleId].Properties || {}
   const statements = []
+  const refused = []
   const add = (source, list) => {
     for (const s of [].concat(list)) statements.push({ source, statement: s })
   }
-  for (const [i, p] of (props.Policies ? [].concat(props.Policies) : []).entries()) {
-    if (typeof p === 'string') throw new Error(`${fnId}: managed policy ${p} is not modelled by this check`)
-    if ('Statement' in p) add(`${fnId}.Policies[${i}]`, evaluate(p).Statement)
-    else {
-      const [name] = Object.keys(p)
-      add(`${fnId}.Policies[${i}] ${name}`, samPolicyTemplate(name, p[name] || {}))
+  for (const p of evaluate(role.Policies || [])) add(`${roleId}.Policies ${p.PolicyName}`, p.PolicyDocument.Statement)
+  for (const managedArn of evaluate(role.ManagedPolicyArns || [])) {
+    const name = String(managedArn).split('/').pop()
+    const known = managedPolicies[name]
+    if (!known || !known.allowed) {
+      refused.push({ role: roleId, policy: managedArn, why: known ? 'off the allowlist (scripts/iam/managed-policies.json)' : 'unknown to scripts/iam/managed-policies.json' })
     }
-  }
-  for (const [name, event] of Object.entries(props.Events || {})) {
-    if (event.Type !== 'SQS') continue
-    add(`${fnId}.Events.${name} (the SQS event source)`, {
-      Effect: 'Allow',
-      Action: ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes'],
-      Resource: evaluate(event.Properties.Queue)
-    })
+    if (known) add(`${roleId} managed ${name}`, known.statements)
   }
   for (const [id, r] of Object.entries(resources)) {
     if (r.Type !== 'AWS::IAM::Policy') continue
     if (r.Condition && !condition(r.Condition)) continue
     const roles = evaluate(r.Properties.Roles || [])
-    if (roles.includes(`${fnId}Role`)) add(id, evaluate(r.Properties.PolicyDocument).Statement)
+    if (roles.includes(roleId)) add(id, evaluate(r.Properties.PolicyDocument).Statement)
   }
-  return statements
+  return { roleId, statements, refused }
 }
 
 // The functions, by the binary each builds: the dev runner's access key is docpipe-<binary>.
 const functions = {}
+const refusedManaged = []
 for (const [id, r] of Object.entries(resources)) {
-  if (r.Type !== 'AWS::Serverless::Function') continue
+  if (r.Type !== 'AWS::Lambda::Function') continue
+  if (r.Condition && !condition(r.Condition)) continue
   const binary = r.Metadata?.BuildProperties?.Binary
-  if (!binary) throw new Error(`${id} has no Metadata.BuildProperties.Binary`)
-  functions[`docpipe-${binary}`] = { id, binary, statements: roleStatements(id) }
+  if (!binary) throw new Error(`${id} has no Metadata.BuildProperties.Binary (translate with passthrough_metadata)`)
+  const { roleId, statements, refused } = roleStatements(id)
+  refusedManaged.push(...refused.map((x) => ({ function: id, ...x })))
+  functions[`docpipe-${binary}`] = { id, binary, role: roleId, statements }
 }
 
 // ───────────────────────────── the recording, as IAM actions ─────────────────────────────
@@ -318,6 +304,7 @@ function actionsOf (req, cred) {
     }
     throw new Error(`S3 ${req.method} of an object`)
   }
+  if (cred.service === 'bedrock') return bedrockActions(req, url)
   const target = req.headers['X-Amz-Target'] || req.headers['x-amz-target'] || ''
   const body = bodyOf(req)
   let op = ''
@@ -354,6 +341,16 @@ function actionsOf (req, cred) {
   throw new Error(`service ${cred.service} (${op}) is not modelled by this check`)
 }
 
+/// Bedrock Runtime's REST paths: InvokeModel (and its stream, Converse) on a foundation model.
+function bedrockActions (req, url) {
+  const m = url.pathname.match(/^\/model\/([^/]+)\/(invoke|invoke-with-response-stream|converse|converse-stream)$/)
+  if (!m || req.method !== 'POST') throw new Error(`Bedrock ${req.method} ${url.pathname} is not modelled by this check`)
+  const modelId = decodeURIComponent(m[1])
+  const action = { invoke: 'InvokeModel', 'invoke-with-response-stream': 'InvokeModelWithResponseStream', converse: 'InvokeModel', 'converse-stream': 'InvokeModelWithResponseStream' }[m[2]]
+  const resource = modelId.startsWith('arn:') ? modelId : `arn:aws:bedrock:${values.region}::foundation-model/${modelId}`
+  return [{ action: `bedrock:${action}`, resource, context: {}, label: action }]
+}
+
 function unescapeXml (s) {
   return s.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&apos;/g, "'").replace(/&amp;/g, '&')
 }
@@ -371,7 +368,7 @@ async function allowed (statements, action, resource, context) {
     request: {
       action,
       principal: `arn:aws:iam::${values.account_id}:role/docpipe-function`,
-      resource: { accountId: values.account_id, resource },
+      resource: { accountId: resource.split(':')[4] || values.account_id, resource },
       contextVariables: context
     }
   }, {})
@@ -383,7 +380,8 @@ async function allowed (statements, action, resource, context) {
   return ok
 }
 
-const lines = fs.readFileSync(args.recording, 'utf8').split('\n').filter(Boolean)
+const lines = args.recording.split(',').filter((f) => fs.existsSync(f))
+  .flatMap((f) => fs.readFileSync(f, 'utf8').split('\n').filter(Boolean))
 const perFunction = {}
 const others = {}
 const unknown = []
@@ -471,7 +469,8 @@ for (const fn of Object.values(functions)) {
   }
   const distinct = [...new Map(fnCalls.map((c) => [JSON.stringify([c.action, c.resource, c.context]), c])).values()]
   for (const { source, statement } of fn.statements) {
-    if (statement.Effect !== 'Allow') continue
+    // The allowlisted managed policies hold what Lambda itself uses (logs, ENIs, traces).
+    if (statement.Effect !== 'Allow' || source.includes(' managed ')) continue
     for (const action of [].concat(statement.Action)) {
       const single = { ...statement, Action: action }
       let used = false
@@ -487,7 +486,7 @@ for (const fn of Object.values(functions)) {
 
 const silent = Object.entries(perFunction).filter(([, s]) => s.calls === 0).map(([id]) => id)
 const list = [...findings.values()].map((f) => ({ ...f, resources: f.resources.size }))
-console.log('[iam-check] calls recorded per function (each checked against its role in template.yaml):')
+console.log('[iam-check] calls recorded per function (each checked against its role in template.yaml, as SAM translates it):')
 for (const [id, s] of Object.entries(perFunction)) {
   const actions = Object.entries(s.actions).map(([a, c]) => `${a} ${c}`).join(', ')
   console.log(`  ${id.padEnd(20)} ${String(s.calls).padStart(4)} calls  ${s.denied ? `${s.denied} DENIED` : 'all allowed'}  (${actions || 'none'})`)
@@ -500,16 +499,17 @@ for (const f of list) {
 }
 for (const u of unknown) console.log(`  UNKNOWN ${u.function}: ${u.method} ${u.url} (recording line ${u.line}): ${u.reason}`)
 for (const id of silent) console.log(`  SILENT ${id}: no call recorded (was its key docpipe-${perFunction[id].binary} applied, did the drill run it?)`)
+for (const m of refusedManaged) console.log(`  MANAGED ${m.function}: its role ${m.role} carries ${m.policy}, ${m.why}`)
 if (unused.length) {
-  console.log('[iam-check] granted, but no recorded call needed it (not an error):')
+  console.log('[iam-check] granted, but no recorded call needed it (not an error; the allowlisted managed policies, which Lambda itself uses, are left out):')
   for (const u of unused) console.log(`  ${u.function}: ${u.action} on ${JSON.stringify(u.resource)} (${u.source})`)
 }
 if (args.report) {
-  fs.writeFileSync(args.report, JSON.stringify({ perFunction, findings: list, unknown, silent, others, unused, roles: Object.fromEntries(Object.values(functions).map((f) => [f.id, f.statements])) }, null, 2))
+  fs.writeFileSync(args.report, JSON.stringify({ perFunction, findings: list, unknown, silent, refusedManaged, others, unused, roles: Object.fromEntries(Object.values(functions).map((f) => [f.id, { role: f.role, statements: f.statements }])) }, null, 2))
 }
-const failed = list.length + unknown.length + silent.length
+const failed = list.length + unknown.length + silent.length + refusedManaged.length
 if (failed) {
-  console.log(`[iam-check] FAILED: ${list.length} denied or 403 finding(s), ${unknown.length} unmapped request(s), ${silent.length} silent function(s)`)
+  console.log(`[iam-check] FAILED: ${list.length} denied or 403 finding(s), ${unknown.length} unmapped request(s), ${silent.length} silent function(s), ${refusedManaged.length} managed polic(ies) off the allowlist`)
   process.exit(1)
 }
 console.log(`[iam-check] every call of every function is allowed by its role, and every GET/HEAD of a key that may be missing answers 404`)

@@ -1,10 +1,18 @@
 #!/usr/bin/env python3
 """The workload that scripts/iam-check.sh records: a dev runner with one access key per function
 (DOCPIPE_DEV_ROLE_KEYS=1) and the API as a process of its own, against a moto server of the
-check's own whose request recorder is on, on the template's clock scaled by 0.01.
+check's own whose request recorder is on, on the template's clock scaled by 0.01. The embedder is
+Bedrock's (Titan Text Embeddings V2, 256 dimensions), answered by a stand-in on 127.0.0.1 that the
+AWS SDK reaches through its service-specific endpoint variable AWS_ENDPOINT_URL_BEDROCK_RUNTIME
+and that records each signed InvokeModel (POST /model/<modelId>/invoke) as moto records its calls.
 
 What it makes every function do (each step names the calls it is there for):
 
+  set-up
+    migrate  the migrate Lambda binary under a stand-in of Lambda's runtime API, with
+             CloudFormation's create, update and delete events for the Migrations custom resource
+             (GetSecretValue; the schema of the drill's database is the one it creates), each
+             answered at a local response URL
   phase 1, runner up
     api      healthz (HeadBucket), register + presigned PUT of 3 documents, webhook intake
              (the store stage under the API's role: HEAD, GET, SendMessage)
@@ -12,9 +20,9 @@ What it makes every function do (each step names the calls it is there for):
              notification for a key that does not exist (HEAD of both spellings: the missing-key
              path); a document being deleted (transient: ChangeMessageVisibility, its backoff)
     parse    GET original, PUT 4 artifacts, SendMessage index
-    index    GET vector_chunks.json; the first embedding hangs until the runner kills the process
-             at the function's timeout; a duplicate job meanwhile finds the lease held (transient:
-             ChangeMessageVisibility)
+    index    GET vector_chunks.json; InvokeModel for every chunk; the first InvokeModel hangs until
+             the runner kills the process at the function's timeout; a duplicate job meanwhile finds
+             the lease held (transient: ChangeMessageVisibility)
     sweeper  the expired lease of the killed worker: GetQueueAttributes, re-drive SendMessage
   phase 2, runner stopped (the API stays up)
     retries (api: HEAD original, SendMessage parse) whose jobs are then: lost (drained: the sweeper
@@ -22,24 +30,30 @@ What it makes every function do (each step names the calls it is there for):
     gives the run up), left with their original deleted (parse: GET of a missing key), or met by
     another worker's parse lease (parse: ChangeMessageVisibility)
   phase 3, runner up again
-    everything above finishes; api: download URL and an artifact URL fetched (presigned GETs under
-    the API's role), two deletes (DeleteObject, ListObjectsV2 + DeleteObjects); a store-events
+    everything above finishes; api: a dense and a hybrid search (InvokeModel for the query), download
+    URL and an artifact URL fetched (presigned GETs under the API's role), two deletes (DeleteObject, ListObjectsV2 + DeleteObjects); a store-events
     message dead-lettered (the DLQ function); an artifact no row vouches for; a few sweeps (their
     housekeeping lists the artifacts and removes such an orphan)
 
 Every request is signed: the functions with docpipe-<binary>, this script with docpipe-drill,
 the resources' set-up with docpipe-setup, the runner's queue set-up with docpipe-dev-runner.
 
-  python scripts/iam/drill.py --work DIR --endpoint URL --docpipe BIN
+  python scripts/iam/drill.py --work DIR --endpoint URL --docpipe BIN --migrate BIN
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
+import http.server
 import json
+import math
 import os
+import queue
+import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -55,7 +69,7 @@ from botocore.config import Config  # noqa: E402
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 STACK = "docpipe-iam"
-# What CloudFormation names the bucket: !Sub "${AWS::StackName}-${AWS::AccountId}-documents".
+# The template's BucketName parameter, as the check fills it in (values.json).
 BUCKET = f"{STACK}-{ACCOUNT}-documents"
 QUEUE_PREFIX = f"{STACK}-"
 DB_NAME = "docpipe_iam_check"
@@ -65,6 +79,9 @@ SCALE = "0.01"
 # Scaled timeouts shorter than this are lifted to it: the store and parse functions get 5 s, the
 # index function keeps its 6 s (600 s × 0.01), which is how long the hung index call lives.
 TIMEOUT_FLOOR = "5"
+# The template's default Bedrock model; Titan V2 gives 256, 512 or 1024 dimensions.
+BEDROCK_MODEL = "amazon.titan-embed-text-v2:0"
+EMBED_DIM = 256
 
 LAW = """# 本地检查条例（{n}）
 
@@ -84,6 +101,154 @@ def log(msg: str) -> None:
     print(f"[iam-drill] {time.strftime('%H:%M:%S')} {msg}", flush=True)
 
 
+class LocalAws(http.server.ThreadingHTTPServer):
+    """What AWS plays for the drill besides moto, on one port of 127.0.0.1:
+
+    - Bedrock Runtime's InvokeModel for Titan Text Embeddings V2 (POST /model/<modelId>/invoke):
+      checks the request's shape (model, JSON body with inputText and dimensions) and answers
+      {"embedding": [...], "inputTextTokenCount": n}, a deterministic unit vector of the text's
+      character bigrams. Every request is recorded as moto records its own (method, url, headers,
+      body), so that check.mjs maps it to bedrock:InvokeModel on the model's ARN and evaluates it
+      against the signer's role. The first one hangs (creating `hang_file`) until its caller goes
+      away: the index function's process, killed by the runner at its timeout.
+    - Lambda's runtime API (/2018-06-01/runtime/...), which hands the migrate binary the events put
+      on `events`, and the custom resource's response URL (PUT /cfn-response/<n>), which keeps what
+      the function answered CloudFormation in `responses`.
+    """
+
+    daemon_threads = True
+
+    def __init__(self, recording: str, hang_file: str):
+        super().__init__(("127.0.0.1", 0), LocalAwsHandler)
+        self.recording = open(recording, "a")
+        self.hang_file = hang_file
+        self.lock = threading.Lock()
+        self.hung = False
+        self.refused: list[str] = []
+        self.invocations: dict[str, int] = {}
+        self.events: "queue.Queue[dict]" = queue.Queue()
+        self.responses: dict[str, dict] = {}
+        self.lambda_results: dict[str, tuple[str, str]] = {}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class LocalAwsHandler(http.server.BaseHTTPRequestHandler):
+    server: LocalAws
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def body(self) -> bytes:
+        n = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def reply(self, status: int, payload: dict | None = None, headers: dict | None = None) -> None:
+        data = json.dumps(payload).encode() if payload is not None else b""
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path == "/2018-06-01/runtime/invocation/next":
+            event = self.server.events.get()  # blocks until the drill sends one
+            self.reply(200, event["payload"], {
+                "Lambda-Runtime-Aws-Request-Id": event["id"],
+                "Lambda-Runtime-Deadline-Ms": str(int((time.time() + 300) * 1000)),
+                "Lambda-Runtime-Invoked-Function-Arn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{STACK}-MigrateFunction",
+                "Lambda-Runtime-Trace-Id": "Root=1-00000000-000000000000000000000000;Sampled=0",
+            })
+            return
+        self.reply(404, {"message": f"no route for GET {self.path}"})
+
+    def do_PUT(self) -> None:
+        if self.path.startswith("/cfn-response/"):
+            self.server.responses[self.path.rsplit("/", 1)[1]] = json.loads(self.body() or b"{}")
+            self.reply(200)
+            return
+        self.reply(404, {"message": f"no route for PUT {self.path}"})
+
+    def do_POST(self) -> None:
+        path = self.path
+        if path.startswith("/2018-06-01/runtime/"):
+            body = self.body().decode(errors="replace")
+            parts = path.split("/")
+            if len(parts) >= 6 and parts[3] == "invocation":
+                self.server.lambda_results[parts[4]] = (parts[5], body)
+            else:
+                self.server.lambda_results["init"] = ("init-error", body)
+            self.reply(202, {})
+            return
+        if path.startswith("/model/"):
+            self.invoke_model(path, self.body())
+            return
+        self.reply(404, {"message": f"no route for POST {path}"})
+
+    def invoke_model(self, path: str, raw: bytes) -> None:
+        s = self.server
+        headers = {k: v for k, v in self.headers.items()}
+        with s.lock:
+            s.recording.write(json.dumps({"method": "POST", "url": s.url + path, "headers": headers,
+                                          "body": raw.decode(errors="replace"), "body_encoded": False}) + "\n")
+            s.recording.flush()
+        key = (headers.get("Authorization") or headers.get("authorization") or "").split("Credential=")[-1].split("/")[0]
+        parts = path.split("/")
+        model = urllib.parse.unquote(parts[2]) if len(parts) == 4 and parts[3] == "invoke" else None
+        try:
+            req = json.loads(raw)
+        except ValueError:
+            req = None
+        problem = None
+        if model != BEDROCK_MODEL:
+            problem = f"model {model!r} (the drill's embedder asks for {BEDROCK_MODEL})"
+        elif not isinstance(req, dict) or not isinstance(req.get("inputText"), str) or req.get("dimensions") != EMBED_DIM:
+            problem = f"a request body Titan V2 would refuse: {raw[:200]!r}"
+        elif "application/json" not in (headers.get("Content-Type") or headers.get("content-type") or ""):
+            problem = "no JSON content type"
+        if problem:
+            s.refused.append(f"{key}: {problem}")
+            self.reply(400, {"message": problem}, {"x-amzn-ErrorType": "ValidationException"})
+            return
+        with s.lock:
+            s.invocations[key] = s.invocations.get(key, 0) + 1
+            hang = not s.hung
+            s.hung = True
+        if hang:
+            # Hold the caller until it goes away (the runner kills the index process at its timeout).
+            open(s.hang_file, "w").close()
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([self.connection], [], [], 0.5)
+                if ready and not self.connection.recv(1, socket_peek()):
+                    break
+            self.close_connection = True
+            return
+        text = req["inputText"]
+        self.reply(200, {"embedding": titan_like(text, EMBED_DIM), "inputTextTokenCount": max(1, len(text) // 2)})
+
+
+def socket_peek() -> int:
+    import socket
+    return socket.MSG_PEEK
+
+
+def titan_like(text: str, dim: int) -> list[float]:
+    v = [0.0] * dim
+    chars = text or " "
+    for a, b in zip(chars, chars[1:] + " "):
+        h = int.from_bytes(hashlib.blake2b((a + b).encode(), digest_size=4).digest(), "little")
+        v[h % dim] += 1.0 if h & 1 << 31 else -1.0
+    norm = math.sqrt(sum(x * x for x in v)) or 1.0
+    return [x / norm for x in v]
+
+
 class Drill:
     def __init__(self, a):
         self.a = a
@@ -99,6 +264,9 @@ class Drill:
         self.api = f"http://127.0.0.1:{API_PORT}"
         self.processes: dict[str, subprocess.Popen] = {}
         self.runner_starts = 0
+        self.hang_file = os.path.join(self.work, "index-hang-once")
+        self.local = LocalAws(os.path.join(self.work, "bedrock-recording.jsonl"), self.hang_file)
+        threading.Thread(target=self.local.serve_forever, daemon=True).start()
         cfg = Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3, "mode": "standard"})
         kw = dict(endpoint_url=self.endpoint, region_name=REGION,
                   aws_access_key_id="docpipe-drill", aws_secret_access_key="test")
@@ -136,6 +304,10 @@ class Drill:
                 "IndexQueue": q["index"]["name"], "IndexDeadLetterQueue": q["index"]["dlq_name"],
             },
             "parameters": {
+                "BucketName": BUCKET,
+                "Embedder": "bedrock",
+                "BedrockModelId": BEDROCK_MODEL,
+                "EmbedDimension": str(EMBED_DIM),
                 "NotificationMode": "sqs",
                 "DatabaseSecretArn": self.secret_arns["db"],
                 "MilvusTokenSecretArn": self.secret_arns["milvus-token"],
@@ -146,12 +318,58 @@ class Drill:
             json.dump(values, f, indent=2)
         psql(self.direct_url, f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
         psql(self.direct_url, f"CREATE DATABASE {DB_NAME}")
-        migrated = subprocess.run([self.a.docpipe, "migrate"], capture_output=True, text=True,
-                                  env={**self.base_env, "DATABASE_URL": self.db_direct})
-        if migrated.returncode != 0:
-            raise SystemExit(f"[iam-drill] docpipe migrate failed:\n{migrated.stdout}{migrated.stderr}")
+        self.custom_resource_migrations()
         milvus = os.environ.get("MILVUS_URL", "http://127.0.0.1:19530")
         post_json(f"{milvus}/v1/vector/collections/drop", {"collectionName": COLLECTION}, ok_errors=True)
+
+    def custom_resource_migrations(self) -> None:
+        """The Migrations custom resource's create, update and delete, as CloudFormation sends them,
+        through the migrate binary under the runtime API stand-in; the schema is what it creates."""
+        log("migrations: the migrate Lambda answers CloudFormation's create, update and delete")
+        stack_id = f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/{STACK}/{uuid.uuid4()}"
+        token = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{STACK}-MigrateFunction"
+        events = []
+        for n, kind in enumerate(("Create", "Update", "Delete")):
+            payload = {"RequestType": kind, "ServiceToken": token, "ResponseURL": f"{self.local.url}/cfn-response/{n}",
+                       "StackId": stack_id, "RequestId": str(uuid.uuid4()), "LogicalResourceId": "Migrations",
+                       "ResourceType": "Custom::Migrations",
+                       "ResourceProperties": {"ServiceToken": token, "ServiceTimeout": "900", "RunId": f"iam-drill-{n}"}}
+            if kind != "Create":
+                payload["PhysicalResourceId"] = "docpipe-migrations"
+            if kind == "Update":
+                payload["OldResourceProperties"] = {"ServiceToken": token, "ServiceTimeout": "900", "RunId": "iam-drill-0"}
+            events.append({"id": str(uuid.uuid4()), "payload": payload, "n": str(n), "kind": kind})
+        out = open(os.path.join(self.work, "migrate.log"), "a")
+        env = {**self.function_env(), "AWS_ACCESS_KEY_ID": "docpipe-migrate",
+               "AWS_LAMBDA_RUNTIME_API": self.local.url.removeprefix("http://"),
+               "AWS_LAMBDA_FUNCTION_NAME": f"{STACK}-MigrateFunction", "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+               "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512", "AWS_LAMBDA_LOG_GROUP_NAME": f"/docpipe/{STACK}/migrate",
+               "AWS_LAMBDA_LOG_STREAM_NAME": "drill"}
+        proc = subprocess.Popen([self.a.migrate], env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            for e in events:
+                self.local.events.put(e)
+                deadline = time.monotonic() + 120
+                while e["n"] not in self.local.responses:
+                    if proc.poll() is not None:
+                        raise SystemExit(f"[iam-drill] the migrate function exited ({proc.returncode}):\n"
+                                         + open(os.path.join(self.work, "migrate.log")).read()[-3000:])
+                    if time.monotonic() > deadline:
+                        raise SystemExit(f"[iam-drill] the migrate function did not answer the {e['kind']} event")
+                    time.sleep(0.1)
+                answer = self.local.responses[e["n"]]
+                if answer.get("Status") != "SUCCESS" or answer.get("PhysicalResourceId") != "docpipe-migrations":
+                    raise SystemExit(f"[iam-drill] the migrate function answered the {e['kind']} event: {answer}")
+                log(f"  {e['kind']}: {answer.get('Status')}, {answer.get('Reason')}")
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if self.sql_direct("SELECT count(*) FROM documents") != "0":
+            raise SystemExit("[iam-drill] the migrated database is not empty")
+
+    def sql_direct(self, query: str) -> str:
+        return psql(self.db_direct, query)
 
     def function_env(self) -> dict:
         q = self.queues
@@ -179,7 +397,11 @@ class Drill:
             "MILVUS_URL": os.environ.get("MILVUS_URL", "http://127.0.0.1:19530"),
             "DOCPIPE_MILVUS_TOKEN_SECRET_ARN": self.secret_arns["milvus-token"],
             "DOCPIPE_MILVUS_COLLECTION": COLLECTION,
-            "DOCPIPE_EMBEDDER": "hash",
+            "DOCPIPE_EMBEDDER": "bedrock",
+            "DOCPIPE_EMBED_DIM": str(EMBED_DIM),
+            "DOCPIPE_BEDROCK_MODEL_ID": BEDROCK_MODEL,
+            # The SDK's service-specific endpoint (ahead of AWS_ENDPOINT_URL, which is moto).
+            "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": self.local.url,
             "DOCPIPE_API_URL": self.api,
             "DOCPIPE_WEBHOOK_TOKEN_SECRET_ARN": self.secret_arns["webhook-token"],
             "DOCPIPE_LOG": "warn",
@@ -213,9 +435,9 @@ class Drill:
 
     def start_runner(self) -> None:
         self.runner_starts += 1
-        self.start("runner", ["dev", "--no-api", "--wait-seconds", "1"],
-                   # The first embedding in any index process hangs until the runner kills it.
-                   {"DOCPIPE_HASH_HANG_ONCE": os.path.join(self.work, "index-hang-once")})
+        # The first embedding (the Bedrock stand-in's first InvokeModel) hangs until the runner
+        # kills its index process at the function's timeout.
+        self.start("runner", ["dev", "--no-api", "--wait-seconds", "1"])
 
     # ── the pipeline as a client sees it ────────────────────────────────────────────────────
 
@@ -284,8 +506,7 @@ class Drill:
         # The first index call hangs (DOCPIPE_HASH_HANG_ONCE) until the runner kills its process at
         # the function's timeout; while that worker holds the run's lease, a duplicate of the job
         # finds the lease taken and backs off. Then the sweeper finds the lease run out.
-        hang = os.path.join(self.work, "index-hang-once")
-        self.wait("the index call to hang", lambda: os.path.exists(hang), 60)
+        self.wait("the index call to hang", lambda: os.path.exists(self.hang_file), 60)
         _, run = self.status(a)
         self.sqs.send_message(QueueUrl=q["index"]["url"], MessageBody=json.dumps({"v": 1, "doc_id": a, "run_id": int(run)}))
         self.wait("the duplicate index job to back off",
@@ -357,6 +578,10 @@ class Drill:
         ):
             if self.sql(f"SELECT count(*) FROM run_events WHERE {query}") in ("", "0"):
                 raise SystemExit(f"[iam-drill] expected: {what}")
+        for mode in ("dense", "hybrid"):
+            found = post_json(f"{self.api}/search", {"query": "检查每个函数的调用", "mode": mode, "top_k": 3})
+            if not found.get("results") and not found.get("hits"):
+                log(f"  search ({mode}) found nothing: {json.dumps(found, ensure_ascii=False)[:300]}")
         download = get_json(f"{self.api}/documents/{d}/download")
         urllib.request.urlopen(download["url"], timeout=10).read()
         artifacts = get_json(f"{self.api}/documents/{d}/artifacts")["artifacts"]
@@ -372,7 +597,13 @@ class Drill:
         time.sleep(8)  # a few sweeps (every 3 s on this clock) with the deletes done
         for doc_id in (a, c):
             log(f"  {doc_id}: {self.sql(f'SELECT status, error_message FROM documents WHERE doc_id = {sql_str(doc_id)}')}")
-        log(f"done; the runner started {self.runner_starts} time(s)")
+        calls = self.local.invocations
+        log(f"done; the runner started {self.runner_starts} time(s); InvokeModel by {calls}")
+        if self.local.refused:
+            raise SystemExit(f"[iam-drill] Bedrock requests the stand-in refused: {self.local.refused[:5]}")
+        for who in ("docpipe-index", "docpipe-api"):
+            if not calls.get(who):
+                raise SystemExit(f"[iam-drill] {who} made no InvokeModel call (AWS_ENDPOINT_URL_BEDROCK_RUNTIME not honoured?)")
 
     def queue_empty(self, url: str) -> bool:
         attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
@@ -433,6 +664,7 @@ def main() -> int:
     p.add_argument("--work", required=True)
     p.add_argument("--endpoint", required=True)
     p.add_argument("--docpipe", required=True)
+    p.add_argument("--migrate", required=True, help="the migrate Lambda binary (functions/migrate)")
     a = p.parse_args()
     drill = Drill(a)
     try:
@@ -440,6 +672,7 @@ def main() -> int:
         drill.run()
     finally:
         drill.stop_all()
+        drill.local.shutdown()
     return 0
 
 
