@@ -158,9 +158,10 @@ RULES: dict[str, tuple[str, list[str]]] = {
 # Queues whose visibility timeout departs from AWS's 6x guidance on purpose, and why (README,
 # "Deploying to AWS", the clock).
 SIX_X_EXCEPTIONS = {
-    "ParseQueue": "1,800 s is 2x the parse timeout (900 s): the handler's lease and backoff set the message's visibility "
-                  "on every failed delivery, so the queue's own timeout only matters when a parse crashes; 5,400 s would "
-                  "hold a crashed parse's message 90 minutes before redelivery",
+    "ParseQueue": "1,800 s is 2x the parse timeout (900 s): the lease and the backoff set the message's visibility on "
+                  "every delivery (at the start the function's time, the lease and the next backoff; after a failure the "
+                  "backoff), so the queue's own timeout only matters when a parse crashes before it can; 5,400 s would hold "
+                  "a crashed parse's message 90 minutes before SQS hands it out again",
 }
 
 # The template's parameters without a default, for the check (any value the template accepts).
