@@ -8,12 +8,8 @@ use docpipe::services::{connect_db, DeadLetterService, Service, SWEEPER_LEASE};
 use docpipe_tests::*;
 use std::time::{Duration, Instant};
 
-fn secrets_client_sdk() -> impl std::future::Future<Output = aws_sdk_secretsmanager::Client> {
-    async {
-        aws_sdk_secretsmanager::Client::new(
-            &docpipe::adapters::aws::sdk_config(&aws_config()).await,
-        )
-    }
+async fn secrets_client_sdk() -> aws_sdk_secretsmanager::Client {
+    aws_sdk_secretsmanager::Client::new(&docpipe::adapters::aws::sdk_config(&aws_config()).await)
 }
 
 /// PostgreSQL itself (not PgBouncer, whose user list is a file of its own), at `database`.

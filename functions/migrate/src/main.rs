@@ -1,5 +1,8 @@
 //! The migrate Lambda, the stack's `Custom::Migrations` resource: runs the migrations on every
 //! create and update and answers CloudFormation (see `docpipe::handlers::migrate`).
+// The handler's future (reqwest, the SDK's secret read, tokio-postgres) nests deeper than rustc's
+// default layout limit.
+#![recursion_limit = "256"]
 
 use docpipe::handlers::migrate::{CustomResourceEvent, MigrateService};
 use lambda_runtime::{service_fn, LambdaEvent};
