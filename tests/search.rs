@@ -371,6 +371,7 @@ async fn the_keyword_live_check_reads_only_its_candidates() {
         &terms,
         n,
         docpipe::search::POSTINGS_PER_TERM,
+        docpipe::search::MAX_QUERY_TERMS,
         limit,
         &Filters::default(),
     );
@@ -401,6 +402,7 @@ async fn the_keyword_live_check_reads_only_its_candidates() {
             &terms,
             n,
             docpipe::search::POSTINGS_PER_TERM,
+            docpipe::search::MAX_QUERY_TERMS,
             limit,
             &Filters::default(),
         )
@@ -408,4 +410,107 @@ async fn the_keyword_live_check_reads_only_its_candidates() {
         .unwrap();
         assert_eq!(hits.len(), limit as usize, "statistics {statistics}");
     }
+}
+
+fn reads(plan: &serde_json::Value, relation: &str) -> bool {
+    plan["Relation Name"] == relation
+        || plan["Plans"]
+            .as_array()
+            .is_some_and(|ps| ps.iter().any(|p| reads(p, relation)))
+}
+
+/// How many times the plan ran a per-row LIMIT (a LATERAL's) that reads `relation`: for the
+/// keyword statement's postings, the terms whose postings it read. Whatever the join below it
+/// (one index scan per term, or one lookup per term and block when filtered), it runs once per
+/// term.
+fn lateral_runs(plan: &serde_json::Value, relation: &str) -> f64 {
+    if plan["Node Type"] == "Limit"
+        && plan["Parent Relationship"] == "Inner"
+        && reads(plan, relation)
+    {
+        return plan["Actual Loops"].as_f64().unwrap_or(1.0);
+    }
+    plan["Plans"]
+        .as_array()
+        .map_or(0.0, |ps| ps.iter().map(|p| lateral_runs(p, relation)).sum())
+}
+
+/// The longest query the API takes (2,000 characters of a law's own text, so that nearly every
+/// term is in the index) scores only its `MAX_QUERY_TERMS` most selective terms: the statement
+/// reads the postings of at most that many terms, each at most `POSTINGS_PER_TERM`, with and
+/// without a filter. Before the cap it read the postings of every term the index knew.
+#[tokio::test]
+async fn a_two_thousand_character_query_reads_the_postings_of_at_most_the_capped_terms() {
+    use docpipe::analyzer::Analyzer;
+    use docpipe::db::keyword;
+    use docpipe::search::{MAX_QUERY_TERMS, POSTINGS_PER_TERM};
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let labour = ingest_law(&p, "劳动合同法", "").await;
+    let marriage = ingest_law(&p, "民法典", "婚姻家庭编").await;
+    let (_, body) = question_law("劳动合同法", "");
+    let text: String = String::from_utf8(body)
+        .unwrap()
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .take(docpipe_api_fn::search::MAX_QUERY_CHARS)
+        .collect();
+    let terms = Analyzer::shared().query_terms(&text);
+    let client = p.db.db.client().await.unwrap();
+    let ids: Vec<i64> = terms.iter().map(|(t, _)| *t).collect();
+    let known: i64 = client
+        .query_typed_one(
+            "SELECT count(*) FROM keyword_terms WHERE term = ANY($1) AND df > 0",
+            &[(&ids, docpipe::db::Type::INT8_ARRAY)],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        known > 2 * MAX_QUERY_TERMS,
+        "the query has {known} indexed terms, well over the cap of {MAX_QUERY_TERMS}"
+    );
+    let n = keyword::block_count(&**client).await.unwrap();
+    let both = Filters {
+        doc_ids: vec![labour.clone(), marriage.clone()],
+        ..Filters::default()
+    };
+    for (name, filters) in [("unfiltered", Filters::default()), ("filtered", both)] {
+        let statement = keyword::SearchStatement::new(
+            &terms,
+            n,
+            POSTINGS_PER_TERM,
+            MAX_QUERY_TERMS,
+            10,
+            &filters,
+        );
+        let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {}", statement.sql);
+        let row = client
+            .query_typed_one(&explain, &statement.params())
+            .await
+            .unwrap();
+        let plan: serde_json::Value = row.get(0);
+        let plan = &plan[0]["Plan"];
+        let terms_read = lateral_runs(plan, "keyword_postings");
+        assert!(
+            terms_read > 0.0 && terms_read <= MAX_QUERY_TERMS as f64,
+            "{name}: the statement read the postings of {terms_read} terms ({known} indexed in \
+             the query, cap {MAX_QUERY_TERMS})"
+        );
+        if name == "unfiltered" {
+            let read = rows_read(plan, "keyword_postings");
+            assert!(
+                read <= (MAX_QUERY_TERMS * POSTINGS_PER_TERM) as f64,
+                "{name}: {read} postings read"
+            );
+        }
+    }
+    // The capped query still finds the law it was taken from.
+    let r = p.search(&text, 5, Mode::Keyword, &Filters::default()).await;
+    assert_eq!(r.parameters.max_query_terms, MAX_QUERY_TERMS);
+    assert_eq!(
+        r.hits.first().map(|h| h.doc_id.as_str()),
+        Some(labour.as_str())
+    );
+    drop(client);
+    p.cleanup().await;
 }

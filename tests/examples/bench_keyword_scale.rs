@@ -11,7 +11,7 @@
 use anyhow::Result as AnyResult;
 use docpipe::analyzer::Analyzer;
 use docpipe::db::keyword;
-use docpipe::search::{Filters, CANDIDATES, POSTINGS_PER_TERM};
+use docpipe::search::{Filters, CANDIDATES, MAX_QUERY_TERMS, POSTINGS_PER_TERM};
 use docpipe_tests::{corpus_dir, database_url, TestDb};
 use serde_json::json;
 use std::time::Instant;
@@ -269,6 +269,7 @@ async fn report(
             "postings": total_postings,
             "postings_size": size,
             "postings_per_term": POSTINGS_PER_TERM,
+            "max_query_terms": MAX_QUERY_TERMS,
             "base": small,
             "scaled": large,
         })
@@ -287,16 +288,20 @@ async fn measure(
     let filters = Filters::default();
     let mut out = serde_json::Map::new();
     let mut tops: Vec<Vec<Vec<i64>>> = Vec::new();
-    for (name, per_term) in [("bounded", POSTINGS_PER_TERM), ("unbounded", i64::MAX)] {
+    for (name, per_term, max_terms) in [
+        ("bounded", POSTINGS_PER_TERM, MAX_QUERY_TERMS),
+        ("unbounded", i64::MAX, i64::MAX),
+    ] {
+        let limit = CANDIDATES as i64;
         for q in terms.iter().take(5) {
-            keyword::search(&**client, q, blocks, per_term, CANDIDATES as i64, &filters).await?;
+            keyword::search(&**client, q, blocks, per_term, max_terms, limit, &filters).await?;
         }
         let mut ms = Vec::new();
         let mut top = Vec::new();
         for q in terms {
             let t = Instant::now();
-            let hits = keyword::search(&**client, q, blocks, per_term, CANDIDATES as i64, &filters)
-                .await?;
+            let hits =
+                keyword::search(&**client, q, blocks, per_term, max_terms, limit, &filters).await?;
             ms.push(t.elapsed().as_secs_f64() * 1e3);
             top.push(hits.iter().take(10).map(|h| h.block_id).collect::<Vec<_>>());
         }

@@ -273,21 +273,24 @@ const LIVE_CHECK: &str = "SELECT 1 FROM keyword_blocks kb
 /// `blocks`. The arithmetic is float8 throughout: a bare `0.5` would make it numeric, which made
 /// the sum over a query's postings six times slower.
 ///
-/// Each term contributes at most its `per_term` highest-weighted live postings: what a
-/// query reads is then bounded by its terms, not by the corpus. With filters, the postings are
-/// filtered before that bound, so a narrow filter still sees all of its own blocks.
+/// Only the query's `max_terms` most selective terms are scored (highest weight: rarest in the
+/// index, times how often the query says them), and each contributes at most its `per_term`
+/// highest-weighted live postings: what a query reads is bounded by `max_terms × per_term`,
+/// whatever the query's length or the corpus's size. With filters, the postings are filtered
+/// before that bound, so a narrow filter still sees all of its own blocks.
 pub async fn search(
     c: &impl GenericClient,
     terms: &[(TermId, u32)],
     blocks: i64,
     per_term: i64,
+    max_terms: i64,
     limit: i64,
     filters: &Filters,
 ) -> Result<Vec<ScoredBlock>, DbError> {
     if terms.is_empty() {
         return Ok(Vec::new());
     }
-    let statement = SearchStatement::new(terms, blocks, per_term, limit, filters);
+    let statement = SearchStatement::new(terms, blocks, per_term, max_terms, limit, filters);
     let rows = c.query_typed(&statement.sql, &statement.params()).await?;
     Ok(rows
         .iter()
@@ -306,6 +309,7 @@ pub struct SearchStatement {
     counts: Vec<f64>,
     blocks: i64,
     per_term: i64,
+    max_terms: i64,
     limit: i64,
     live: LiveFilter,
 }
@@ -315,10 +319,11 @@ impl SearchStatement {
         terms: &[(TermId, u32)],
         blocks: i64,
         per_term: i64,
+        max_terms: i64,
         limit: i64,
         filters: &Filters,
     ) -> SearchStatement {
-        let live = LiveFilter::new(filters, 6);
+        let live = LiveFilter::new(filters, 7);
         // Unfiltered, the bound applies to the raw postings (an index-only scan per term) and
         // the live check to the few blocks left; filtered, each posting is checked as it is read.
         let postings = if live.clauses.is_empty() {
@@ -343,7 +348,8 @@ impl SearchStatement {
                         u.n * ln(1.0::float8 + (greatest($3::int8, t.df) - t.df + 0.5::float8)
                                                / (t.df + 0.5::float8)) AS w
                  FROM UNNEST($1::int8[], $2::float8[]) AS u(term, n)
-                 JOIN keyword_terms t ON t.term = u.term AND t.df > 0),
+                 JOIN keyword_terms t ON t.term = u.term AND t.df > 0
+                 ORDER BY w DESC, u.term LIMIT $6),
              c AS (
                  SELECT p.block_id, sum(q.w * p.impact::float8) AS score
                  FROM q CROSS JOIN LATERAL ({postings}) p
@@ -359,6 +365,7 @@ impl SearchStatement {
             counts: terms.iter().map(|(_, n)| f64::from(*n)).collect(),
             blocks,
             per_term,
+            max_terms,
             limit,
             live,
         }
@@ -371,6 +378,7 @@ impl SearchStatement {
             (&self.blocks, Type::INT8),
             (&self.per_term, Type::INT8),
             (&self.limit, Type::INT8),
+            (&self.max_terms, Type::INT8),
         ];
         for (value, ty) in &self.live.params {
             params.push((
