@@ -327,3 +327,102 @@ async fn pending_cleanups(p: &Pipeline, doc_id: &str) -> i64 {
         .await
         .unwrap()
 }
+
+/// A delete removes the original, then finds Milvus down; the user uploads to the same key again;
+/// when the delete is finished later, the new upload is left alone (the document recorded other
+/// content, and the new object is newer than the delete), and it becomes a new document.
+#[tokio::test]
+async fn a_delete_finished_late_leaves_a_reupload_to_the_same_key_alone() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let key = "race/reupload-after-delete.md";
+    let (_, v1) = read_law(&law_paths()[3]);
+    let doc_id = p.ingest(key, v1.as_bytes()).await;
+
+    let mut down = HookedVectorIndex::new(p.milvus.clone());
+    down.before_delete = Box::new(|_| Err(docpipe_tests::vector_outage("delete")));
+    let mut deps = p.delete_deps();
+    deps.vectors = &down;
+    docpipe::stages::delete::delete(&deps, &doc_id)
+        .await
+        .expect_err("Milvus is down");
+    assert!(p.aws.keys(key).await.is_empty(), "the original went first");
+
+    // S3 counts whole seconds: the new upload is in a later second than the delete.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let v2 = format!("{v1}\n\n第九百九十九条 重新上传的版本。\n");
+    p.aws.put(key, v2.as_bytes()).await;
+
+    // The sweeper's outbox finishes the delete once Milvus is back.
+    docpipe::stages::delete::finish(&p.delete_deps(), &doc_id)
+        .await
+        .expect("the delete finishes");
+    assert!(p.doc(&doc_id).await.is_none());
+    assert_eq!(
+        p.aws.get(key).await,
+        v2.as_bytes(),
+        "the re-upload is still there"
+    );
+
+    let outcome =
+        docpipe::handlers::store::handle_notification(&p.store, &s3_put_event(&p.aws.bucket, key))
+            .await
+            .expect("store");
+    assert!(
+        matches!(
+            outcome.only(),
+            docpipe::stages::store::StoreOutcome::Stored { .. }
+        ),
+        "{outcome}"
+    );
+    p.drive(&doc_id).await;
+    assert_current_vectors(&p, &doc_id).await;
+    p.cleanup().await;
+}
+
+/// An upload whose object is gone when its event is handled, with no run to fail and no delete
+/// to explain it, is recorded as an intake failure; a late event of an object a delete removed
+/// is not.
+#[tokio::test]
+async fn an_upload_that_finds_its_object_gone_is_recorded() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let gone = p.deliver("race/never-there.md").await;
+    assert!(
+        matches!(
+            gone,
+            docpipe::stages::store::StoreOutcome::ObjectMissing {
+                failed_run: None,
+                ..
+            }
+        ),
+        "{gone:?}"
+    );
+    let recorded = |key: &'static str| {
+        let p = &p;
+        async move {
+            p.count_for(
+                "SELECT count(*) FROM intake_failures WHERE object_name = $1",
+                key,
+            )
+            .await
+        }
+    };
+    assert_eq!(recorded("race/never-there.md").await, 1);
+
+    let key = "race/deleted-then-late-event.md";
+    let doc_id = p.ingest(key, read_law(&law_paths()[3]).1.as_bytes()).await;
+    // A duplicate of the upload's own event, delivered after the delete.
+    let late = s3_put_event(&p.aws.bucket, key);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    docpipe::stages::delete::delete(&p.delete_deps(), &doc_id)
+        .await
+        .unwrap();
+    docpipe::handlers::store::handle_notification(&p.store, &late)
+        .await
+        .expect("store");
+    assert_eq!(
+        recorded(key).await,
+        0,
+        "a deleted object's late event is stale"
+    );
+    p.cleanup().await;
+}

@@ -5,7 +5,7 @@
 //! gone, and a stage that wrote something meanwhile removes it when its compare-and-set fails. If a
 //! step here fails the row stays, marked, and the delete can simply be repeated.
 
-use crate::adapters::{ObjectStore, StorageError};
+use crate::adapters::{ObjectHead, ObjectStore, StorageError};
 use crate::artifacts;
 use crate::db::{cleanups, documents, keyword, tombstones, Db, DbError};
 use docpipe_vector::{VectorError, VectorIndex};
@@ -54,6 +54,19 @@ pub async fn delete(deps: &DeleteDeps<'_>, doc_id: &str) -> Result<Deleted, Dele
     finish(deps, doc_id).await
 }
 
+/// Whether the object now under the document's key was uploaded before the delete, and so is
+/// the document's to remove, rather than a newer upload to the same key. A delete that is
+/// finished late (the sweeper, after an outage) must not take the upload a user made after it:
+/// that one is a new document. S3's Last-Modified counts whole seconds, so an upload in the
+/// delete's own second is taken as older. A store that gives no Last-Modified is judged by the
+/// ETag the document recorded.
+fn uploaded_before_the_delete(doc: &documents::Document, head: &ObjectHead) -> bool {
+    match (head.last_modified_ms, doc.deleting_at) {
+        (Some(modified_ms), Some(deleting_at)) => modified_ms <= deleting_at.timestamp_millis(),
+        _ => doc.source_etag.is_empty() || doc.source_etag == head.etag,
+    }
+}
+
 /// The removals of a marked document, then its row; repeatable until it succeeds (the API's
 /// `DELETE` again, or the sweeper working off the outbox).
 pub async fn finish(deps: &DeleteDeps<'_>, doc_id: &str) -> Result<Deleted, DeleteError> {
@@ -65,10 +78,26 @@ pub async fn finish(deps: &DeleteDeps<'_>, doc_id: &str) -> Result<Deleted, Dele
 
     let mut objects_removed = 0;
     if !doc.object_name.is_empty() && !doc.source_bucket.is_empty() {
-        deps.objects
-            .delete(&doc.source_bucket, &doc.object_name)
+        let head = deps
+            .objects
+            .head(&doc.source_bucket, &doc.object_name)
             .await?;
-        objects_removed += 1;
+        match head {
+            Some(head) if uploaded_before_the_delete(&doc, &head) => {
+                deps.objects
+                    .delete(&doc.source_bucket, &doc.object_name)
+                    .await?;
+                objects_removed += 1;
+            }
+            Some(head) => tracing::info!(
+                doc_id,
+                stage = "delete",
+                key = %doc.object_name,
+                etag = %head.etag,
+                "the key holds a newer upload than the deleted document's: left for its own store"
+            ),
+            None => {}
+        }
     }
     objects_removed += deps
         .objects

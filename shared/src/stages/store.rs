@@ -12,7 +12,7 @@ use crate::config::StoreConfig;
 use crate::db::documents::{self, Document};
 use crate::db::tombstones::{self, VersionTime};
 use crate::db::transitions::{self, StoredObject};
-use crate::db::{fit, Db, DbError};
+use crate::db::{fit, intake, Db, DbError};
 use crate::error::StageError;
 use crate::events::ObjectRef;
 use crate::ids;
@@ -75,7 +75,7 @@ pub async fn store_object(
     let (key, head) = resolve_key(deps, object).await?;
     let doc_id = resolve_doc_id(deps.db, bucket, &key).await?;
     let Some(head) = head else {
-        return object_missing(deps, &doc_id, bucket, &key).await;
+        return object_missing(deps, &doc_id, object, &key).await;
     };
 
     if let Some(outcome) = duplicate_by_etag(deps, &doc_id, &head).await? {
@@ -101,7 +101,7 @@ pub async fn store_object(
     }
     let digest = match read_digest(deps, bucket, &key).await? {
         Read::Digest(digest) => digest,
-        Read::Missing => return object_missing(deps, &doc_id, bucket, &key).await,
+        Read::Missing => return object_missing(deps, &doc_id, object, &key).await,
         Read::Refused(reason) => return refuse(reason).await,
     };
     let upload = Upload {
@@ -485,18 +485,22 @@ async fn reject(
 
 /// The object was deleted before it could be checked. A run still waiting for it fails; a document
 /// that already finished keeps its state (its original is gone, which a delete or retry will report).
+/// The object an event names is gone. A run waiting for it fails; a late event of an object a
+/// delete removed is stale; any other upload that found nothing is recorded as an intake failure,
+/// so that an upload is never lost without a word (an overwrite that a slow delete removed, say).
 async fn object_missing(
     deps: &StoreDeps<'_>,
     doc_id: &str,
-    bucket: &str,
+    object: &ObjectRef,
     key: &str,
 ) -> Result<StoreOutcome, StageError> {
+    let bucket = object.bucket.as_str();
     let mut client = deps.db.client().await.map_err(db_err)?;
     let tx = client.transaction().await.map_err(|e| db_err(e.into()))?;
     let mut failed_run = None;
+    let message = format!("object s3://{bucket}/{key} no longer exists");
     if let Some(doc) = documents::lock(&*tx, doc_id).await.map_err(db_err)? {
         if let Some(run_id) = doc.current_run_id {
-            let message = format!("object s3://{bucket}/{key} no longer exists");
             if transitions::fail_run(&*tx, doc_id, run_id, Stage::Store, &message)
                 .await
                 .map_err(db_err)?
@@ -504,6 +508,22 @@ async fn object_missing(
                 failed_run = Some(run_id);
             }
         }
+    }
+    let version = VersionTime::of(None, object.event_time_ms);
+    let deleted = tombstones::deleted_after(&*tx, bucket, key, version)
+        .await
+        .map_err(db_err)?
+        .is_some();
+    if failed_run.is_none() && !deleted {
+        intake::record(
+            &*tx,
+            bucket,
+            key,
+            &format!("{message} when its upload was stored: nothing was recorded for it"),
+            1,
+        )
+        .await
+        .map_err(db_err)?;
     }
     tx.commit().await.map_err(|e| db_err(e.into()))?;
     warn!(
