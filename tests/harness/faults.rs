@@ -183,6 +183,8 @@ pub struct HookedVectorIndex {
     #[allow(clippy::type_complexity)]
     pub before_delete: Box<dyn Fn(&str) -> Result<(), docpipe_vector::VectorError> + Send + Sync>,
     pub inserts: std::sync::atomic::AtomicUsize,
+    /// Calls of `count` so far.
+    pub counts: std::sync::atomic::AtomicUsize,
 }
 
 impl HookedVectorIndex {
@@ -193,6 +195,7 @@ impl HookedVectorIndex {
             after_insert: Box::new(|_| Ok(())),
             before_delete: Box::new(|_| Ok(())),
             inserts: Default::default(),
+            counts: Default::default(),
         }
     }
 }
@@ -246,6 +249,8 @@ impl docpipe_vector::VectorIndex for HookedVectorIndex {
         self.inner.delete_runs_up_to(d, r).await
     }
     async fn count(&self, d: &str, r: Option<i64>) -> Result<usize, docpipe_vector::VectorError> {
+        self.counts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.count(d, r).await
     }
     async fn doc_runs(&self) -> Result<docpipe_vector::DocRuns, docpipe_vector::VectorError> {

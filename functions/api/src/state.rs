@@ -128,6 +128,8 @@ pub struct ApiState {
     pub vectors: Arc<dyn VectorIndex>,
     /// Law titles and BM25's N, shared by searches for a few seconds.
     pub search_cache: docpipe::search::SearchCache,
+    /// `/healthz`'s last answer, shared by callers for a few seconds.
+    pub health: crate::health::HealthCache,
     /// The store stage, for the S3-compatible webhook.
     pub store: StoreService,
     pub config: ApiConfig,
@@ -201,6 +203,7 @@ impl ApiState {
             embedder,
             vectors,
             search_cache: Default::default(),
+            health: Default::default(),
             config,
             actor_source,
         }
