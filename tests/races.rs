@@ -426,3 +426,126 @@ async fn an_upload_that_finds_its_object_gone_is_recorded() {
     );
     p.cleanup().await;
 }
+
+/// A gate that stops the worker the first time it is passed, until the test lets it go, then
+/// answers `then`; later passes answer `Ok`.
+#[allow(clippy::type_complexity)]
+fn pause_once(
+    then: impl Fn() -> Result<(), docpipe_vector::VectorError> + Send + Sync + 'static,
+) -> (
+    Arc<dyn Fn() -> Result<(), docpipe_vector::VectorError> + Send + Sync>,
+    Pause,
+) {
+    let (paused_tx, paused) = mpsc::channel();
+    let (resume, resume_rx) = mpsc::channel::<()>();
+    let once = Mutex::new(Some((paused_tx, resume_rx)));
+    let gate = Arc::new(move || {
+        if let Some((paused, resume)) = once.lock().unwrap().take() {
+            paused.send(()).unwrap();
+            tokio::task::block_in_place(|| resume.recv_timeout(Duration::from_secs(120)).unwrap());
+            return then();
+        }
+        Ok(())
+    });
+    (gate, Pause { paused, resume })
+}
+
+/// Run 2 commits and is slow to prune the older runs' vectors; meanwhile run 3 commits. Run 2's
+/// prune must take only runs older than itself, never run 3's vectors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_prune_never_removes_a_newer_runs_vectors() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let key = "uploads/race-prune.md";
+    let (_, v1) = read_law(&law_paths()[6]);
+    let doc_id = p.ingest(key, v1.as_bytes()).await;
+    let run2 = p
+        .parsed(key, format!("{v1}\n\n第九百九十八条 第二版。\n").as_bytes())
+        .await;
+    let p = Arc::new(p);
+    let mut hooked = HookedVectorIndex::new(p.milvus.clone());
+    // Its first attempt deletes nothing before it inserts: the first delete is the prune.
+    let (gate, Pause { paused, resume }) = pause_once(|| Ok(()));
+    hooked.before_delete = Box::new(move |_| gate());
+    let worker = {
+        let (p, job) = (p.clone(), run2.clone());
+        tokio::spawn(async move {
+            let mut deps = p.index.deps();
+            deps.vectors = &hooked;
+            index_job(&deps, &job).await
+        })
+    };
+    tokio::task::spawn_blocking(move || paused.recv().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        p.doc(&doc_id).await.unwrap().current_run_id,
+        Some(run2.run_id),
+        "run 2 committed before its prune"
+    );
+    let run3 = p
+        .parsed(key, format!("{v1}\n\n第九百九十九条 第三版。\n").as_bytes())
+        .await;
+    let done = index_job(&p.index.deps(), &run3).await.expect("run 3");
+    assert!(matches!(done, IndexOutcome::Indexed { .. }), "{done:?}");
+    resume.send(()).unwrap();
+    let run2_outcome = worker.await.unwrap().expect("run 2");
+    assert!(
+        matches!(run2_outcome, IndexOutcome::Indexed { .. }),
+        "{run2_outcome:?}"
+    );
+    assert_eq!(
+        p.doc(&doc_id).await.unwrap().current_run_id,
+        Some(run3.run_id)
+    );
+    assert_current_vectors(&p, &doc_id).await;
+    p.cleanup().await;
+}
+
+/// A worker stalls after an insert past its lease; a second delivery takes the run over and
+/// commits it. The stalled worker then meets an error that would fail the run: it must not remove
+/// the run's vectors, which are now the second delivery's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_that_lost_its_lease_never_fails_the_run_it_lost() {
+    let mut p = Pipeline::new(Pipeline::hash()).await;
+    p.index.config.embed_batch = 4;
+    let job = p
+        .parsed(
+            "uploads/race-fail.md",
+            read_law(&law_paths()[5]).1.as_bytes(),
+        )
+        .await;
+    let p = Arc::new(p);
+    let mut hooked = HookedVectorIndex::new(p.milvus.clone());
+    let (gate, Pause { paused, resume }) = pause_once(|| {
+        Err(docpipe_vector::VectorError::Rejected {
+            op: "insert",
+            message: "injected: a record the store refuses".into(),
+            source: None,
+        })
+    });
+    hooked.after_insert = Box::new(move |_| gate());
+    let first = {
+        let (p, job) = (p.clone(), job.clone());
+        tokio::spawn(async move {
+            let mut deps = p.index.deps();
+            deps.vectors = &hooked;
+            index_job(&deps, &job).await
+        })
+    };
+    tokio::task::spawn_blocking(move || paused.recv().unwrap())
+        .await
+        .unwrap();
+    expire_lease(&p, job.run_id).await;
+    let second = index_job(&p.index.deps(), &job)
+        .await
+        .expect("second delivery");
+    assert!(matches!(second, IndexOutcome::Indexed { .. }), "{second:?}");
+    resume.send(()).unwrap();
+    let first = first.await.unwrap();
+    assert!(
+        matches!(first, Ok(IndexOutcome::Stale { .. })),
+        "the stalled worker leaves the run to its new holder: {first:?}"
+    );
+    assert_current_vectors(&p, &job.doc_id).await;
+    p.cleanup().await;
+}

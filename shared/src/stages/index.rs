@@ -114,7 +114,7 @@ pub async fn index_job(deps: &IndexDeps<'_>, job: &JobMessage) -> Result<IndexOu
     };
 
     if let Some(reason) = lease.too_many_abandoned(&deps.config.clock, Stage::Index) {
-        let outcome = fail(deps, doc_id, run_id, Stage::Index, reason).await;
+        let outcome = fail(deps, doc_id, &lease, Stage::Index, reason).await;
         lease.release(deps.db).await;
         return outcome;
     }
@@ -125,7 +125,7 @@ pub async fn index_job(deps: &IndexDeps<'_>, job: &JobMessage) -> Result<IndexOu
         }
         Ok(None) => abandon(deps, doc_id, run_id).await,
         Err(StageError::Failed { stage, reason }) => {
-            fail(deps, doc_id, run_id, stage, reason).await
+            fail(deps, doc_id, &lease, stage, reason).await
         }
         Err(e) => Err(e),
     };
@@ -480,11 +480,14 @@ const LOST: &str = "the run was lost while its vectors were written";
 /// A reindex never leaves two runs' vectors behind. This runs only after the run's commit, so the
 /// vectors it removes are never the current run's; if Milvus fails here, search still shows only
 /// the current run (it checks every hit), and the reconcile removes the rest.
+/// After the commit, the vectors of the document's older runs go. Only older ones: run ids only
+/// grow, and a newer run that committed after this one (while this worker was slow to get here)
+/// keeps its vectors, which this prune must never touch.
 async fn prune_other_runs(deps: &IndexDeps<'_>, doc_id: &str, run_id: i64, other_runs: bool) {
     if !other_runs {
         return;
     }
-    if let Err(e) = deps.vectors.delete_other_runs(doc_id, run_id).await {
+    if let Err(e) = deps.vectors.delete_runs_up_to(doc_id, run_id - 1).await {
         warn!(doc_id, run_id, stage = "index", error = %crate::error::chain(&e), "older runs' vectors were not removed; the reconcile will");
     }
 }
@@ -530,14 +533,30 @@ async fn abandon(
     })
 }
 
+/// Fails the run, and removes its vectors first so that nothing of it stays searchable. Only
+/// while this worker still holds the run's lease: a worker that lost it (stalled past its lease,
+/// and another delivery took the run over) must not remove what the new holder wrote; the new
+/// holder decides the run's end.
 async fn fail(
     deps: &IndexDeps<'_>,
     doc_id: &str,
-    run_id: i64,
+    lease: &HeldLease,
     stage: Stage,
     reason: String,
 ) -> Result<IndexOutcome, StageError> {
-    // Nothing of a failed run stays searchable.
+    let run_id = lease.run_id;
+    if !lease
+        .confirm(deps.db, deps.config.clock.lease)
+        .await
+        .map_err(db_err)?
+    {
+        warn!(doc_id, run_id, stage = stage.as_str(), reason = %reason, "the run would fail, but another worker holds it now: left to that worker");
+        return Ok(IndexOutcome::Stale {
+            doc_id: doc_id.to_string(),
+            run_id,
+            why: format!("the lease was taken over before the run could fail ({reason})"),
+        });
+    }
     deps.vectors
         .delete_run(doc_id, run_id)
         .await
