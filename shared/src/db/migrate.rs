@@ -63,6 +63,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0010_upkeep_leases",
         sql: include_str!("../../../migrations/0010_upkeep_leases.sql"),
     },
+    Migration {
+        version: 11,
+        name: "0011_job_outbox",
+        sql: include_str!("../../../migrations/0011_job_outbox.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII
