@@ -1318,6 +1318,7 @@ async fn the_s3_webhook_wants_its_token_and_stores_what_it_is_told() {
     let doc_id = the_webhook_refuses_a_missing_or_wrong_token(&api, &sample, key).await;
     the_webhook_stores_once(&api, &sample, &doc_id, &text).await;
     the_webhook_refuses_what_is_not_a_notification_for_its_bucket(&api).await;
+    the_webhook_takes_only_keys_under_uploads(&api, &sample, &text).await;
     the_webhook_does_not_exist_without_a_token(&api).await;
     api.p.cleanup().await;
 }
@@ -1405,6 +1406,38 @@ async fn the_webhook_refuses_what_is_not_a_notification_for_its_bucket(api: &Api
         "validation-failed",
         "another bucket",
     );
+}
+
+/// The webhook takes keys under `uploads/` only, as the bucket's own notification does: a key
+/// elsewhere in the bucket (beside the parse artifacts, say), even of an object that exists, is a
+/// 422 naming the prefix, and nothing is stored or recorded for it.
+async fn the_webhook_takes_only_keys_under_uploads(api: &Api, sample: &str, text: &str) {
+    for key in ["artifacts/report 2026.md", "elsewhere/report 2026.md"] {
+        api.p.aws.put(key, text.as_bytes()).await;
+        let encoded = key.replace('/', "%2F").replace(' ', "+");
+        let body = sample.replace("uploads%2Freport+2026.md", &encoded);
+        assert!(body.contains(&encoded));
+        let a = send_webhook(api, Some(format!("Bearer {TOKEN}")), body).await;
+        assert_problem(&a, 422, "validation-failed", key);
+        assert_eq!(a.body["field"], "Records");
+        let detail = a.body["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("uploads/") && detail.contains(key),
+            "{detail}"
+        );
+        let doc_id = docpipe::ids::derived_doc_id(&api.p.aws.bucket, key);
+        assert!(api.p.doc(&doc_id).await.is_none(), "{key}: no document");
+    }
+    let client = api.p.db.client().await;
+    let recorded: i64 = client
+        .query_typed_one(
+            "SELECT count(*) FROM intake_failures WHERE object_name NOT LIKE 'uploads/%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(recorded, 0, "refused, not recorded: the sender was told");
 }
 
 /// Without a configured token the webhook does not exist.

@@ -39,10 +39,14 @@ pub fn is_addressable_doc_id(candidate: &str) -> bool {
     is_valid_doc_id(candidate) || crate::legacy::is_safe_legacy_id(candidate)
 }
 
+/// Where originals are uploaded: the prefix the bucket's notification watches, and the only one
+/// the S3-compatible webhook takes keys under (artifacts live beside it, under `artifacts/`).
+pub const UPLOAD_PREFIX: &str = "uploads/";
+
 /// The doc id an upload key names, when the key has the API's shape `uploads/{doc_id}/{file_name}`.
 /// Whether that document really exists is for the caller to check.
 pub fn doc_id_in_upload_key(key: &str) -> Option<&str> {
-    let rest = key.strip_prefix("uploads/")?;
+    let rest = key.strip_prefix(UPLOAD_PREFIX)?;
     let (candidate, file_name) = rest.split_once('/')?;
     (is_valid_doc_id(candidate) && !file_name.is_empty()).then_some(candidate)
 }

@@ -1,6 +1,7 @@
 //! `POST /notifications/s3`: the intake for S3-compatible stores (MinIO's webhook target) that
 //! cannot notify SQS. Authenticated with a bearer token from configuration, compared in constant
-//! time; the notification then takes the store stage's usual path.
+//! time; a notification of this API's bucket, for keys under `uploads/` only, then takes the store
+//! stage's usual path.
 
 use crate::problem::ApiError;
 use crate::state::ApiState;
@@ -8,6 +9,7 @@ use axum::extract::{Request, State};
 use axum::http::header;
 use axum::Json;
 use docpipe::events::Notification;
+use docpipe::ids::UPLOAD_PREFIX;
 use docpipe::StageError;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -57,8 +59,10 @@ pub async fn s3_notification(
             "a notification is a JSON object".into(),
         ));
     }
-    // Only the bucket this deployment serves: a token holder cannot point the store stage at
-    // any other bucket the function's role can read.
+    // Only the bucket this deployment serves, and only keys under the upload prefix (the one the
+    // bucket's own notification watches): a token holder cannot point the store stage at another
+    // bucket the function's role can read, nor at the parse artifacts beside the uploads. The
+    // whole notification is refused, so a sender configured for the whole bucket learns it.
     if let Ok(Notification::Created(objects)) = docpipe::events::decode_notification(&value) {
         if let Some(other) = objects.iter().find(|o| o.bucket != state.config.bucket) {
             return Err(ApiError::validation(
@@ -66,6 +70,16 @@ pub async fn s3_notification(
                 format!(
                     "the notification names bucket {:?}; this API serves {:?}",
                     other.bucket, state.config.bucket
+                ),
+            ));
+        }
+        if let Some(outside) = objects.iter().find(|o| !o.key.starts_with(UPLOAD_PREFIX)) {
+            return Err(ApiError::validation(
+                "Records",
+                format!(
+                    "the notification names key {:?}; only keys under {UPLOAD_PREFIX:?} are \
+                     uploads (filter the bucket's notification to that prefix)",
+                    outside.key
                 ),
             ));
         }
