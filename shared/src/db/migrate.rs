@@ -68,6 +68,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0011_job_outbox",
         sql: include_str!("../../../migrations/0011_job_outbox.sql"),
     },
+    Migration {
+        version: 12,
+        name: "0012_reconcile_cursors_and_key_expiry",
+        sql: include_str!("../../../migrations/0012_reconcile_cursors_and_key_expiry.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII
