@@ -678,3 +678,70 @@ async fn poison_documents_fail_with_their_reason_and_do_not_hold_back_a_healthy_
     drop(runner);
     p.cleanup().await;
 }
+
+/// A retry commits its run, then its send fails (the API answers 503). On a busy queue (never
+/// empty) the sweeper still sends the job once the lost-job grace has passed, because the run
+/// records that its job was never sent; the document ends indexed.
+#[tokio::test]
+async fn a_retry_whose_send_failed_is_sent_by_the_sweeper_even_on_a_busy_queue() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (name, law) = read_law(&law_paths()[4]);
+    let doc_id = p.ingest(&format!("uploads/{name}"), law.as_bytes()).await;
+    let flaky = docpipe_tests::FlakyQueue {
+        inner: p.store.queue.clone(),
+        failing: true.into(),
+    };
+    let deps = docpipe::stages::retry::RetryDeps {
+        db: &p.db.db,
+        objects: p.store.objects.as_ref(),
+        queue: &flaky,
+        parse_queue_url: &p.aws.parse_queue,
+        stage_deadline_secs: 900,
+        max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
+    };
+    let err = docpipe::stages::retry::retry(&deps, &doc_id)
+        .await
+        .expect_err("the send fails");
+    assert!(
+        matches!(err, docpipe::stages::retry::RetryError::Queue(_)),
+        "{err}"
+    );
+    let doc = p.doc(&doc_id).await.unwrap();
+    assert_eq!(doc.status, DocStatus::Stored);
+    let run_id = doc.current_run_id.unwrap();
+
+    // A busy queue: other documents' jobs wait on it the whole time.
+    for i in 0..3 {
+        p.store
+            .queue
+            .send(
+                &p.aws.parse_queue,
+                docpipe::model::JobMessage::new(format!("other-{i}"), 1).encode(),
+            )
+            .await
+            .unwrap();
+    }
+    // Within the grace nothing is re-driven; after it, the unsent job is.
+    assert!(sweep_once(&p).await.actions.is_empty());
+    tokio::time::sleep(p.aws.clock.lost_job_grace + Duration::from_secs(1)).await;
+    let report = sweep_once(&p).await;
+    assert!(
+        report.actions.iter().any(|a| matches!(a,
+            Swept::Redriven { run_id: r, reason, .. } if *r == run_id && reason.contains("never sent"))),
+        "{:?} {:?}",
+        report.actions,
+        report.problems
+    );
+    let jobs = p.parse_jobs().await;
+    assert!(
+        jobs.iter().any(|j| j.run_id == run_id),
+        "the job is on the queue: {jobs:?}"
+    );
+    assert!(
+        !run(&p, run_id).await.job_unsent,
+        "sent, and marked so: the next sweep leaves it"
+    );
+    p.drive(&doc_id).await;
+    assert_eq!(p.doc(&doc_id).await.unwrap().status, DocStatus::Indexed);
+    p.cleanup().await;
+}

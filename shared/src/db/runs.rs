@@ -40,6 +40,8 @@ pub struct Run {
     pub lease_owner: String,
     pub lease_expires_at: Option<DateTime<Utc>>,
     pub lease_renewed_at: Option<DateTime<Utc>>,
+    /// Its job was decided in a commit and is not known to be on its queue yet.
+    pub job_unsent: bool,
 }
 
 pub const COLUMNS: &str =
@@ -47,7 +49,8 @@ pub const COLUMNS: &str =
     embedding_model, index_name, started_at, stored_at, parsed_at, indexed_at, finished_at, \
     layout_count, structure_node_count, semantic_block_count, vector_chunk_count, chunk_count, \
     failure_stage, error_message, metadata, content_sha256, deadline_at, parse_attempts, \
-    index_attempts, queued_at, visible_at, redrives, lease_owner, lease_expires_at, lease_renewed_at";
+    index_attempts, queued_at, visible_at, redrives, lease_owner, lease_expires_at, lease_renewed_at, \
+    job_unsent";
 
 impl Run {
     pub fn from_row(row: &Row) -> Run {
@@ -84,6 +87,7 @@ impl Run {
             lease_owner: row.get("lease_owner"),
             lease_expires_at: row.get("lease_expires_at"),
             lease_renewed_at: row.get("lease_renewed_at"),
+            job_unsent: row.get("job_unsent"),
         }
     }
 }
@@ -165,7 +169,7 @@ pub async fn record_redrive(
                  FROM document_processing_runs WHERE run_id = $1),
              run AS (
                  UPDATE document_processing_runs
-                 SET redrives = redrives + 1, queued_at = NOW(), visible_at = NULL,
+                 SET redrives = redrives + 1, queued_at = NOW(), visible_at = NULL, job_unsent = true,
                      lease_owner = CASE WHEN lease_expires_at < NOW() THEN '' ELSE lease_owner END,
                      lease_expires_at = CASE WHEN lease_expires_at < NOW() THEN NULL ELSE lease_expires_at END
                  WHERE run_id = $1 AND run_status = 'running' AND redrives = $2
@@ -189,4 +193,25 @@ pub async fn record_redrive(
         )
         .await?;
     Ok(!rows.is_empty())
+}
+
+/// The run's job must be sent, decided in the caller's transaction: until [`job_sent`] clears it,
+/// the sweeper counts a job as lost once its grace has passed, whatever the queue holds.
+pub async fn job_unsent(c: &impl GenericClient, run_id: i64) -> Result<(), DbError> {
+    c.execute_typed(
+        "UPDATE document_processing_runs SET job_unsent = true WHERE run_id = $1",
+        &[(&run_id, Type::INT8)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The run's job is on its queue.
+pub async fn job_sent(c: &impl GenericClient, run_id: i64) -> Result<(), DbError> {
+    c.execute_typed(
+        "UPDATE document_processing_runs SET job_unsent = false WHERE run_id = $1",
+        &[(&run_id, Type::INT8)],
+    )
+    .await?;
+    Ok(())
 }

@@ -63,12 +63,23 @@ pub struct Retried {
 pub async fn retry(deps: &RetryDeps<'_>, doc_id: &str) -> Result<Retried, RetryError> {
     let (head, digest) = read_original(deps, doc_id).await?;
     let (run_id, abandoned_run) = open_stored_run(deps, doc_id, &head, &digest).await?;
+    // The run is committed with its job marked unsent: if this send fails, the caller hears it
+    // (503), and the sweeper sends the job after its grace rather than leave the run waiting.
     deps.queue
         .send(
             deps.parse_queue_url,
             JobMessage::new(doc_id, run_id).encode(),
         )
         .await?;
+    // Best effort: a job still marked unsent is at worst sent twice, which a stage takes as a
+    // duplicate.
+    let sent = match deps.db.client().await {
+        Ok(client) => runs::job_sent(&**client, run_id).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = sent {
+        tracing::warn!(doc_id, run_id, error = %crate::error::chain(&e), "the retry's job was sent but not marked so; the sweeper may send it again");
+    }
     tracing::info!(
         doc_id,
         run_id,
@@ -180,6 +191,7 @@ async fn open_stored_run(
             "run {run_id} of {doc_id} was not pending when it was stored"
         )));
     }
+    runs::job_unsent(&*tx, run_id).await?;
     tx.commit().await.map_err(DbError::from)?;
     Ok((run_id, abandoned_run))
 }

@@ -127,6 +127,8 @@ struct Candidate {
     redrives: i32,
     attempts: i32,
     lease_expired: bool,
+    /// Its job was decided in a commit and never known to be sent.
+    unsent: bool,
     past_retention: bool,
     queued_secs: i64,
 }
@@ -165,6 +167,11 @@ async fn sweep_stage(
                 "the lease of attempt {} ran out with no worker renewing it",
                 c.attempts
             )
+        } else if c.unsent {
+            format!(
+                "its job was decided {} s ago and never sent (the send after the commit failed)",
+                c.queued_secs
+            )
         } else if c.past_retention {
             format!(
                 "queued for {} s, longer than the queue keeps a message ({retention} s)",
@@ -179,7 +186,7 @@ async fn sweep_stage(
             // A backlog: its message is on the queue, behind others. Waiting is not failing.
             continue;
         };
-        let job_cannot_exist = c.past_retention || queue_empty;
+        let job_cannot_exist = c.past_retention || queue_empty || c.unsent;
         if c.redrives < deps.clock.redrive_limit as i32 {
             redrive(deps, stage, queue_url, &c, &reason, report).await?;
         } else if job_cannot_exist {
@@ -209,7 +216,8 @@ async fn candidates(
                     CASE WHEN $5 THEN r.index_attempts ELSE r.parse_attempts END,
                     (r.lease_owner <> '' AND r.lease_expires_at < NOW()),
                     COALESCE(r.queued_at < NOW() - make_interval(secs => $4), false),
-                    COALESCE(EXTRACT(EPOCH FROM (NOW() - r.queued_at))::int8, 0)
+                    COALESCE(EXTRACT(EPOCH FROM (NOW() - r.queued_at))::int8, 0),
+                    r.job_unsent
              FROM document_processing_runs r
              JOIN documents d ON d.doc_id = r.doc_id AND d.current_run_id = r.run_id
              WHERE r.run_status = 'running' AND d.status = $1 AND d.deleting_at IS NULL
@@ -236,6 +244,7 @@ async fn candidates(
             lease_expired: r.get(4),
             past_retention: r.get(5),
             queued_secs: r.get(6),
+            unsent: r.get(7),
         })
         .collect())
 }
@@ -264,6 +273,14 @@ async fn redrive(
             crate::error::chain(&e)
         ));
         return Ok(());
+    }
+    if let Err(e) = runs::job_sent(&**deps.db.client().await?, c.run_id).await {
+        report.problems.push(format!(
+            "re-drive of {} run {} sent but not marked so: {}",
+            c.doc_id,
+            c.run_id,
+            crate::error::chain(&e)
+        ));
     }
     tracing::warn!(doc_id = %c.doc_id, run_id = c.run_id, stage = stage.as_str(), redrive = c.redrives + 1, reason, "re-drove a lost job");
     report.actions.push(Swept::Redriven {
