@@ -678,6 +678,80 @@ async fn a_retry_opens_one_run_and_an_idempotency_key_replays_it() {
     api.p.cleanup().await;
 }
 
+/// An idempotency key is honoured for `KEY_TTL_SECS` (24 h) from its request: within it a repeat
+/// replays the answer; after it the key is a new request (even before the sweeper pruned it); and
+/// the sweeper's housekeeping deletes expired keys, leaving younger ones.
+#[tokio::test]
+async fn an_idempotency_key_expires_after_a_day_and_the_sweeper_prunes_it() {
+    use docpipe::db::idempotency::KEY_TTL_SECS;
+    let api = Api::new().await;
+    let (name, text) = laws(1).remove(0);
+    let doc_id = api
+        .p
+        .ingest(&format!("uploads/{name}"), text.as_bytes())
+        .await;
+    let first = api.retry(&doc_id, Some("key-day")).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.body);
+    let retry_run = first.body["run_id"].as_i64().unwrap();
+    api.p.drive(&doc_id).await;
+    assert_eq!(api.p.doc(&doc_id).await.unwrap().status, DocStatus::Indexed);
+    let again = api.retry(&doc_id, Some("key-day")).await;
+    assert_eq!(
+        again.body["run_id"], retry_run,
+        "a repeat within the day replays"
+    );
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+
+    // A day and a minute later, the same key is a new request: a new run.
+    let age = |key: &'static str, secs: i64| {
+        let api = &api;
+        async move {
+            api.p
+                .db
+                .client()
+                .await
+                .execute_typed(
+                    "UPDATE idempotency_keys SET created_at = NOW() - make_interval(secs => $2)
+                     WHERE key = $1",
+                    &[(&key, Type::VARCHAR), (&(secs as f64), Type::FLOAT8)],
+                )
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(age("key-day", KEY_TTL_SECS + 60).await, 1);
+    let later = api.retry(&doc_id, Some("key-day")).await;
+    assert_eq!(later.status, StatusCode::ACCEPTED, "{}", later.body);
+    assert_ne!(
+        later.body["run_id"], retry_run,
+        "an expired key opens a new run"
+    );
+    assert!(!later.headers.contains_key("idempotent-replayed"));
+    api.p.drive(&doc_id).await;
+
+    // Housekeeping deletes what is past the day, and only that.
+    let young = api.retry(&doc_id, Some("key-young")).await;
+    assert_eq!(young.status, StatusCode::ACCEPTED, "{}", young.body);
+    assert_eq!(age("key-day", KEY_TTL_SECS + 60).await, 1);
+    assert_eq!(age("key-young", KEY_TTL_SECS - 600).await, 1);
+    let kept = docpipe::stages::housekeeping::housekeeping(
+        &docpipe::stages::housekeeping::HousekeepingDeps {
+            db: &api.p.db.db,
+            objects: api.p.store.objects.as_ref(),
+            vectors: api.p.milvus.as_ref(),
+            bucket: &api.p.aws.bucket,
+            clock: &api.p.aws.clock,
+        },
+        10,
+    )
+    .await;
+    assert!(kept.problems.is_empty(), "{:?}", kept.problems);
+    assert_eq!(kept.idempotency_keys_pruned, 1);
+    let keys = "SELECT count(*) FROM idempotency_keys WHERE scope = 'retry:' || $1";
+    assert_eq!(api.query_i64(keys, &doc_id).await, 1, "key-young stays");
+    api.p.cleanup().await;
+}
+
 /// Six concurrent retries with one key: one run, every success names it; its id.
 async fn concurrent_retries_open_one_run(api: &Api, doc_id: &str, first_run: i64) -> i64 {
     let answers =

@@ -7,12 +7,19 @@
 //! request is in progress. When the work succeeds its answer replaces the placeholder; when it
 //! fails the placeholder is released, so the same key may be tried again. A placeholder older than
 //! `stale_after_secs` (its owner died) can be claimed again.
+//!
+//! A key expires [`KEY_TTL_SECS`] (24 hours) after its request claimed it: from then on the same
+//! key is a new request, and the sweeper's housekeeping deletes expired keys ([`prune`]), so the
+//! table holds about a day of keys.
 
 use super::{DbError, Type};
 use tokio_postgres::GenericClient;
 
 /// The placeholder status of a claimed key whose work has not finished.
 pub const IN_PROGRESS: i32 = 0;
+
+/// How long a key is honoured, from the request that claimed it.
+pub const KEY_TTL_SECS: i64 = 24 * 3600;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Claim {
@@ -49,18 +56,21 @@ pub async fn claim(
     if inserted.is_some() {
         return Ok(Claim::Acquired);
     }
-    // The row exists: take it over if its owner died, otherwise report what it holds.
+    // The row exists: take it over if its owner died or it expired (the sweeper may not have
+    // pruned it yet), otherwise report what it holds.
     let taken_over = c
         .query_typed_opt(
-            "UPDATE idempotency_keys SET created_at = NOW()
-             WHERE scope = $1 AND key = $2 AND status_code = $3
-               AND created_at < NOW() - make_interval(secs => $4)
+            "UPDATE idempotency_keys SET created_at = NOW(), status_code = $3, response = '{}'
+             WHERE scope = $1 AND key = $2
+               AND ((status_code = $3 AND created_at < NOW() - make_interval(secs => $4))
+                    OR created_at < NOW() - make_interval(secs => $5))
              RETURNING 1",
             &[
                 (&scope, Type::VARCHAR),
                 (&key, Type::VARCHAR),
                 (&IN_PROGRESS, Type::INT4),
                 (&(stale_after_secs as f64), Type::FLOAT8),
+                (&(KEY_TTL_SECS as f64), Type::FLOAT8),
             ],
         )
         .await?;
@@ -126,4 +136,16 @@ pub async fn release(c: &impl GenericClient, scope: &str, key: &str) -> Result<(
     )
     .await?;
     Ok(())
+}
+
+/// Deletes at most `limit` keys claimed more than `ttl_secs` ago; how many it deleted.
+pub async fn prune(c: &impl GenericClient, ttl_secs: i64, limit: i64) -> Result<u64, DbError> {
+    Ok(c.execute_typed(
+        "DELETE FROM idempotency_keys WHERE (scope, key) IN (
+             SELECT scope, key FROM idempotency_keys
+             WHERE created_at < NOW() - make_interval(secs => $1)
+             ORDER BY created_at LIMIT $2)",
+        &[(&(ttl_secs as f64), Type::FLOAT8), (&limit, Type::INT8)],
+    )
+    .await?)
 }

@@ -6,10 +6,11 @@
 //! 3. Tombstones older than any notification can wait (twice the queue's retention).
 //! 4. Keyword rows for documents indexed without them (before the keyword index existed) or by an
 //!    older analyzer, rebuilt from PostgreSQL a few documents a pass: an upgrade needs no command.
+//! 5. Idempotency keys past their 24 hours ([`idempotency::KEY_TTL_SECS`]).
 
 use crate::adapters::ObjectStore;
 use crate::clock::Clock;
-use crate::db::{tombstones, Db};
+use crate::db::{idempotency, tombstones, Db};
 use crate::reconcile::{self, Report};
 use crate::stages::cleanup::{self, CleanupDeps, CleanupReport};
 use docpipe_vector::VectorIndex;
@@ -28,6 +29,7 @@ pub struct HousekeepingReport {
     pub reconciled: Report,
     pub tombstones_pruned: u64,
     pub keywords_rebuilt: usize,
+    pub idempotency_keys_pruned: u64,
     /// What failed this time (tried again next time).
     pub problems: Vec<String>,
 }
@@ -41,6 +43,9 @@ impl HousekeepingReport {
 
 /// Documents whose keyword rows one pass rebuilds: a few seconds of a sweep at most.
 const KEYWORD_DOCUMENTS_PER_PASS: i64 = 20;
+/// Expired idempotency keys one pass deletes (one indexed statement, well under a second); a
+/// backlog goes over the next passes.
+pub const IDEMPOTENCY_KEYS_PER_PASS: i64 = 10_000;
 
 /// One pass; `limit` bounds the clean-ups and each kind of reconcile removal.
 pub async fn housekeeping(deps: &HousekeepingDeps<'_>, limit: usize) -> HousekeepingReport {
@@ -87,6 +92,23 @@ pub async fn housekeeping(deps: &HousekeepingDeps<'_>, limit: usize) -> Housekee
         Err(e) => report
             .problems
             .push(format!("tombstones: {}", crate::error::chain(&e))),
+    }
+    match deps.db.client().await {
+        Ok(client) => match idempotency::prune(
+            &**client,
+            idempotency::KEY_TTL_SECS,
+            IDEMPOTENCY_KEYS_PER_PASS,
+        )
+        .await
+        {
+            Ok(n) => report.idempotency_keys_pruned = n,
+            Err(e) => report
+                .problems
+                .push(format!("idempotency keys: {}", crate::error::chain(&e))),
+        },
+        Err(e) => report
+            .problems
+            .push(format!("idempotency keys: {}", crate::error::chain(&e))),
     }
     match crate::stages::keywords::reindex(deps.db, KEYWORD_DOCUMENTS_PER_PASS).await {
         Ok(done) => report.keywords_rebuilt = done.documents,
