@@ -549,3 +549,93 @@ async fn a_worker_that_lost_its_lease_never_fails_the_run_it_lost() {
     assert_current_vectors(&p, &job.doc_id).await;
     p.cleanup().await;
 }
+
+/// Two uploads to one key, A then B: A's store hashes A's bytes and stops; B is uploaded and
+/// stored; then A's store goes on. It must give way, so the document names B's content, not
+/// A's digest over B's bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_overwrite_stored_out_of_order_gives_way_to_the_newer_upload() {
+    use docpipe::stages::store::{store_object, StoreOutcome};
+    let p = Arc::new(Pipeline::new(Pipeline::hash()).await);
+    let key = "race/overwrite-order.md";
+    let (_, law) = read_law(&law_paths()[3]);
+    let a = format!("{law}\n\n第九百九十七条 甲版。\n");
+    let b = format!("{law}\n\n第九百九十八条 乙版。\n");
+    p.aws.put(key, a.as_bytes()).await;
+    let event_a = s3_put_event(&p.aws.bucket, key);
+    let (hashed_tx, hashed) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let gate = Mutex::new(Some((hashed_tx, go_rx)));
+    let mut hooked = HookedObjectStore::new(p.store.objects.clone());
+    hooked.after_sha256 = Box::new(move |_| {
+        if let Some((hashed, go)) = gate.lock().unwrap().take() {
+            hashed.send(()).unwrap();
+            tokio::task::block_in_place(|| go.recv_timeout(Duration::from_secs(120)).unwrap());
+        }
+    });
+    let store_a = {
+        let p = p.clone();
+        tokio::spawn(async move {
+            let mut deps = p.store.deps();
+            deps.objects = &hooked;
+            let Notification::Created(objects) = decode_notification(&event_a).unwrap() else {
+                panic!("an upload event")
+            };
+            store_object(&deps, &objects[0]).await
+        })
+    };
+    tokio::task::spawn_blocking(move || hashed.recv().unwrap())
+        .await
+        .unwrap();
+    // S3 counts whole seconds; B is a later upload.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    p.aws.put(key, b.as_bytes()).await;
+    let stored_b = p.deliver(key).await;
+    assert!(
+        matches!(stored_b, StoreOutcome::Stored { .. }),
+        "{stored_b:?}"
+    );
+    go.send(()).unwrap();
+    let outcome_a = store_a.await.unwrap().expect("store A");
+    assert!(
+        matches!(outcome_a, StoreOutcome::Stale { .. }),
+        "A gives way: {outcome_a:?}"
+    );
+    let doc = p.doc_at(key).await.unwrap();
+    assert_eq!(doc.content_sha256, docpipe_tests::sha256_hex(b.as_bytes()));
+    p.drive(&doc.doc_id).await;
+    assert_current_vectors(&p, &doc.doc_id).await;
+    p.cleanup().await;
+}
+
+/// The key is overwritten after its run was stored and before the parse, and the overwrite's
+/// event has not been stored yet: the parse must not read the new bytes under the old digest.
+#[tokio::test]
+async fn a_parse_never_reads_another_uploads_bytes_under_its_runs_digest() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let key = "race/overwrite-before-parse.md";
+    let (_, law) = read_law(&law_paths()[3]);
+    let job = docpipe_tests::stored(&p.db, &p.aws, &p.store, key, law.as_bytes()).await;
+    p.aws
+        .put(key, format!("{law}\n\n第九百九十九条 覆盖。\n").as_bytes())
+        .await;
+    let err = docpipe::stages::parse::parse_job(&p.parse.deps(), &job)
+        .await
+        .expect_err("the bytes are not the run's");
+    assert!(err.is_retryable(), "{err}");
+    assert!(
+        err.to_string().contains("the original changed after run"),
+        "{err}"
+    );
+    assert_eq!(p.doc(&job.doc_id).await.unwrap().status, DocStatus::Stored);
+    // The overwrite's own event is stored: the old run's message is then stale, the new run parses.
+    p.deliver(key).await;
+    let stale = docpipe::stages::parse::parse_job(&p.parse.deps(), &job)
+        .await
+        .expect("stale");
+    assert!(
+        matches!(stale, docpipe::stages::parse::ParseOutcome::Stale { .. }),
+        "{stale:?}"
+    );
+    p.cleanup().await;
+}

@@ -17,6 +17,7 @@ use crate::error::StageError;
 use crate::model::{DocStatus, JobMessage, Stage};
 use crate::stages::cleanup::{record_and_try, CleanupDeps};
 use docpipe_parse::{Hint, ParsedDocument, VectorChunk};
+use sha2::Digest;
 use std::time::Instant;
 use tracing::{info, warn};
 
@@ -103,6 +104,10 @@ pub async fn parse_job(deps: &ParseDeps<'_>, job: &JobMessage) -> Result<ParseOu
     outcome
 }
 
+fn short(digest: &str) -> &str {
+    &digest[..digest.len().min(12)]
+}
+
 /// A step's result: what it made, or the reason the input is refused (the run fails with it);
 /// the outer error asks for a retry.
 type Step<T> = Result<Result<T, String>, StageError>;
@@ -120,6 +125,20 @@ async fn parse_stored(
         Ok(bytes) => bytes,
         Err(reason) => return fail(deps, doc_id, run_id, reason).await,
     };
+    // The bytes must be the ones this run stored: an overwrite of the key since then has its own
+    // upload event, whose store replaces this run (and this message then finds it stale). Until
+    // that store is done, this run waits rather than parse another upload's bytes under its name.
+    let read = hex::encode(sha2::Sha256::digest(&original));
+    if !doc.content_sha256.is_empty() && read != doc.content_sha256 {
+        return Err(StageError::transient(
+            Stage::Parse,
+            format!(
+                "the original changed after run {run_id} stored it (sha256 {} then, {} now): its newer upload is stored in its place",
+                short(&doc.content_sha256),
+                short(&read)
+            ),
+        ));
+    }
     let fetch_ms = started.elapsed().as_millis() as u64;
     let (parsed, chunks) = match parse_and_chunk(deps, doc, original, started).await {
         Ok(made) => made,

@@ -190,6 +190,13 @@ async fn record_stored(
             format!("{doc_id} is being deleted; the upload is retried once the delete is done"),
         ));
     }
+    // Under the row lock, which every store of this key takes: is what was hashed still the
+    // object? Two uploads to one key, A then B, stored at once: A's store may hash A's bytes and
+    // commit after B's store did, and the document would then name content the key no longer
+    // holds. The upload that replaced it has its own event; this one gives way.
+    if let Some(why) = replaced_since_hashed(deps, bucket, key, upload.head).await? {
+        return Ok(Recorded::Stale(why));
+    }
     if doc.content_sha256 == digest.sha256 && doc.current_run_id.is_some() {
         // The caller reads the duplicate once this connection is back: a pool of two must never
         // wait on itself.
@@ -223,6 +230,25 @@ async fn record_stored(
     }
     tx.commit().await.map_err(|e| db_err(e.into()))?;
     Ok(Recorded::Stored(run_id))
+}
+
+/// Why the object under `key` is no longer the one this store read, if it is not: another upload
+/// replaced it (another ETag) or it was removed.
+async fn replaced_since_hashed(
+    deps: &StoreDeps<'_>,
+    bucket: &str,
+    key: &str,
+    hashed: &ObjectHead,
+) -> Result<Option<String>, StageError> {
+    let now = deps.objects.head(bucket, key).await.map_err(storage_err)?;
+    Ok(match now {
+        Some(now) if now.etag == hashed.etag => None,
+        Some(now) => Some(format!(
+            "a newer upload (ETag {}) replaced the object (ETag {}) while it was stored; that upload is stored in its place",
+            now.etag, hashed.etag
+        )),
+        None => Some("the object was removed while it was stored".to_string()),
+    })
 }
 
 /// The names a document row holds, each cut to its column at a character boundary (a file name
