@@ -930,3 +930,62 @@ async fn a_docx_zip_bomb_that_lies_about_its_size_fails_at_parse_too() {
         run.error_message
     );
 }
+
+/// A hit carries the best passage and a bounded excerpt of its article, never the whole block
+/// however long it is; the whole article is one request away (its `article_url`).
+#[tokio::test]
+async fn a_search_hit_is_bounded_whatever_the_article_and_the_article_is_one_request_away() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let sentence = "用人单位应当依法建立和完善劳动规章制度，保障劳动者享有劳动权利、履行劳动义务。";
+    let article: String = sentence.repeat(3_000 / sentence.chars().count() + 1);
+    let text =
+        format!("# 超长条文测试条例\n\n第一条 {article}\n\n第二条 本条例自公布之日起施行。\n");
+    let doc_id = p.ingest("uploads/long-article.md", text.as_bytes()).await;
+    let r = p
+        .search(
+            "劳动规章制度",
+            10,
+            docpipe::search::Mode::Keyword,
+            &docpipe::search::Filters::default(),
+        )
+        .await;
+    let hit = r
+        .hits
+        .iter()
+        .find(|h| h.doc_id == doc_id && h.article_chars > 2_500)
+        .unwrap_or_else(|| panic!("the long article is found: {:?}", r.hits));
+    assert!(hit.article_excerpt.chars().count() <= docpipe::search::ARTICLE_EXCERPT_CHARS);
+    assert!(hit.article_truncated);
+    assert!(hit.article_excerpt.contains(&hit.text) || hit.chunk_id.is_some());
+    let body = serde_json::to_string(&r).unwrap();
+    assert!(
+        body.len() < 10 * 3 * (docpipe::search::ARTICLE_EXCERPT_CHARS * 3 + 4_096),
+        "{} bytes",
+        body.len()
+    );
+    // The whole article, as the hit's URL names it.
+    let semantic_id = hit
+        .article_url
+        .rsplit_once("semantic_id=")
+        .map(|(_, id)| id.to_string())
+        .unwrap();
+    assert_eq!(
+        hit.article_url,
+        format!("/documents/{doc_id}/blocks?semantic_id={semantic_id}")
+    );
+    let blocks = docpipe::db::views::blocks(
+        &**p.db.client().await,
+        &doc_id,
+        &docpipe::db::views::BlockFilter {
+            semantic_id: Some(hit.semantic_id.clone()),
+            ..Default::default()
+        },
+        None,
+        10,
+    )
+    .await
+    .unwrap();
+    assert_eq!(blocks.len(), 1);
+    assert_eq!(blocks[0].text.chars().count(), hit.article_chars);
+    p.cleanup().await;
+}

@@ -4,7 +4,7 @@
 
 use docpipe::analyzer::ANALYZER;
 use docpipe::model::DocStatus;
-use docpipe::search::{Filters, Mode, SearchResult};
+use docpipe::search::{Filters, Mode, SearchResult, ARTICLE_EXCERPT_CHARS};
 use docpipe_tests::{corpus_dir, Pipeline};
 use docpipe_vector::VectorIndex;
 
@@ -105,7 +105,7 @@ async fn keyword_finds_article_39_without_vectors(p: &Pipeline) {
     assert!(top.keyword_rank == Some(1) && top.dense_rank.is_none());
     assert!(top.chunk_id.is_none() && !top.text.is_empty());
     assert!(
-        top.article_text.contains(&top.text),
+        top.article_excerpt.contains(&top.text),
         "the passage is part of the article"
     );
     assert_eq!(top.law_title, "中华人民共和国劳动合同法");
@@ -136,7 +136,8 @@ async fn every_mode_answers_one_cited_hit_per_article(p: &Pipeline) {
         assert_eq!(r.parameters.analyzer, ANALYZER);
         for h in &r.hits {
             assert!(h.citation.starts_with('《'), "{}", h.citation);
-            assert!(h.article_text.contains(&h.text) || h.chunk_id.is_some());
+            assert!(h.article_excerpt.contains(&h.text) || h.chunk_id.is_some());
+            assert!(h.article_excerpt.chars().count() <= ARTICLE_EXCERPT_CHARS);
         }
     }
 }

@@ -187,6 +187,7 @@ mod tests {
             lease_owner: String::new(),
             lease_expires_at: None,
             lease_renewed_at: None,
+            job_unsent: false,
         }
     }
 

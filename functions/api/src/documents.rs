@@ -417,6 +417,7 @@ pub async fn structure(
 pub struct BlocksQuery {
     pub section_title: Option<String>,
     pub block_type: Option<String>,
+    pub semantic_id: Option<String>,
     pub limit: Option<i64>,
     pub cursor: Option<String>,
 }
@@ -433,6 +434,9 @@ pub async fn blocks(
     if let Some(v) = &q.block_type {
         check_text("block_type", v, 64)?;
     }
+    if let Some(v) = &q.semantic_id {
+        check_text("semantic_id", v, 128)?;
+    }
     let after = q
         .cursor
         .as_deref()
@@ -442,6 +446,7 @@ pub async fn blocks(
     let filter = BlockFilter {
         section_title: q.section_title,
         block_type: q.block_type,
+        semantic_id: q.semantic_id,
     };
     let client = state.db.client().await?;
     let mut rows = db_views::blocks(&**client, &doc_id, &filter, after, limit + 1).await?;

@@ -233,6 +233,8 @@ pub fn nest(nodes: Vec<StructureRow>) -> Vec<TreeNode> {
 pub struct BlockFilter {
     pub section_title: Option<String>,
     pub block_type: Option<String>,
+    /// One block, as a search hit names it (`semantic_id`): its whole text.
+    pub semantic_id: Option<String>,
 }
 
 /// One semantic block of the current snapshot. `id` orders blocks in document order (they are
@@ -269,6 +271,7 @@ pub async fn blocks(
                AND ($2::varchar IS NULL OR section_title = $2)
                AND ($3::varchar IS NULL OR block_type = $3)
                AND ($4::int8 IS NULL OR id > $4)
+               AND ($6::varchar IS NULL OR semantic_id = $6)
              ORDER BY id LIMIT $5",
             &[
                 (&doc_id, Type::VARCHAR),
@@ -276,6 +279,7 @@ pub async fn blocks(
                 (&filter.block_type, Type::VARCHAR),
                 (&after_id, Type::INT8),
                 (&limit, Type::INT8),
+                (&filter.semantic_id, Type::VARCHAR),
             ],
         )
         .await?;

@@ -111,9 +111,20 @@ pub struct Hit {
     /// The best-matching chunk: the dense ranking's, else the one with most query terms.
     pub chunk_id: Option<String>,
     pub text: String,
-    /// The whole article, from `semantic_blocks`.
-    pub article_text: String,
+    /// The article around the best passage, at most [`ARTICLE_EXCERPT_CHARS`] characters: a
+    /// response must not grow with what was uploaded. The whole article is `article_url` away.
+    pub article_excerpt: String,
+    /// The whole article's length, in characters.
+    pub article_chars: usize,
+    /// The excerpt is not the whole article.
+    pub article_truncated: bool,
+    /// Where the whole article is: the API's blocks of the document, filtered to this one.
+    pub article_url: String,
 }
+
+/// The most of an article a hit carries. A statute's article is rarely longer (the corpus'
+/// longest is about 1,500 characters); a block cut from a heading-less upload may be.
+pub const ARTICLE_EXCERPT_CHARS: usize = 2_000;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SearchResult {
@@ -344,10 +355,42 @@ fn hit(
         dense_rank,
         keyword_rank,
         referenced,
+        article_excerpt: excerpt_around(&block.text, &text, ARTICLE_EXCERPT_CHARS).to_string(),
+        article_chars: block.text.chars().count(),
+        article_truncated: block.text.chars().nth(ARTICLE_EXCERPT_CHARS).is_some(),
+        article_url: format!(
+            "/documents/{}/blocks?semantic_id={}",
+            block.doc_id,
+            form_urlencoded::byte_serialize(block.semantic_id.as_bytes()).collect::<String>()
+        ),
         chunk_id,
         text,
-        article_text: block.text.clone(),
     }
+}
+
+/// At most `max` characters of `article`, taken around `passage` when the article holds it
+/// (else from its start), cut at character boundaries.
+fn excerpt_around<'a>(article: &'a str, passage: &str, max: usize) -> &'a str {
+    let total = article.chars().count();
+    if total <= max {
+        return article;
+    }
+    let passage_at = article
+        .find(passage)
+        .map(|byte| article[..byte].chars().count())
+        .unwrap_or(0);
+    let passage_chars = passage.chars().count();
+    // The passage in the middle of the window, the window inside the article.
+    let start = passage_at
+        .saturating_sub(max.saturating_sub(passage_chars) / 2)
+        .min(total - max);
+    let byte_at = |chars: usize| {
+        article
+            .char_indices()
+            .nth(chars)
+            .map_or(article.len(), |(b, _)| b)
+    };
+    &article[byte_at(start)..byte_at(start + max)]
 }
 
 /// The chunk of the article (cut as the index cut it) holding most of the query's words.
@@ -444,4 +487,24 @@ async fn keyword_ranking(
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+#[cfg(test)]
+mod excerpt_tests {
+    use super::excerpt_around;
+
+    #[test]
+    fn an_excerpt_is_bounded_and_holds_the_passage() {
+        let article = format!("{}关键的一段话{}", "前".repeat(5_000), "后".repeat(5_000));
+        let excerpt = excerpt_around(&article, "关键的一段话", 2_000);
+        assert_eq!(excerpt.chars().count(), 2_000);
+        assert!(excerpt.contains("关键的一段话"));
+        // A short article is whole; a passage it lacks gives its start.
+        assert_eq!(excerpt_around("短条文", "无", 2_000), "短条文");
+        let start = excerpt_around(&article, "不在其中", 10);
+        assert_eq!(start, "前".repeat(10));
+        // The passage at the very end: the window ends with the article.
+        let tail = format!("{}末尾", "字".repeat(3_000));
+        assert!(excerpt_around(&tail, "末尾", 100).ends_with("末尾"));
+    }
 }
