@@ -73,6 +73,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0012_reconcile_cursors_and_key_expiry",
         sql: include_str!("../../../migrations/0012_reconcile_cursors_and_key_expiry.sql"),
     },
+    Migration {
+        version: 13,
+        name: "0013_index_progress",
+        sql: include_str!("../../../migrations/0013_index_progress.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII
