@@ -745,3 +745,104 @@ async fn a_retry_whose_send_failed_is_sent_by_the_sweeper_even_on_a_busy_queue()
     assert_eq!(p.doc(&doc_id).await.unwrap().status, DocStatus::Indexed);
     p.cleanup().await;
 }
+
+/// An index attempt that failed after some of its batches goes on from what it recorded: the
+/// next attempt inserts only the rest (a batch inserted but never recorded goes first), and the
+/// run ends with exactly one vector per chunk.
+#[tokio::test]
+async fn a_retried_index_attempt_goes_on_from_what_the_last_one_recorded() {
+    let mut p = Pipeline::new(Pipeline::hash()).await;
+    p.index.config.embed_batch = 4;
+    let job = p
+        .parsed("uploads/resume.md", largest_law().as_bytes())
+        .await;
+    // The third batch reaches Milvus, then the call "fails": in Milvus, but never recorded.
+    let mut failing = docpipe_tests::HookedVectorIndex::new(p.milvus.clone());
+    failing.after_insert = Box::new(|n| {
+        if n == 3 {
+            Err(docpipe_tests::vector_outage("insert"))
+        } else {
+            Ok(())
+        }
+    });
+    let mut deps = p.index.deps();
+    deps.vectors = &failing;
+    let err = docpipe::stages::index::index_job(&deps, &job)
+        .await
+        .expect_err("Milvus failed");
+    assert!(err.is_retryable(), "{err}");
+    assert_eq!(run(&p, job.run_id).await.index_progress, 8);
+
+    let counting = docpipe_tests::HookedVectorIndex::new(p.milvus.clone());
+    let mut deps = p.index.deps();
+    deps.vectors = &counting;
+    let done = docpipe::stages::index::index_job(&deps, &job)
+        .await
+        .expect("second attempt");
+    let IndexOutcome::Indexed { chunks, .. } = done else {
+        panic!("{done:?}")
+    };
+    let inserts = counting.inserts.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        inserts,
+        (chunks - 8).div_ceil(4),
+        "only the rest of {chunks} chunks"
+    );
+    assert_eq!(run(&p, job.run_id).await.index_progress as usize, chunks);
+    let doc = p.doc(&job.doc_id).await.unwrap();
+    assert_eq!(doc.status, DocStatus::Indexed);
+    assert_eq!(p.milvus.count(&job.doc_id, None).await.unwrap(), chunks);
+    p.cleanup().await;
+}
+
+/// A document whose index work does not fit one invocation stops before its timeout, records how
+/// far it got, and the next deliveries go on from there until it is indexed.
+#[tokio::test]
+async fn a_document_too_large_for_one_invocation_indexes_across_deliveries() {
+    let mut p = Pipeline::new(Pipeline::hash()).await;
+    p.index.config.embed_batch = 4;
+    // Slow embedding (25 ms a passage) against a 2 s function: a few batches per delivery.
+    p.index.config.clock.index.function_timeout = Duration::from_secs(2);
+    p.index.embedder = Arc::new(docpipe_embed::HashEmbedder::new(384).unwrap().with_drill(
+        docpipe_embed::hash::Drill {
+            delay_per_passage: Duration::from_millis(25),
+            ..Default::default()
+        },
+    ));
+    let job = p.parsed("uploads/large.md", largest_law().as_bytes()).await;
+    let mut deliveries = 0;
+    let mut progress = Vec::new();
+    let chunks = loop {
+        deliveries += 1;
+        assert!(deliveries <= 50, "no end in sight: {progress:?}");
+        match docpipe::stages::index::index_job(&p.index.deps(), &job).await {
+            Ok(IndexOutcome::Indexed { chunks, .. }) => break chunks,
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => {
+                assert!(
+                    e.is_retryable() && e.to_string().contains("the next delivery goes on"),
+                    "{e}"
+                );
+                progress.push(run(&p, job.run_id).await.index_progress);
+            }
+        }
+    };
+    assert!(
+        deliveries >= 2,
+        "it did not need more than one delivery: {chunks} chunks"
+    );
+    assert!(progress.windows(2).all(|w| w[0] < w[1]), "{progress:?}");
+    assert_eq!(p.milvus.count(&job.doc_id, None).await.unwrap(), chunks);
+    assert_eq!(p.doc(&job.doc_id).await.unwrap().status, DocStatus::Indexed);
+    println!("{chunks} chunks in {deliveries} deliveries: {progress:?}");
+    p.cleanup().await;
+}
+
+/// The corpus' longest law: many chunks.
+fn largest_law() -> String {
+    let path = law_paths()
+        .into_iter()
+        .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .expect("laws");
+    read_law(&path).1
+}

@@ -188,6 +188,7 @@ mod tests {
             lease_expires_at: None,
             lease_renewed_at: None,
             job_unsent: false,
+            index_progress: 0,
         }
     }
 

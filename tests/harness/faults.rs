@@ -82,6 +82,8 @@ pub struct HookedObjectStore {
     pub after_sha256: Box<dyn Fn(&str) + Send + Sync>,
     /// How often an object's bytes were read (`get` and `sha256`).
     pub body_reads: std::sync::atomic::AtomicUsize,
+    /// Keys listed by `list_page` so far.
+    pub keys_listed: std::sync::atomic::AtomicUsize,
 }
 
 impl HookedObjectStore {
@@ -91,6 +93,7 @@ impl HookedObjectStore {
             after_put: Box::new(|_| Ok(())),
             after_sha256: Box::new(|_| {}),
             body_reads: Default::default(),
+            keys_listed: Default::default(),
         }
     }
 
@@ -152,6 +155,18 @@ impl docpipe::adapters::ObjectStore for HookedObjectStore {
     async fn list(&self, b: &str, p: &str) -> Result<Vec<String>, docpipe::adapters::StorageError> {
         self.inner.list(b, p).await
     }
+    async fn list_page(
+        &self,
+        b: &str,
+        p: &str,
+        after: &str,
+        limit: usize,
+    ) -> Result<(Vec<String>, bool), docpipe::adapters::StorageError> {
+        let page = self.inner.list_page(b, p, after, limit).await?;
+        self.keys_listed
+            .fetch_add(page.0.len(), std::sync::atomic::Ordering::SeqCst);
+        Ok(page)
+    }
     async fn presign_put(
         &self,
         b: &str,
@@ -185,6 +200,8 @@ pub struct HookedVectorIndex {
     pub inserts: std::sync::atomic::AtomicUsize,
     /// Calls of `count` so far.
     pub counts: std::sync::atomic::AtomicUsize,
+    /// Vectors listed by `chunk_page` so far.
+    pub listed: std::sync::atomic::AtomicUsize,
 }
 
 impl HookedVectorIndex {
@@ -196,6 +213,7 @@ impl HookedVectorIndex {
             before_delete: Box::new(|_| Ok(())),
             inserts: Default::default(),
             counts: Default::default(),
+            listed: Default::default(),
         }
     }
 }
@@ -244,6 +262,15 @@ impl docpipe_vector::VectorIndex for HookedVectorIndex {
         (self.before_delete)(d)?;
         self.inner.delete_run(d, r).await
     }
+    async fn delete_run_from(
+        &self,
+        d: &str,
+        r: i64,
+        from: i64,
+    ) -> Result<(), docpipe_vector::VectorError> {
+        (self.before_delete)(d)?;
+        self.inner.delete_run_from(d, r, from).await
+    }
     async fn delete_runs_up_to(&self, d: &str, r: i64) -> Result<(), docpipe_vector::VectorError> {
         (self.before_delete)(d)?;
         self.inner.delete_runs_up_to(d, r).await
@@ -253,8 +280,15 @@ impl docpipe_vector::VectorIndex for HookedVectorIndex {
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.count(d, r).await
     }
-    async fn doc_runs(&self) -> Result<docpipe_vector::DocRuns, docpipe_vector::VectorError> {
-        self.inner.doc_runs().await
+    async fn chunk_page(
+        &self,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<docpipe_vector::ChunkKey>, docpipe_vector::VectorError> {
+        let page = self.inner.chunk_page(after, limit).await?;
+        self.listed
+            .fetch_add(page.len(), std::sync::atomic::Ordering::SeqCst);
+        Ok(page)
     }
     async fn search(
         &self,

@@ -65,6 +65,17 @@ pub struct VectorHit {
 /// doc_id → run_id → vectors of that run.
 pub type DocRuns = std::collections::BTreeMap<String, std::collections::BTreeMap<i64, usize>>;
 
+/// Where a vector belongs, as a listing of the collection gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkKey {
+    pub chunk_id: String,
+    pub doc_id: String,
+    pub run_id: i64,
+}
+
+/// The largest page [`VectorIndex::chunk_page`] gives (Milvus 2.3's `maxQueryResultWindow`).
+pub const MAX_CHUNK_PAGE: usize = 16_384;
+
 /// The narrow interface the pipeline stages and the API use, so they can be tested without a
 /// vector database.
 #[async_trait::async_trait]
@@ -93,6 +104,15 @@ pub trait VectorIndex: Send + Sync {
     /// Deletes the vectors of one run of a document.
     async fn delete_run(&self, doc_id: &str, run_id: i64) -> Result<(), VectorError>;
 
+    /// Deletes the vectors of one run of a document from chunk `from_chunk` on (its
+    /// `chunk_index`): what an index attempt inserted past the progress it recorded.
+    async fn delete_run_from(
+        &self,
+        doc_id: &str,
+        run_id: i64,
+        from_chunk: i64,
+    ) -> Result<(), VectorError>;
+
     /// Deletes the document's vectors of every run up to and including `max_run`. Run ids only
     /// grow, so a background job that read PostgreSQL when `max_run` was the newest run can never
     /// remove what a run opened after that wrote.
@@ -102,10 +122,19 @@ pub trait VectorIndex: Send + Sync {
     /// sees every write acknowledged before the call.
     async fn count(&self, doc_id: &str, run_id: Option<i64>) -> Result<usize, VectorError>;
 
-    /// How many vectors each run of each document holds, documents sorted (for a reconcile job):
-    /// one pass through the whole collection, so it is meant for background jobs, not request
-    /// paths.
-    async fn doc_runs(&self) -> Result<DocRuns, VectorError>;
+    /// One page of the collection in chunk-id order: at most `limit` (capped at
+    /// [`MAX_CHUNK_PAGE`]) vectors whose chunk id sorts after `after` (from the start when it is
+    /// empty). A page shorter than `limit` is the last. A missing collection has no pages. What a
+    /// background job that pages through the collection across runs reads, one bounded page at a
+    /// time, with the last chunk id as its cursor.
+    async fn chunk_page(&self, after: &str, limit: usize) -> Result<Vec<ChunkKey>, VectorError>;
+
+    /// How many vectors each run of each document holds, documents sorted: every page of the
+    /// whole collection, held at once, so it is for tools and tests, not for request paths or a
+    /// scheduled job (the sweeper's reconcile pages with [`VectorIndex::chunk_page`]).
+    async fn doc_runs(&self) -> Result<DocRuns, VectorError> {
+        doc_runs_in_pages(self, MAX_CHUNK_PAGE).await
+    }
 
     /// The `top_k` nearest chunks to `vector` that pass `filters`, best first.
     async fn search(
@@ -114,4 +143,30 @@ pub trait VectorIndex: Send + Sync {
         top_k: usize,
         filters: &SearchFilters,
     ) -> Result<Vec<VectorHit>, VectorError>;
+}
+
+/// [`VectorIndex::doc_runs`] by pages of `page` vectors.
+pub async fn doc_runs_in_pages<I: VectorIndex + ?Sized>(
+    index: &I,
+    page: usize,
+) -> Result<DocRuns, VectorError> {
+    let page = page.clamp(1, MAX_CHUNK_PAGE);
+    let mut docs = DocRuns::new();
+    let mut after = String::new();
+    loop {
+        let keys = index.chunk_page(&after, page).await?;
+        for key in &keys {
+            *docs
+                .entry(key.doc_id.clone())
+                .or_default()
+                .entry(key.run_id)
+                .or_default() += 1;
+        }
+        match keys.last() {
+            Some(last) if keys.len() == page && last.chunk_id > after => {
+                after = last.chunk_id.clone()
+            }
+            _ => return Ok(docs),
+        }
+    }
 }

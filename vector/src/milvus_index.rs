@@ -14,7 +14,7 @@ use milvus::v2::error::Error as MilvusError;
 
 use crate::error::{is_collection_missing, is_not_loaded, VectorError};
 use crate::expr::{self, quote, truncate_utf8};
-use crate::{ChunkRecord, DocRuns, SearchFilters, VectorHit, VectorIndex};
+use crate::{ChunkKey, ChunkRecord, DocRuns, SearchFilters, VectorHit, VectorIndex};
 
 const F_CHUNK_ID: &str = "chunk_id";
 const F_DOC_ID: &str = "doc_id";
@@ -613,6 +613,19 @@ impl VectorIndex for MilvusIndex {
         self.delete_where("delete_run", filter).await
     }
 
+    async fn delete_run_from(
+        &self,
+        doc_id: &str,
+        run_id: i64,
+        from_chunk: i64,
+    ) -> Result<(), VectorError> {
+        let filter = format!(
+            "{} and {F_RUN_ID} == {run_id} and {F_CHUNK_INDEX} >= {from_chunk}",
+            expr::doc_eq(doc_id)
+        );
+        self.delete_where("delete_run_from", filter).await
+    }
+
     async fn delete_runs_up_to(&self, doc_id: &str, max_run: i64) -> Result<(), VectorError> {
         let filter = format!("{} and {F_RUN_ID} <= {max_run}", expr::doc_eq(doc_id));
         self.delete_where("delete_runs_up_to", filter).await
@@ -637,49 +650,46 @@ impl VectorIndex for MilvusIndex {
         }
     }
 
+    async fn chunk_page(&self, after: &str, limit: usize) -> Result<Vec<ChunkKey>, VectorError> {
+        let limit = limit.clamp(1, MAX_QUERY_WINDOW);
+        // Milvus returns a limited query in primary-key order (2.3's query iterator relies on
+        // it), so a key cursor pages through without offsets, whose window is capped.
+        let filter = if after.is_empty() {
+            format!("{F_CHUNK_ID} >= \"\"")
+        } else {
+            format!("{F_CHUNK_ID} > {}", quote(after))
+        };
+        let Some(response) = self
+            .query(
+                "chunk_page",
+                filter,
+                &[F_CHUNK_ID, F_DOC_ID, F_RUN_ID],
+                Some(limit),
+            )
+            .await?
+        else {
+            return Ok(Vec::new());
+        };
+        let results = response.results();
+        let chunk_ids = varchar_column("chunk_page", results.get_output_field(F_CHUNK_ID))?;
+        let doc_ids = varchar_column("chunk_page", results.get_output_field(F_DOC_ID))?;
+        let run_ids = int64_column("chunk_page", results.get_output_field(F_RUN_ID))?;
+        let mut keys: Vec<ChunkKey> = chunk_ids
+            .iter()
+            .zip(doc_ids)
+            .zip(run_ids)
+            .map(|((chunk_id, doc_id), run_id)| ChunkKey {
+                chunk_id: chunk_id.clone(),
+                doc_id: doc_id.clone(),
+                run_id: *run_id,
+            })
+            .collect();
+        keys.sort_by(|a, b| a.chunk_id.cmp(&b.chunk_id));
+        Ok(keys)
+    }
+
     async fn doc_runs(&self) -> Result<DocRuns, VectorError> {
-        let page = self.options.page_size.clamp(1, MAX_QUERY_WINDOW);
-        let mut docs = DocRuns::new();
-        let mut cursor: Option<String> = None;
-        loop {
-            // Milvus returns a limited query in primary-key order (2.3's query iterator relies
-            // on it), so a key cursor pages through without offsets, whose window is capped.
-            let filter = match &cursor {
-                Some(last) => format!("{F_CHUNK_ID} > {}", quote(last)),
-                None => format!("{F_CHUNK_ID} >= \"\""),
-            };
-            let Some(response) = self
-                .query(
-                    "doc_runs",
-                    filter,
-                    &[F_CHUNK_ID, F_DOC_ID, F_RUN_ID],
-                    Some(page),
-                )
-                .await?
-            else {
-                return Ok(DocRuns::new());
-            };
-            let results = response.results();
-            let chunk_ids = varchar_column("doc_runs", results.get_output_field(F_CHUNK_ID))?;
-            let doc_ids = varchar_column("doc_runs", results.get_output_field(F_DOC_ID))?;
-            let run_ids = int64_column("doc_runs", results.get_output_field(F_RUN_ID))?;
-            for (doc, run) in doc_ids.iter().zip(run_ids) {
-                *docs
-                    .entry(doc.clone())
-                    .or_default()
-                    .entry(*run)
-                    .or_default() += 1;
-            }
-            if chunk_ids.len() < page {
-                break;
-            }
-            let last = chunk_ids.iter().max().cloned();
-            if last.is_none() || last == cursor {
-                break;
-            }
-            cursor = last;
-        }
-        Ok(docs)
+        crate::doc_runs_in_pages(self, self.options.page_size).await
     }
 
     async fn search(

@@ -58,14 +58,29 @@ impl VectorIndex for LazyMilvus {
     async fn delete_run(&self, doc_id: &str, run_id: i64) -> Result<(), VectorError> {
         self.get().await?.delete_run(doc_id, run_id).await
     }
+    async fn delete_run_from(
+        &self,
+        doc_id: &str,
+        run_id: i64,
+        from_chunk: i64,
+    ) -> Result<(), VectorError> {
+        self.get()
+            .await?
+            .delete_run_from(doc_id, run_id, from_chunk)
+            .await
+    }
     async fn delete_runs_up_to(&self, doc_id: &str, max_run: i64) -> Result<(), VectorError> {
         self.get().await?.delete_runs_up_to(doc_id, max_run).await
     }
     async fn count(&self, doc_id: &str, run_id: Option<i64>) -> Result<usize, VectorError> {
         self.get().await?.count(doc_id, run_id).await
     }
-    async fn doc_runs(&self) -> Result<docpipe_vector::DocRuns, VectorError> {
-        self.get().await?.doc_runs().await
+    async fn chunk_page(
+        &self,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<docpipe_vector::ChunkKey>, VectorError> {
+        self.get().await?.chunk_page(after, limit).await
     }
     async fn search(
         &self,

@@ -3,7 +3,7 @@
 //! Milvus, and a Milvus outage would keep them from starting at all, leaving give-ups unrecorded.
 //! A failed connection is not remembered: the next call tries again.
 
-use docpipe_vector::{DocRuns, SearchFilters, VectorError, VectorHit, VectorIndex};
+use docpipe_vector::{ChunkKey, SearchFilters, VectorError, VectorHit, VectorIndex};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -69,6 +69,18 @@ impl VectorIndex for LazyVectorIndex {
         self.index().await?.delete_run(doc_id, run_id).await
     }
 
+    async fn delete_run_from(
+        &self,
+        doc_id: &str,
+        run_id: i64,
+        from_chunk: i64,
+    ) -> Result<(), VectorError> {
+        self.index()
+            .await?
+            .delete_run_from(doc_id, run_id, from_chunk)
+            .await
+    }
+
     async fn delete_runs_up_to(&self, doc_id: &str, max_run: i64) -> Result<(), VectorError> {
         self.index().await?.delete_runs_up_to(doc_id, max_run).await
     }
@@ -77,8 +89,8 @@ impl VectorIndex for LazyVectorIndex {
         self.index().await?.count(doc_id, run_id).await
     }
 
-    async fn doc_runs(&self) -> Result<DocRuns, VectorError> {
-        self.index().await?.doc_runs().await
+    async fn chunk_page(&self, after: &str, limit: usize) -> Result<Vec<ChunkKey>, VectorError> {
+        self.index().await?.chunk_page(after, limit).await
     }
 
     async fn search(

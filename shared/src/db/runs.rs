@@ -42,6 +42,9 @@ pub struct Run {
     pub lease_renewed_at: Option<DateTime<Utc>>,
     /// Its job was decided in a commit and is not known to be on its queue yet.
     pub job_unsent: bool,
+    /// Chunks (in order) an index attempt inserted and recorded; the next attempt goes on from
+    /// there.
+    pub index_progress: i32,
 }
 
 pub const COLUMNS: &str =
@@ -50,7 +53,7 @@ pub const COLUMNS: &str =
     layout_count, structure_node_count, semantic_block_count, vector_chunk_count, chunk_count, \
     failure_stage, error_message, metadata, content_sha256, deadline_at, parse_attempts, \
     index_attempts, queued_at, visible_at, redrives, lease_owner, lease_expires_at, lease_renewed_at, \
-    job_unsent";
+    job_unsent, index_progress";
 
 impl Run {
     pub fn from_row(row: &Row) -> Run {
@@ -88,6 +91,7 @@ impl Run {
             lease_expires_at: row.get("lease_expires_at"),
             lease_renewed_at: row.get("lease_renewed_at"),
             job_unsent: row.get("job_unsent"),
+            index_progress: row.get("index_progress"),
         }
     }
 }
@@ -214,4 +218,26 @@ pub async fn job_sent(c: &impl GenericClient, run_id: i64) -> Result<(), DbError
     )
     .await?;
     Ok(())
+}
+
+/// Records that the run's first `chunks` chunks are in the vector index, if `owner` still holds
+/// its lease (a worker that lost the run records nothing). False when it does not.
+pub async fn record_index_progress(
+    c: &impl GenericClient,
+    run_id: i64,
+    owner: &str,
+    chunks: i32,
+) -> Result<bool, DbError> {
+    let updated = c
+        .execute_typed(
+            "UPDATE document_processing_runs SET index_progress = $3
+             WHERE run_id = $1 AND lease_owner = $2 AND run_status = 'running'",
+            &[
+                (&run_id, Type::INT8),
+                (&owner, Type::VARCHAR),
+                (&chunks, Type::INT4),
+            ],
+        )
+        .await?;
+    Ok(updated == 1)
 }

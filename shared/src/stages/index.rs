@@ -18,7 +18,7 @@ use crate::config::IndexConfig;
 use crate::db::cleanups::{self, Kind};
 use crate::db::keyword::{self, AnalysedDocument};
 use crate::db::transitions::{self, IndexCounts};
-use crate::db::{documents, Db, DbError};
+use crate::db::{documents, runs, Db, DbError};
 use crate::error::StageError;
 use crate::model::{DocStatus, JobMessage, Stage};
 use crate::stages::cleanup::{record_and_try, Carried, CleanupDeps};
@@ -145,15 +145,46 @@ async fn write_vectors(
     let started = Instant::now();
     let chunks = load_chunks(deps, doc_id, run_id).await?;
     let mut timings = IndexTimings::default();
-    prepare_collection(deps, doc_id, lease, &mut timings).await?;
+    let resume_from = prepare_collection(deps, doc_id, lease, &mut timings).await?;
     let keeper = LeaseKeeper {
         db: deps.db,
         lease,
         lease_for: deps.config.clock.lease,
         doc_id,
     };
-    if !embed_and_insert(deps, doc, &chunks, &keeper, &mut timings).await? {
-        return Ok(None);
+    // This delivery stops in time to record its progress and let the next one go on, rather
+    // than be killed at its timeout (which would count as a dead attempt).
+    let deadline = started + deps.config.clock.index.function_timeout.mul_f64(WORK_SHARE);
+    match embed_and_insert(
+        deps,
+        doc,
+        &chunks,
+        resume_from,
+        &keeper,
+        deadline,
+        &mut timings,
+    )
+    .await?
+    {
+        Inserted::All => {}
+        Inserted::Lost => return Ok(None),
+        Inserted::UpTo(done) => {
+            info!(
+                doc_id,
+                run_id,
+                stage = "index",
+                done,
+                total = chunks.len(),
+                "index goes on in the next delivery"
+            );
+            return Err(StageError::transient(
+                Stage::Index,
+                format!(
+                    "indexed {done} of {} chunks within this delivery's time (from chunk {resume_from}); the next delivery goes on from chunk {done}",
+                    chunks.len()
+                ),
+            ));
+        }
     }
     verify_run(deps, doc_id, lease, chunks.len(), &mut timings).await?;
     let t = Instant::now();
@@ -195,27 +226,63 @@ async fn write_vectors(
 }
 
 /// The collection exists with the embedder's dimension and model. One set of vectors per run:
-/// only a retry can find some of this run's vectors already there, from an attempt that died
-/// between its inserts and its commit, and they go first.
+/// a retry keeps what an earlier attempt of the run inserted and recorded (`index_progress`)
+/// and goes on from there; what it inserted past that (a batch that was never recorded) goes
+/// first. If Milvus does not hold exactly the recorded chunks, the attempt starts over. Returns
+/// the chunk to go on from.
 async fn prepare_collection(
     deps: &IndexDeps<'_>,
     doc_id: &str,
     lease: &HeldLease,
     timings: &mut IndexTimings,
-) -> Result<(), StageError> {
+) -> Result<usize, StageError> {
     deps.vectors
         .ensure_collection(deps.embedder.dimension(), deps.embedder.model_id())
         .await
         .map_err(classify_vector)?;
-    if lease.attempt.attempt > 1 {
-        let t = Instant::now();
+    if lease.attempt.attempt <= 1 {
+        return Ok(0);
+    }
+    let t = Instant::now();
+    let run_id = lease.run_id;
+    let client = deps.db.client().await.map_err(db_err)?;
+    let recorded = runs::get(&**client, run_id)
+        .await
+        .map_err(db_err)?
+        .map_or(0, |r| r.index_progress.max(0) as usize);
+    drop(client);
+    let mut resume_from = 0;
+    if recorded > 0 {
         deps.vectors
-            .delete_run(doc_id, lease.run_id)
+            .delete_run_from(doc_id, run_id, recorded as i64)
             .await
             .map_err(classify_vector)?;
-        timings.checks_ms += t.elapsed().as_millis();
+        let held = deps
+            .vectors
+            .count(doc_id, Some(run_id))
+            .await
+            .map_err(classify_vector)?;
+        if held == recorded {
+            resume_from = recorded;
+        } else {
+            warn!(
+                doc_id,
+                run_id,
+                recorded,
+                held,
+                stage = "index",
+                "Milvus does not hold the recorded chunks: starting over"
+            );
+        }
     }
-    Ok(())
+    if resume_from == 0 {
+        deps.vectors
+            .delete_run(doc_id, run_id)
+            .await
+            .map_err(classify_vector)?;
+    }
+    timings.checks_ms += t.elapsed().as_millis();
+    Ok(resume_from)
 }
 
 /// Every insert was acknowledged row for row. A retry also reads the run back, to be sure its
@@ -304,15 +371,41 @@ async fn load_chunks(
 
 /// Embeds the chunks batch by batch and inserts each batch. False when the lease was lost on the
 /// way and the document is gone (nobody else will remove what this attempt wrote).
+/// How far one delivery got.
+enum Inserted {
+    All,
+    /// The run was lost (deleted, superseded, taken over).
+    Lost,
+    /// Time ran short: the first this many chunks are in, and recorded.
+    UpTo(usize),
+}
+
+/// The share of the function's timeout a delivery spends inserting; the rest is for the checks,
+/// the commit, and recording where it stopped.
+const WORK_SHARE: f64 = 0.8;
+
 async fn embed_and_insert(
     deps: &IndexDeps<'_>,
     doc: &documents::Document,
     chunks: &[VectorChunk],
+    resume_from: usize,
     keeper: &LeaseKeeper<'_>,
+    deadline: Instant,
     timings: &mut IndexTimings,
-) -> Result<bool, StageError> {
+) -> Result<Inserted, StageError> {
     let tags = document_tags(doc);
-    for (batch_no, batch) in chunks.chunks(deps.config.embed_batch).enumerate() {
+    let size = deps.config.embed_batch;
+    let mut slowest = std::time::Duration::ZERO;
+    for (batch_no, batch) in chunks[resume_from.min(chunks.len())..]
+        .chunks(size)
+        .enumerate()
+    {
+        let first = resume_from + batch_no * size;
+        // Another batch only if it fits, judged by the slowest one so far.
+        if batch_no > 0 && Instant::now() + slowest > deadline {
+            return Ok(Inserted::UpTo(first));
+        }
+        let batch_started = Instant::now();
         let texts: Vec<String> = batch.iter().map(embedding_text).collect();
         let t = Instant::now();
         let vectors = deps
@@ -322,7 +415,7 @@ async fn embed_and_insert(
             .map_err(classify_embed)?;
         timings.embed_ms += t.elapsed().as_millis();
         if !keeper.still_held().await? {
-            return Ok(false);
+            return Ok(Inserted::Lost);
         }
         if vectors.len() != batch.len() {
             return Err(StageError::failed(
@@ -334,7 +427,6 @@ async fn embed_and_insert(
                 ),
             ));
         }
-        let first = batch_no * deps.config.embed_batch;
         let records = chunk_records(doc, keeper.lease.run_id, first, batch, vectors, &tags);
         let t = Instant::now();
         deps.vectors
@@ -342,8 +434,17 @@ async fn embed_and_insert(
             .await
             .map_err(classify_vector)?;
         timings.insert_ms += t.elapsed().as_millis();
+        let done = (first + batch.len()) as i32;
+        let client = deps.db.client().await.map_err(db_err)?;
+        if !runs::record_index_progress(&**client, keeper.lease.run_id, &keeper.lease.owner, done)
+            .await
+            .map_err(db_err)?
+        {
+            return Ok(Inserted::Lost);
+        }
+        slowest = slowest.max(batch_started.elapsed());
     }
-    Ok(true)
+    Ok(Inserted::All)
 }
 
 /// A worker that lost the run must not write another vector: the keeper confirms the lease right
