@@ -383,6 +383,141 @@ async fn the_reconcile_never_takes_the_current_runs_artifacts() {
     p.cleanup().await;
 }
 
+/// The sweeper's reconcile reads a bounded page of each listing per sweep and goes on where the
+/// last sweep stopped (its cursors are in PostgreSQL): no sweep reads more than its budget,
+/// orphans past the first page are found a few sweeps later, and past the end the cursor starts
+/// over. Before, every sweep read the whole collection and every artifact key at once.
+#[tokio::test]
+async fn the_sweepers_reconcile_pages_through_the_collection_and_the_artifacts_across_sweeps() {
+    use docpipe::reconcile::{self, Budget};
+    use docpipe_tests::HookedObjectStore;
+    use std::sync::atomic::Ordering;
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let mut docs = Vec::new();
+    for (name, text) in laws(3) {
+        docs.push(
+            p.ingest_indexed(&format!("uploads/{name}"), text.as_bytes())
+                .await,
+        );
+    }
+    // The document whose vectors come last in the collection loses its row.
+    docs.sort_by(|a, b| a.doc_id.cmp(&b.doc_id));
+    let orphan = docs.pop().unwrap().doc_id;
+    p.db.client()
+        .await
+        .execute_typed(
+            "DELETE FROM documents WHERE doc_id = $1",
+            &[(&orphan, docpipe::db::Type::VARCHAR)],
+        )
+        .await
+        .unwrap();
+    // An artifact nobody recorded, after every other key.
+    let stray = "artifacts/zz-gone/999999/layouts.json";
+    p.aws.put(stray, b"{}").await;
+    let before: usize = docs.iter().map(|d| d.chunk_count as usize).sum();
+    assert!(before >= 20, "the kept documents hold {before} vectors");
+
+    let vectors = HookedVectorIndex::new(p.milvus.clone());
+    let objects = HookedObjectStore::new(p.store.objects.clone());
+    let budget = Budget {
+        vector_page: 10,
+        vector_pages: 1,
+        artifact_page: 3,
+        artifact_pages: 1,
+    };
+    let mut sweeps = 0;
+    let mut found = reconcile::Report::default();
+    loop {
+        let (listed, keys) = (
+            vectors.listed.load(Ordering::SeqCst),
+            objects.keys_listed.load(Ordering::SeqCst),
+        );
+        let r = reconcile::sweep(&p.db.db, &objects, &vectors, &p.aws.bucket, 200, budget)
+            .await
+            .unwrap();
+        sweeps += 1;
+        let (listed, keys) = (
+            vectors.listed.load(Ordering::SeqCst) - listed,
+            objects.keys_listed.load(Ordering::SeqCst) - keys,
+        );
+        assert!(
+            listed <= 10 && keys <= 3,
+            "sweep {sweeps} read {listed} vectors and {keys} artifact keys (budget 10 and 3)"
+        );
+        assert_eq!((r.vectors_read, r.artifacts_read), (listed, keys));
+        if sweeps == 1 {
+            assert!(
+                r.orphan_vector_docs.is_empty() && r.orphan_artifacts.is_empty(),
+                "the first page holds neither orphan: {r:?}"
+            );
+            let cursor = reconcile::read_cursor(
+                &p.db.db,
+                &reconcile::vector_cursor_name(p.milvus.collection()),
+            )
+            .await
+            .unwrap();
+            assert!(!cursor.position.is_empty() && cursor.passes == 0);
+        }
+        found.orphan_vector_docs.extend(r.orphan_vector_docs);
+        found.orphan_artifacts.extend(r.orphan_artifacts);
+        let passes = |name: String| {
+            let db = &p.db.db;
+            async move { reconcile::read_cursor(db, &name).await.unwrap().passes }
+        };
+        if passes(reconcile::vector_cursor_name(p.milvus.collection())).await >= 1
+            && passes(reconcile::artifact_cursor_name(&p.aws.bucket)).await >= 1
+        {
+            break;
+        }
+        assert!(sweeps < 100, "the cursors never went round");
+    }
+    assert!(sweeps > 2, "{sweeps} sweeps");
+    assert_eq!(found.orphan_vector_docs, vec![orphan.clone()]);
+    assert!(
+        p.aws.keys(&format!("artifacts/{orphan}/")).await.is_empty(),
+        "the orphan's artifacts went"
+    );
+    assert_eq!(
+        found.orphan_artifacts.len(),
+        5,
+        "{:?}",
+        found.orphan_artifacts
+    );
+    assert!(found
+        .orphan_artifacts
+        .iter()
+        .all(|k| k.starts_with(&format!("artifacts/{orphan}/")) || k == stray));
+    assert_eq!(p.milvus.count(&orphan, None).await.unwrap(), 0);
+    assert!(p.aws.keys("artifacts/zz-gone/").await.is_empty());
+    for d in &docs {
+        assert_eq!(
+            p.milvus.count(&d.doc_id, None).await.unwrap(),
+            d.chunk_count as usize,
+            "what PostgreSQL vouches for stays"
+        );
+        assert_eq!(
+            p.aws.keys(&format!("artifacts/{}/", d.doc_id)).await.len(),
+            4
+        );
+    }
+    // The sweeper's housekeeping goes the same way: from the cursor, within its budget.
+    let kept = docpipe::stages::housekeeping::housekeeping(
+        &docpipe::stages::housekeeping::HousekeepingDeps {
+            db: &p.db.db,
+            objects: &objects,
+            vectors: &vectors,
+            bucket: &p.aws.bucket,
+            clock: &p.aws.clock,
+        },
+        200,
+    )
+    .await;
+    assert!(kept.problems.is_empty(), "{:?}", kept.problems);
+    assert!(kept.reconciled.is_clean(), "{:?}", kept.reconciled);
+    assert!(kept.reconciled.vectors_read <= Budget::SWEEP.vector_page * Budget::SWEEP.vector_pages);
+    p.cleanup().await;
+}
+
 /// The offline default embedder end to end: Chinese and cross-lingual English queries find the law.
 #[cfg(feature = "e5")]
 #[tokio::test]

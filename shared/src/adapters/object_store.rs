@@ -87,6 +87,16 @@ pub trait ObjectStore: Send + Sync {
     /// The keys under `prefix`.
     async fn list(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, StorageError>;
 
+    /// One page of the keys under `prefix`, in key order: at most `limit` (S3 gives at most 1,000)
+    /// that sort after `start_after` (from the first when it is empty), and whether more follow.
+    async fn list_page(
+        &self,
+        bucket: &str,
+        prefix: &str,
+        start_after: &str,
+        limit: usize,
+    ) -> Result<(Vec<String>, bool), StorageError>;
+
     /// A URL that lets its holder PUT this one object until it expires.
     async fn presign_put(
         &self,
@@ -376,6 +386,34 @@ impl ObjectStore for S3ObjectStore {
                 _ => return Ok(keys),
             }
         }
+    }
+
+    async fn list_page(
+        &self,
+        bucket: &str,
+        prefix: &str,
+        start_after: &str,
+        limit: usize,
+    ) -> Result<(Vec<String>, bool), StorageError> {
+        let mut request = self
+            .client
+            .list_objects_v2()
+            .bucket(bucket)
+            .prefix(prefix)
+            .max_keys(limit.clamp(1, 1_000) as i32);
+        if !start_after.is_empty() {
+            request = request.start_after(start_after);
+        }
+        let out = request.send().await.map_err(|e| {
+            access_denied(&e, bucket, prefix, "ListObjectsV2")
+                .unwrap_or_else(|| unavailable("ListObjectsV2", e.into_service_error()))
+        })?;
+        let keys = out
+            .contents()
+            .iter()
+            .filter_map(|o| o.key().map(String::from))
+            .collect();
+        Ok((keys, out.is_truncated() == Some(true)))
     }
 
     async fn presign_put(

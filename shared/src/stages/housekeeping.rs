@@ -2,7 +2,8 @@
 //! anyone running a command. Each pass is bounded, and what it did is reported as a metric.
 //!
 //! 1. The clean-up outbox: removals a stage or a delete decided on but could not finish.
-//! 2. The reconcile: vectors and artifacts PostgreSQL does not vouch for, whatever left them.
+//! 2. The reconcile: vectors and artifacts PostgreSQL does not vouch for, whatever left them; a
+//!    few pages of the collection and of the artifacts a pass, going on where the last stopped.
 //! 3. Tombstones older than any notification can wait (twice the queue's retention).
 //! 4. Keyword rows for documents indexed without them (before the keyword index existed) or by an
 //!    older analyzer, rebuilt from PostgreSQL a few documents a pass: an upgrade needs no command.
@@ -66,13 +67,13 @@ pub async fn housekeeping(deps: &HousekeepingDeps<'_>, limit: usize) -> Housekee
             .problems
             .push(format!("clean-ups: {}", crate::error::chain(&e))),
     }
-    match reconcile::reconcile(
+    match reconcile::sweep(
         deps.db,
         deps.objects,
         deps.vectors,
         deps.bucket,
-        true,
         limit,
+        reconcile::Budget::SWEEP,
     )
     .await
     {
