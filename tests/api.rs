@@ -1325,6 +1325,16 @@ fn registrations_that_fail_validation() -> Vec<(Value, &'static str, &'static st
             "regulation type wider than its column",
         ),
         (
+            json!({"file_name": "a.md", "regulation_type": "类".repeat(43)}),
+            "validation-failed",
+            "regulation type wider than the vector index's 128 bytes",
+        ),
+        (
+            json!({"file_name": "a.md", "version": "版".repeat(22)}),
+            "validation-failed",
+            "version wider than the vector index's 64 bytes",
+        ),
+        (
             json!({"file_name": "a.md", "doc_name": "名".repeat(513)}),
             "validation-failed",
             "doc name wider than its column",

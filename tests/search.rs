@@ -24,11 +24,15 @@ fn question_law(name: &str, part: &str) -> (String, Vec<u8>) {
     (file, body)
 }
 
+/// Indexes a law and waits until dense search sees it.
 async fn ingest_law(p: &Pipeline, name: &str, part: &str) -> String {
     let (file, body) = question_law(name, part);
-    p.ingest_indexed(&format!("uploads/laws/{file}"), &body)
+    let doc_id = p
+        .ingest_indexed(&format!("uploads/laws/{file}"), &body)
         .await
-        .doc_id
+        .doc_id;
+    p.wait_searchable(&doc_id).await;
+    doc_id
 }
 
 /// The keyword index's own bookkeeping: every posting counted once in `keyword_terms`, every
@@ -513,5 +517,106 @@ async fn a_two_thousand_character_query_reads_the_postings_of_at_most_the_capped
         Some(labour.as_str())
     );
     drop(client);
+    p.cleanup().await;
+}
+
+/// Uploads, stores and parses `body`; gives the document `regulation_type` before its index stage
+/// copies it into every vector; indexes it.
+async fn indexed_with_type(p: &Pipeline, key: &str, body: &[u8], regulation_type: &str) -> String {
+    let job = p.parsed(key, body).await;
+    p.db.client()
+        .await
+        .execute_typed(
+            "UPDATE documents SET regulation_type = $2 WHERE doc_id = $1",
+            &[
+                (&job.doc_id, docpipe::db::Type::VARCHAR),
+                (&regulation_type, docpipe::db::Type::VARCHAR),
+            ],
+        )
+        .await
+        .unwrap();
+    docpipe::stages::index::index_job(&p.index.deps(), &job)
+        .await
+        .expect("index");
+    assert_eq!(p.doc(&job.doc_id).await.unwrap().status, DocStatus::Indexed);
+    p.wait_searchable(&job.doc_id).await;
+    job.doc_id
+}
+
+/// Milvus keeps a regulation type in 128 bytes, 42 CJK characters: one of 50 (registration
+/// refuses it now, but the column holds 128 characters and the legacy import brings what it holds)
+/// is stored cut. A filter on it finds its document's chunks in every mode, and only that
+/// document's. Before, the dense side compared the whole value with the cut one and found nothing.
+#[tokio::test]
+async fn a_long_cjk_regulation_type_filters_in_every_mode() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let long = "地方性法规".repeat(10);
+    assert_eq!(long.chars().count(), 50);
+    assert!(long.len() > docpipe_vector::limits::REGULATION_TYPE_BYTES);
+    let (file, body) = question_law("劳动合同法", "");
+    let labour = indexed_with_type(&p, &format!("uploads/laws/{file}"), &body, &long).await;
+    let (file, body) = question_law("民法典", "婚姻家庭编");
+    let marriage = indexed_with_type(&p, &format!("uploads/laws/{file}"), &body, "法律").await;
+    let query = "解除劳动合同 离婚 财产";
+    for mode in MODES {
+        for (regulation_type, doc) in [(long.as_str(), &labour), ("法律", &marriage)] {
+            let filters = Filters {
+                regulation_type: Some(regulation_type.to_string()),
+                ..Filters::default()
+            };
+            let r = p.search(query, 20, mode, &filters).await;
+            assert!(
+                !r.hits.is_empty(),
+                "{mode:?}: the filter {regulation_type} finds its document"
+            );
+            assert!(r.hits.iter().all(|h| &h.doc_id == doc), "{mode:?}");
+            if mode == Mode::Dense {
+                assert!(r.hits.iter().all(|h| h.dense_rank.is_some()), "{mode:?}");
+            }
+        }
+    }
+    p.cleanup().await;
+}
+
+/// Milvus keeps a chunk's section title in 512 bytes, 170 CJK characters: a heading of 200 is
+/// stored cut. Its chunks are still vouched for and mapped to their block, whose whole title the
+/// hit shows. Before, the check compared the cut title with the block's and dropped every such hit
+/// as stale.
+#[tokio::test]
+async fn a_heading_longer_than_the_vector_index_holds_keeps_its_hits() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let heading = format!("关于{}的规定", "湿地生态保护与修复".repeat(22));
+    assert!(heading.chars().count() > 200);
+    assert!(heading.len() > docpipe_vector::limits::SECTION_TITLE_BYTES);
+    let body = "湿地保护应当坚持保护优先、严格管理、系统治理、科学修复、合理利用的原则。\n\n\
+                县级以上人民政府应当将湿地保护纳入国民经济和社会发展规划。";
+    let text =
+        format!("# 湿地条例\n\n## {heading}\n\n{body}\n\n## 附则\n\n本条例自公布之日起施行。\n");
+    let doc = p
+        .ingest_indexed("uploads/wetland.md", text.as_bytes())
+        .await
+        .doc_id;
+    p.wait_searchable(&doc).await;
+    let stored: Vec<String> =
+        p.db.column_for_doc(
+            "SELECT section_title FROM semantic_blocks WHERE doc_id = $1 ORDER BY id",
+            &doc,
+        )
+        .await;
+    assert!(
+        stored.contains(&heading),
+        "the block has the whole heading: {stored:?}"
+    );
+    for mode in [Mode::Dense, Mode::Hybrid] {
+        let r = p.search(body, 5, mode, &Filters::default()).await;
+        assert_eq!(r.stale_dropped, 0, "{mode:?}: no hit refused");
+        let hit = r
+            .hits
+            .iter()
+            .find(|h| h.section_path.last() == Some(&heading))
+            .unwrap_or_else(|| panic!("{mode:?}: the long heading's article: {:?}", cited(&r)));
+        assert!(hit.dense_rank.is_some(), "{mode:?}: found by its vector");
+        assert!(hit.article_excerpt.contains("保护优先"));
+    }
     p.cleanup().await;
 }

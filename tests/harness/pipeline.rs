@@ -141,6 +141,38 @@ impl Pipeline {
         self.aws.drain(&self.aws.index_queue, 100).await;
     }
 
+    /// Waits until a dense search sees the document's vectors. Search reads Milvus with Bounded
+    /// consistency (what the API uses: it does not wait for the newest writes), so vectors
+    /// inserted in the last few seconds (Milvus's graceful time, 5 s by default) may not be found
+    /// yet; a test that requires dense hits waits for them first.
+    pub async fn wait_searchable(&self, doc_id: &str) {
+        let probe = self
+            .index
+            .embedder
+            .embed_query("searchable")
+            .await
+            .expect("embed a probe");
+        let filters = docpipe_vector::SearchFilters {
+            doc_ids: vec![doc_id.to_string()],
+            ..Default::default()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let hits =
+                docpipe_vector::VectorIndex::search(self.milvus.as_ref(), &probe, 1, &filters)
+                    .await
+                    .expect("dense search");
+            if !hits.is_empty() {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{doc_id}: its vectors were not searchable within 30 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
     /// The delete stage's dependencies, over this pipeline's stores.
     pub fn delete_deps(&self) -> docpipe::stages::delete::DeleteDeps<'_> {
         docpipe::stages::delete::DeleteDeps {

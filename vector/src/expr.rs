@@ -32,23 +32,30 @@ pub(crate) fn doc_eq(doc_id: &str) -> String {
     format!("doc_id == {}", quote(doc_id))
 }
 
-/// `None` when no filter applies: Milvus treats an empty expression as "everything".
+/// `None` when no filter applies: Milvus treats an empty expression as "everything". Each value
+/// is cut to its field's byte limit as an insert cuts what it stores, so a value longer than the
+/// field still finds its chunks; the caller's check against PostgreSQL then compares it whole.
 pub(crate) fn search_filter(filters: &SearchFilters) -> Option<String> {
+    use crate::limits::{REGULATION_TYPE_BYTES, TAG_BYTES, VERSION_BYTES};
     let mut parts = Vec::new();
     if !filters.doc_ids.is_empty() {
         parts.push(format!("doc_id in {}", quoted_list(&filters.doc_ids)));
     }
     if let Some(regulation_type) = &filters.regulation_type {
-        parts.push(format!("regulation_type == {}", quote(regulation_type)));
+        let stored = truncate_utf8(regulation_type, REGULATION_TYPE_BYTES);
+        parts.push(format!("regulation_type == {}", quote(stored)));
     }
     if let Some(version) = &filters.version {
-        parts.push(format!("version == {}", quote(version)));
+        let stored = truncate_utf8(version, VERSION_BYTES);
+        parts.push(format!("version == {}", quote(stored)));
     }
     if !filters.tags.is_empty() {
-        parts.push(format!(
-            "array_contains_any(tags, {})",
-            quoted_list(&filters.tags)
-        ));
+        let tags: Vec<String> = filters
+            .tags
+            .iter()
+            .map(|t| truncate_utf8(t, TAG_BYTES).to_string())
+            .collect();
+        parts.push(format!("array_contains_any(tags, {})", quoted_list(&tags)));
     }
     if parts.is_empty() {
         None
@@ -60,7 +67,7 @@ pub(crate) fn search_filter(filters: &SearchFilters) -> Option<String> {
 /// The longest prefix of `value` that fits in `max_bytes` without splitting a UTF-8 character
 /// (Milvus measures VarChar `max_length` in bytes, and rejects the whole batch if one value
 /// is over).
-pub(crate) fn truncate_utf8(value: &str, max_bytes: usize) -> &str {
+pub fn truncate_utf8(value: &str, max_bytes: usize) -> &str {
     if value.len() <= max_bytes {
         return value;
     }
@@ -104,6 +111,26 @@ mod tests {
             r#"doc_id in ["d1", "d2"] and regulation_type == "law" and version == "2024" and array_contains_any(tags, ["a", "b\""])"#
         );
         assert_eq!(search_filter(&SearchFilters::default()), None);
+    }
+
+    #[test]
+    fn filter_values_are_cut_as_the_insert_cuts_them() {
+        let long = "地".repeat(50); // 150 bytes, over regulation_type's 128
+        let filters = SearchFilters {
+            regulation_type: Some(long.clone()),
+            version: Some("版".repeat(30)),
+            tags: vec!["签".repeat(30)],
+            ..SearchFilters::default()
+        };
+        assert_eq!(
+            search_filter(&filters).unwrap(),
+            format!(
+                r#"regulation_type == "{}" and version == "{}" and array_contains_any(tags, ["{}"])"#,
+                "地".repeat(42),
+                "版".repeat(21),
+                "签".repeat(21)
+            )
+        );
     }
 
     #[test]

@@ -9,6 +9,27 @@ mod expr;
 mod milvus_index;
 
 pub use error::{BoxError, VectorError};
+pub use expr::truncate_utf8 as cut_to_bytes;
+
+/// The collection's text limits, in bytes of UTF-8: Milvus measures a VarChar's `max_length` in
+/// bytes, not characters (a CJK character is 3), and refuses a whole insert batch over it. A
+/// longer value is cut at a character boundary on insert ([`cut_to_bytes`]), so whatever compares
+/// a stored value with its source (a search filter, the check of a hit against PostgreSQL) must
+/// cut the source the same way, or compare by prefix.
+pub mod limits {
+    pub const ID_BYTES: usize = 128;
+    pub const DOC_NAME_BYTES: usize = 512;
+    /// 42 CJK characters.
+    pub const REGULATION_TYPE_BYTES: usize = 128;
+    /// 21 CJK characters.
+    pub const VERSION_BYTES: usize = 64;
+    pub const SECTION_PATH_BYTES: usize = 2048;
+    /// 170 CJK characters.
+    pub const SECTION_TITLE_BYTES: usize = 512;
+    pub const TEXT_BYTES: usize = 8192;
+    pub const TAGS: usize = 32;
+    pub const TAG_BYTES: usize = 64;
+}
 pub use milvus_index::{MilvusIndex, MilvusOptions, ReadConsistency};
 
 /// One chunk as stored in the index. String fields longer than the schema allows are cut at a

@@ -32,15 +32,12 @@ const F_TAGS: &str = "tags";
 const F_EMBEDDING: &str = "embedding";
 
 // Byte limits, as Milvus counts VarChar max_length in bytes.
-const MAX_ID: usize = 128;
-const MAX_DOC_NAME: usize = 512;
-const MAX_REGULATION_TYPE: usize = 128;
-const MAX_VERSION: usize = 64;
-const MAX_SECTION_PATH: usize = 2048;
-const MAX_SECTION_TITLE: usize = 512;
-const MAX_TEXT: usize = 8192;
-const MAX_TAGS: usize = 32;
-const MAX_TAG: usize = 64;
+use crate::limits::{
+    DOC_NAME_BYTES as MAX_DOC_NAME, ID_BYTES as MAX_ID,
+    REGULATION_TYPE_BYTES as MAX_REGULATION_TYPE, SECTION_PATH_BYTES as MAX_SECTION_PATH,
+    SECTION_TITLE_BYTES as MAX_SECTION_TITLE, TAGS as MAX_TAGS, TAG_BYTES as MAX_TAG,
+    TEXT_BYTES as MAX_TEXT, VERSION_BYTES as MAX_VERSION,
+};
 
 const HNSW_M: &str = "16";
 const HNSW_EF_CONSTRUCTION: &str = "200";

@@ -3,6 +3,7 @@
 
 use super::{DbError, Type};
 use crate::search::Filters;
+use docpipe_vector::limits;
 use tokio_postgres::GenericClient;
 
 /// A chunk that search found, as Milvus describes it.
@@ -31,6 +32,10 @@ impl<'a> ChunkPlace<'a> {
 /// Blocks are found by the indexed (doc_id, section_title) pair; when several blocks share a
 /// title, the one with the same path and then the one containing the chunk's text wins. One round
 /// trip: the authority check and the mapping are one statement.
+///
+/// The vector index holds a title and a path cut to its byte limits (a heading over 170 CJK
+/// characters); a hit's title or path that long may be a cut one, and is matched as a prefix of
+/// the block's, character for character (the cut keeps whole characters).
 pub async fn live_blocks_of_chunks(
     c: &impl GenericClient,
     chunks: &[ChunkPlace<'_>],
@@ -42,22 +47,43 @@ pub async fn live_blocks_of_chunks(
     let runs: Vec<i64> = chunks.iter().map(|c| c.run_id).collect();
     let titles: Vec<&str> = chunks.iter().map(|c| c.section_title).collect();
     let paths: Vec<&str> = chunks.iter().map(|c| c.section_path).collect();
+    let titles_cut: Vec<bool> = chunks
+        .iter()
+        .map(|c| may_be_cut(c.section_title, limits::SECTION_TITLE_BYTES))
+        .collect();
+    let paths_cut: Vec<bool> = chunks
+        .iter()
+        .map(|c| may_be_cut(c.section_path, limits::SECTION_PATH_BYTES))
+        .collect();
     // A prefix picks the block as surely as the whole chunk does (a chunk is cut from one
     // block's text), at a tenth of the bytes sent.
     let texts: Vec<&str> = chunks.iter().map(|c| char_prefix(c.text, 48)).collect();
+    // A title the index did not cut is looked up by the (doc_id, section_title) index; a cut
+    // one (rare) reads its document's blocks.
     let rows = c
         .query_typed(
             "SELECT u.ord, b.id
-             FROM UNNEST($1::varchar[], $2::int8[], $3::varchar[], $4::text[], $5::text[])
-                  WITH ORDINALITY AS u(doc, run, title, path, txt, ord)
+             FROM UNNEST($1::varchar[], $2::int8[], $3::varchar[], $4::text[], $5::text[],
+                         $6::bool[], $7::bool[])
+                  WITH ORDINALITY AS u(doc, run, title, path, txt, title_cut, path_cut, ord)
              JOIN documents d ON d.doc_id = u.doc AND d.current_run_id = u.run
                              AND d.status = 'indexed' AND d.deleting_at IS NULL
              CROSS JOIN LATERAL (
-                 SELECT sb.id FROM semantic_blocks sb
-                 WHERE sb.doc_id = u.doc AND sb.section_title = u.title
-                 ORDER BY (array_to_string(ARRAY(SELECT jsonb_array_elements_text(sb.section_path)),
-                                           ' > ') = u.path) DESC,
-                          (strpos(sb.text, u.txt) > 0) DESC, sb.id
+                 SELECT m.id FROM (
+                     SELECT sb.id, sb.section_path, sb.text FROM semantic_blocks sb
+                     WHERE sb.doc_id = u.doc AND sb.section_title = u.title AND NOT u.title_cut
+                     UNION ALL
+                     SELECT sb.id, sb.section_path, sb.text FROM semantic_blocks sb
+                     WHERE u.title_cut AND sb.doc_id = u.doc
+                       AND left(sb.section_title, char_length(u.title)) = u.title
+                 ) m
+                 CROSS JOIN LATERAL (
+                     SELECT array_to_string(
+                         ARRAY(SELECT jsonb_array_elements_text(m.section_path)), ' > ') AS path
+                 ) p
+                 ORDER BY (p.path = u.path
+                           OR (u.path_cut AND left(p.path, char_length(u.path)) = u.path)) DESC,
+                          (strpos(m.text, u.txt) > 0) DESC, m.id
                  LIMIT 1) b",
             &[
                 (&docs, Type::VARCHAR_ARRAY),
@@ -65,6 +91,8 @@ pub async fn live_blocks_of_chunks(
                 (&titles, Type::VARCHAR_ARRAY),
                 (&paths, Type::TEXT_ARRAY),
                 (&texts, Type::TEXT_ARRAY),
+                (&titles_cut, Type::BOOL_ARRAY),
+                (&paths_cut, Type::BOOL_ARRAY),
             ],
         )
         .await?;
@@ -74,6 +102,12 @@ pub async fn live_blocks_of_chunks(
         out[(ord - 1) as usize] = Some(r.get(1));
     }
     Ok(out)
+}
+
+/// Whether the vector index may have cut `stored` to fit `limit` bytes: a cut keeps whole
+/// characters, so it leaves at most 3 bytes of the limit unused.
+fn may_be_cut(stored: &str, limit: usize) -> bool {
+    stored.len() + 3 >= limit
 }
 
 /// The first `n` characters of `text`.

@@ -7,6 +7,7 @@ use crate::db::{documents, transitions};
 use crate::db::{Db, DbError};
 use crate::ids;
 use crate::model::Trigger;
+use docpipe_vector::limits;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -76,12 +77,35 @@ fn check_len(field: &'static str, value: &str, max: usize) -> Result<(), Registe
     Ok(())
 }
 
+fn check_bytes(field: &'static str, value: &str, max: usize) -> Result<(), RegisterError> {
+    if value.len() > max {
+        return Err(invalid(
+            field,
+            format!(
+                "must be at most {max} bytes of UTF-8 (the vector index's limit; {} CJK \
+                 characters), got {} bytes",
+                max / 3,
+                value.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub fn validate(r: &Registration) -> Result<(), RegisterError> {
     check_file_name(&r.file_name)?;
     check_len("doc_name", &r.doc_name, 512)?;
     check_len("content_type", &r.content_type, 128)?;
     check_len("regulation_type", &r.regulation_type, 128)?;
     check_len("version", &r.version, 64)?;
+    // Every chunk's vector carries these, and search filters on them there: they must fit the
+    // vector index's fields, which count bytes (a CJK character is 3).
+    check_bytes(
+        "regulation_type",
+        &r.regulation_type,
+        limits::REGULATION_TYPE_BYTES,
+    )?;
+    check_bytes("version", &r.version, limits::VERSION_BYTES)?;
     if r.tags.len() > 32 {
         return Err(invalid("tags", "at most 32 tags"));
     }
