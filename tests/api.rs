@@ -1618,6 +1618,66 @@ async fn healthz_reports_each_dependency_and_fails_when_one_is_down() {
     api.p.cleanup().await;
 }
 
+/// A search whose vector collection does not exist is an error the API reports, not an empty
+/// dense list: once PostgreSQL has indexed documents, dense and hybrid answer 503 naming the
+/// collection (a wrong DOCPIPE_MILVUS_COLLECTION, a dropped collection), and keyword still
+/// answers. Before anything is indexed, no collection is the truth: no dense hits, no error.
+/// Before, every mode answered 200 with whatever the keyword side found.
+#[tokio::test]
+async fn a_missing_collection_is_a_503_naming_it_once_documents_are_indexed() {
+    let api = Api::new().await;
+    let (name, text) = laws(1).remove(0);
+    let sentence = law_probe(&text);
+    let search = |base: String, mode: &'static str| {
+        let http = api.http.clone();
+        let query = sentence.clone();
+        async move {
+            read(
+                http.post(format!("{base}/search"))
+                    .json(&json!({"query": query, "mode": mode}))
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await
+        }
+    };
+    let a = search(api.base.clone(), "dense").await;
+    assert_eq!(a.status, StatusCode::OK, "nothing indexed yet: {}", a.body);
+    assert_eq!(a.body["hits"], json!([]));
+
+    api.p
+        .ingest_indexed(&format!("uploads/{name}"), text.as_bytes())
+        .await;
+    let wrong = docpipe_tests::unique("t_no_such_");
+    let elsewhere = Arc::new(
+        docpipe_vector::MilvusIndex::connect(&docpipe_tests::milvus_url(), None, &wrong)
+            .await
+            .unwrap(),
+    );
+    let base = docpipe_tests::serve_state(state_for(
+        &api.p,
+        api.config.clone(),
+        ActorSource::Local,
+        elsewhere,
+    ))
+    .await;
+    for mode in ["dense", "hybrid"] {
+        let a = search(base.clone(), mode).await;
+        assert_problem(&a, 503, "service-unavailable", mode);
+        assert_eq!(a.body["collection"], wrong.as_str(), "{}", a.body);
+        assert!(
+            a.body["detail"].as_str().unwrap().contains(&wrong),
+            "{}",
+            a.body
+        );
+    }
+    let a = search(base.clone(), "keyword").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    assert!(!a.body["hits"].as_array().unwrap().is_empty());
+    api.p.cleanup().await;
+}
+
 /// `/healthz` is open to anyone, so what it costs must not be the callers' choice: however many
 /// ask, the dependencies are probed once per `HEALTH_TTL`, concurrent callers sharing one probe.
 #[tokio::test]

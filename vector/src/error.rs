@@ -20,6 +20,11 @@ pub enum VectorError {
     /// embedding model, another schema). Retrying cannot help; an operator must act.
     #[error("collection `{collection}` does not match: {detail}")]
     Mismatch { collection: String, detail: String },
+    /// A search reached a collection that does not exist: nothing was ever indexed into it, or
+    /// it is the wrong name, or it was dropped. Reported rather than answered with no hits, which
+    /// would look like a search that found nothing.
+    #[error("collection `{collection}` does not exist")]
+    MissingCollection { collection: String },
     /// The store refused the request itself (a bad expression, a value too large, a vector of
     /// the wrong length). Retrying the same request cannot help.
     #[error("vector store rejected {op}: {message}")]

@@ -157,7 +157,8 @@ pub trait VectorIndex: Send + Sync {
         doc_runs_in_pages(self, MAX_CHUNK_PAGE).await
     }
 
-    /// The `top_k` nearest chunks to `vector` that pass `filters`, best first.
+    /// The `top_k` nearest chunks to `vector` that pass `filters`, best first. A collection that
+    /// does not exist is [`VectorError::MissingCollection`], not an empty answer.
     async fn search(
         &self,
         vector: &[f32],

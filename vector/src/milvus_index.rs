@@ -500,6 +500,13 @@ impl MilvusIndex {
         }
     }
 
+    fn missing(&self) -> VectorError {
+        self.forget_ensured();
+        VectorError::MissingCollection {
+            collection: self.collection.clone(),
+        }
+    }
+
     fn batches<'a>(&self, records: &'a [ChunkRecord]) -> Vec<&'a [ChunkRecord]> {
         split_batches(
             records,
@@ -712,10 +719,7 @@ impl VectorIndex for MilvusIndex {
                 ))
             }
             Some(_) => {}
-            None => {
-                tracing::warn!(collection = %self.collection, "search on a missing collection");
-                return Ok(Vec::new());
-            }
+            None => return Err(self.missing()),
         }
         let top_k = top_k.min(MAX_QUERY_WINDOW);
         let ef = self.options.search_ef.max(top_k);
@@ -736,8 +740,7 @@ impl VectorIndex for MilvusIndex {
             .map_err(|e| VectorError::from_milvus("search", e))?;
         let search = || async { self.client.search(request.clone()).await };
         let Some(response) = self.when_loaded("search", search).await? else {
-            tracing::warn!(collection = %self.collection, "search on a missing collection");
-            return Ok(Vec::new());
+            return Err(self.missing());
         };
         match response.results().get_results().first() {
             Some(result) => hits(result),

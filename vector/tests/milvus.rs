@@ -260,6 +260,17 @@ async fn delete_other_runs_keeps_one_run_and_delete_doc_empties() {
     let missing = connect(&unique("missing")).await;
     missing.delete_doc("x").await.unwrap();
     assert_eq!(missing.count("x", None).await.unwrap(), 0);
+    assert!(missing.chunk_page("", 10).await.unwrap().is_empty());
+    // A search is told, not answered with nothing.
+    let err = missing
+        .search(&[0.5; DIM], 3, &SearchFilters::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, VectorError::MissingCollection { collection } if collection == missing.collection()),
+        "{err:?}"
+    );
+    assert!(!err.is_transient());
 }
 
 #[tokio::test]

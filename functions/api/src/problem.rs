@@ -61,6 +61,14 @@ pub enum ApiError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The vector index has no collection of the configured name, though documents are indexed:
+    /// a deployment's name is wrong or the collection was dropped. Searching it again may work
+    /// once an operator acts (or the next index creates it).
+    #[error(
+        "the vector index has no collection `{collection}`, though documents are indexed: \
+         dense search cannot answer (is DOCPIPE_MILVUS_COLLECTION right?)"
+    )]
+    MissingCollection { collection: String },
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -127,7 +135,9 @@ impl ApiError {
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable { .. } | ApiError::MissingCollection { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -145,7 +155,9 @@ impl ApiError {
             ApiError::Conflict { kind, .. } => kind,
             ApiError::PayloadTooLarge => "payload-too-large",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
-            ApiError::Unavailable { .. } => "service-unavailable",
+            ApiError::Unavailable { .. } | ApiError::MissingCollection { .. } => {
+                "service-unavailable"
+            }
             ApiError::Internal(_) => "internal",
         }
     }
@@ -160,6 +172,10 @@ impl ApiError {
             ApiError::Conflict { extra: e, .. } => extra.extend(e.clone()),
             ApiError::Unavailable { dependency, .. } => {
                 extra.insert("dependency".into(), (*dependency).into());
+            }
+            ApiError::MissingCollection { collection } => {
+                extra.insert("dependency".into(), "the vector index".into());
+                extra.insert("collection".into(), collection.clone().into());
             }
             _ => {}
         }
@@ -233,6 +249,9 @@ impl From<VectorError> for ApiError {
         match e {
             VectorError::Unavailable { .. } | VectorError::Mismatch { .. } => {
                 ApiError::unavailable("the vector index", e)
+            }
+            VectorError::MissingCollection { collection } => {
+                ApiError::MissingCollection { collection }
             }
             VectorError::Rejected { .. } => ApiError::Internal(Box::new(e)),
         }

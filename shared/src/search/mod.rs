@@ -414,7 +414,7 @@ async fn dense_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<DenseRank
     // Chunks, not articles: a long article has several, so this gives fewer articles than
     // CANDIDATES. Twice as many chunks found the same articles in the top 10 and 50 of the
     // questions benchmark and cost 1-2.6 ms more (the vector search and its check both grow).
-    let raw = deps
+    let raw = match deps
         .vectors
         .search(
             &vector,
@@ -426,7 +426,16 @@ async fn dense_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<DenseRank
                 tags: q.filters.tags.clone(),
             },
         )
-        .await?;
+        .await
+    {
+        Ok(raw) => raw,
+        // Nothing indexed yet anywhere (a fresh deployment): no collection is the truth, and the
+        // dense list is empty. Once PostgreSQL says something is indexed, a missing collection
+        // is an error the caller sees (a wrong name, a dropped collection), never an empty list
+        // that reads as "nothing found".
+        Err(VectorError::MissingCollection { .. }) if !any_indexed(deps.db).await? => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
     let searched = started.elapsed();
     let places: Vec<ChunkPlace> = raw.iter().map(ChunkPlace::of).collect();
     let client = deps.db.client().await?;
@@ -458,6 +467,19 @@ async fn dense_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<DenseRank
         "dense ranking"
     );
     Ok(ranking)
+}
+
+/// Whether any document is indexed (and not being deleted).
+async fn any_indexed(db: &Db) -> Result<bool, DbError> {
+    let client = db.client().await?;
+    let row = client
+        .query_typed_one(
+            "SELECT EXISTS (SELECT 1 FROM documents
+                            WHERE status = 'indexed' AND deleting_at IS NULL)",
+            &[],
+        )
+        .await?;
+    Ok(row.get(0))
 }
 
 async fn keyword_ranking(
