@@ -1914,3 +1914,231 @@ async fn the_openapi_spec_and_the_router_name_the_same_routes() {
     }
     api.p.cleanup().await;
 }
+
+/// The routes that take no authorization: the health check, and the webhook, whose bearer token
+/// the function checks.
+const OPEN_ROUTES: [&str; 2] = ["GET /healthz", "POST /notifications/s3"];
+
+fn tagged<'a>(value: &'a serde_yaml::Value, tag: &str) -> Option<&'a serde_yaml::Value> {
+    match value {
+        serde_yaml::Value::Tagged(t) if t.tag == tag => Some(&t.value),
+        _ => None,
+    }
+}
+
+/// A value as the template writes it in flow style: `!If [UseJwt, JWT, AWS_IAM]`.
+fn yaml_text(value: &serde_yaml::Value) -> String {
+    use serde_yaml::Value;
+    match value {
+        Value::Tagged(t) => format!("{} {}", t.tag, yaml_text(&t.value)),
+        Value::Sequence(items) => format!(
+            "[{}]",
+            items.iter().map(yaml_text).collect::<Vec<_>>().join(", ")
+        ),
+        Value::String(s) => s.clone(),
+        Value::Null => "null".into(),
+        other => serde_yaml::to_string(other).unwrap().trim().to_string(),
+    }
+}
+
+/// Whether a route key (`GET /documents/{doc_id}`, `ANY /documents/{doc_id}/{proxy+}`,
+/// `$default`) takes a request, and how specifically: API Gateway picks the most specific.
+fn route_match(route_key: &str, method: &str, path: &str) -> Option<(usize, bool, bool)> {
+    if route_key == "$default" {
+        return Some((0, false, false));
+    }
+    let (m, template) = route_key.split_once(' ')?;
+    if m != "ANY" && m != method {
+        return None;
+    }
+    let (want, have): (Vec<&str>, Vec<&str>) = (
+        template.trim_matches('/').split('/').collect(),
+        path.trim_matches('/').split('/').collect(),
+    );
+    let mut literal = 0;
+    for (i, segment) in want.iter().enumerate() {
+        if segment.ends_with("+}") {
+            return (have.len() > i).then_some((literal, false, m != "ANY"));
+        }
+        let got = have.get(i)?;
+        if segment.starts_with('{') {
+            continue;
+        }
+        if segment != got {
+            return None;
+        }
+        literal += 1;
+    }
+    (want.len() == have.len()).then_some((literal + 1, true, m != "ANY"))
+}
+
+/// What is wrong with the HTTP API's authorization in a template: a route other than the two open
+/// ones that is not `AWS_IAM` or, with `AuthMode=jwt`, JWT with the template's authorizer; an
+/// open route that is not open; a way to reach a function that bypasses the routes; a route of
+/// the router that the template would serve with the wrong authorization.
+fn route_authorization_problems(template: &serde_yaml::Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let resources = template["Resources"].as_mapping().expect("Resources");
+    let expected_type = "!If [UseJwt, JWT, AWS_IAM]";
+    let expected_authorizer = "!If [UseJwt, !Ref JwtAuthorizer, !Ref AWS::NoValue]";
+    let mut routes: Vec<(String, bool)> = Vec::new();
+    for (id, resource) in resources {
+        let id = id.as_str().unwrap_or_default();
+        let kind = resource["Type"].as_str().unwrap_or_default();
+        match kind {
+            "AWS::ApiGatewayV2::Route" => {}
+            "AWS::Lambda::Url" | "AWS::Serverless::Api" | "AWS::Serverless::HttpApi" => {
+                problems.push(format!(
+                    "{id}: a {kind} is a way in that bypasses the routes"
+                ));
+                continue;
+            }
+            k if k.starts_with("AWS::ApiGateway::") => {
+                problems.push(format!("{id}: a REST API ({k}) beside the HTTP API"));
+                continue;
+            }
+            "AWS::Serverless::Function" => {
+                if let Some(events) = resource["Properties"]["Events"].as_mapping() {
+                    for (name, event) in events {
+                        let t = event["Type"].as_str().unwrap_or_default();
+                        if matches!(t, "Api" | "HttpApi") {
+                            problems.push(format!("{id}: event {name:?} of type {t} adds routes"));
+                        }
+                    }
+                }
+                if !resource["Properties"]["FunctionUrlConfig"].is_null() {
+                    problems.push(format!("{id}: a function URL bypasses the routes"));
+                }
+                continue;
+            }
+            _ => continue,
+        }
+        let p = &resource["Properties"];
+        let key = p["RouteKey"].as_str().unwrap_or_default().to_string();
+        if tagged(&p["ApiId"], "!Ref").and_then(|v| v.as_str()) != Some("HttpApi") {
+            problems.push(format!("{id} ({key}): not a route of HttpApi"));
+        }
+        let open = OPEN_ROUTES.contains(&key.as_str());
+        if open {
+            if p["AuthorizationType"].as_str() != Some("NONE") || !p["AuthorizerId"].is_null() {
+                problems.push(format!(
+                    "{id} ({key}): must be open (AuthorizationType NONE)"
+                ));
+            }
+        } else {
+            if yaml_text(&p["AuthorizationType"]) != expected_type {
+                problems.push(format!(
+                    "{id} ({key}): AuthorizationType is {}, not {expected_type}",
+                    yaml_text(&p["AuthorizationType"])
+                ));
+            }
+            if yaml_text(&p["AuthorizerId"]) != expected_authorizer {
+                problems.push(format!(
+                    "{id} ({key}): AuthorizerId is {}, not {expected_authorizer}",
+                    yaml_text(&p["AuthorizerId"])
+                ));
+            }
+        }
+        let actually_open = p["AuthorizationType"].as_str() == Some("NONE");
+        routes.push((key, actually_open));
+    }
+    for key in OPEN_ROUTES {
+        if !routes.iter().any(|(k, _)| k == key) {
+            problems.push(format!("no route {key}"));
+        }
+    }
+    if !routes.iter().any(|(k, _)| k == "$default") {
+        problems.push("no $default route: unknown paths would not reach the router".into());
+    }
+    if yaml_text(&template["Conditions"]["UseJwt"]) != "!Equals [!Ref AuthMode, jwt]" {
+        problems.push(format!(
+            "Condition UseJwt is {}",
+            yaml_text(&template["Conditions"]["UseJwt"])
+        ));
+    }
+    let mode = &template["Parameters"]["AuthMode"];
+    if mode["Default"].as_str() != Some("iam") || yaml_text(&mode["AllowedValues"]) != "[iam, jwt]"
+    {
+        problems.push(format!(
+            "AuthMode must default to iam and allow iam and jwt: {mode:?}"
+        ));
+    }
+    let jwt = &template["Resources"]["JwtAuthorizer"];
+    if jwt["Type"].as_str() != Some("AWS::ApiGatewayV2::Authorizer")
+        || jwt["Properties"]["AuthorizerType"].as_str() != Some("JWT")
+        || jwt["Condition"].as_str() != Some("UseJwt")
+    {
+        problems.push(format!(
+            "JwtAuthorizer is not the JWT authorizer of AuthMode=jwt: {jwt:?}"
+        ));
+    }
+    // Each route the router serves reaches the template route API Gateway would pick for it, and
+    // that route is open exactly when the router's route is one of the open ones.
+    for (method, path) in docpipe_api_fn::routes() {
+        let path = path.replace("{doc_id}", "doc_0123");
+        let picked = routes
+            .iter()
+            .filter_map(|(key, open)| {
+                route_match(key, method.as_str(), &path).map(|s| (s, key, open))
+            })
+            .max_by_key(|(s, _, _)| *s);
+        let want_open = OPEN_ROUTES.contains(&format!("{method} {path}").as_str());
+        match picked {
+            None => problems.push(format!("{method} {path}: no route serves it")),
+            Some((_, key, open)) if *open != want_open => problems.push(format!(
+                "{method} {path}: served by {key}, which is {}",
+                if *open { "open" } else { "signed" }
+            )),
+            Some(_) => {}
+        }
+    }
+    problems
+}
+
+/// Every route in template.yaml has the authorization it should: only `/healthz` and the
+/// token-checked webhook are open; every other route, `$default` included, is AWS_IAM, or JWT by
+/// the AuthMode condition; nothing else exposes a function; each of the router's routes reaches a
+/// template route of the right kind. The same check on altered copies of the template shows that
+/// it can fail.
+#[test]
+fn every_template_route_is_signed_except_the_health_check_and_the_webhook() {
+    let text = std::fs::read_to_string(workspace_root().join("template.yaml")).unwrap();
+    let template: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(
+        route_authorization_problems(&template),
+        Vec::<String>::new()
+    );
+
+    let mut opened = template.clone();
+    opened["Resources"]["RouteSearch"]["Properties"]["AuthorizationType"] = "NONE".into();
+    let problems = route_authorization_problems(&opened);
+    assert!(
+        problems.iter().any(|p| p.contains("POST /search")),
+        "{problems:?}"
+    );
+
+    let mut unauthorized = template.clone();
+    unauthorized["Resources"]["RouteDocument"]["Properties"]
+        .as_mapping_mut()
+        .unwrap()
+        .remove("AuthorizerId");
+    let problems = route_authorization_problems(&unauthorized);
+    assert!(
+        problems.iter().any(|p| p.contains("RouteDocument")),
+        "{problems:?}"
+    );
+
+    let mut iam_only = template.clone();
+    iam_only["Resources"]["RouteDefault"]["Properties"]["AuthorizationType"] = "AWS_IAM".into();
+    assert!(!route_authorization_problems(&iam_only).is_empty());
+
+    let mut wide_open = template.clone();
+    wide_open["Resources"]["RouteHealth"]["Properties"]["RouteKey"] = "ANY /{proxy+}".into();
+    let problems = route_authorization_problems(&wide_open);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("served by ANY /{proxy+}, which is open")),
+        "{problems:?}"
+    );
+}
