@@ -349,13 +349,33 @@ async fn assert_document_view(api: &Api, doc_id: &str, run_id: i64, text: &str) 
     assert_eq!(run["run_id"], run_id);
     assert_eq!(run["trigger_type"], "upload");
     assert_eq!(run["run_status"], "succeeded");
-    for stage in ["stored", "parsed", "indexed", "finished"] {
-        assert!(run["stages"][stage]["at"].is_string(), "{stage}: {run}");
+    // Each stage's time is from the previous stage's end (finished: from the run's start), in
+    // order, and the stages that do work take some.
+    let at = |v: &Value| {
+        chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("{run}"))).unwrap()
+    };
+    for (stage, from) in [
+        ("stored", &run["started_at"]),
+        ("parsed", &run["stages"]["stored"]["at"]),
+        ("indexed", &run["stages"]["parsed"]["at"]),
+        ("finished", &run["started_at"]),
+    ] {
+        let took = (at(&run["stages"][stage]["at"]) - at(from)).num_milliseconds();
+        assert!(took >= 0, "{stage} ends after it starts: {run}");
+        assert_eq!(run["stages"][stage]["duration_ms"], took, "{stage}: {run}");
+    }
+    for stage in ["parsed", "indexed"] {
         assert!(
-            run["stages"][stage]["duration_ms"].as_i64().unwrap() >= 0,
-            "{stage}"
+            run["stages"][stage]["duration_ms"].as_i64().unwrap() > 0,
+            "{stage} took time: {run}"
         );
     }
+    assert!(
+        run["stages"]["finished"]["duration_ms"].as_i64().unwrap()
+            >= run["stages"]["indexed"]["duration_ms"].as_i64().unwrap()
+                + run["stages"]["parsed"]["duration_ms"].as_i64().unwrap(),
+        "{run}"
+    );
     let blocks_total = run["counts"]["semantic_blocks"].as_i64().unwrap();
     assert!(blocks_total > 3, "{run}");
     assert!(run["counts"]["chunks"].as_i64().unwrap() > 0);

@@ -163,7 +163,7 @@ async fn upload_ls_status_search_tree_summary_retry_rm() {
     let chunks = status_shows_its_run(&cli, doc_id).await;
     search_finds_it(&cli, doc_id, &name).await;
     tree_nests(&cli, doc_id).await;
-    summary_counts(&cli, chunks).await;
+    summary_counts(&cli, doc_id, chunks).await;
     skip_retry_and_rm(&cli, doc_id, path_s).await;
     cli.p.cleanup().await;
 }
@@ -301,16 +301,45 @@ async fn tree_nests(cli: &Cli, doc_id: &str) {
     assert!(structure["node_count"].as_i64().unwrap() > 10);
 }
 
-/// Summary: counts, chunks and one run per stage.
-async fn summary_counts(cli: &Cli, chunks: i64) {
+/// Summary: counts, chunks and one run per stage, whose median is that run's own time in the
+/// stage, as its timestamps give it.
+async fn summary_counts(cli: &Cli, doc_id: &str, chunks: i64) {
     let summary = cli.json(&["summary"]).await;
     assert_eq!(summary["documents"], 1, "{summary}");
     assert_eq!(summary["by_status"]["indexed"], 1);
     assert_eq!(summary["chunks"], chunks);
-    for stage in ["store", "parse", "index", "total"] {
+    let run = cli.json(&["status", doc_id]).await["current_run"].clone();
+    let at = |v: &serde_json::Value| {
+        chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("{run}"))).unwrap()
+    };
+    let ms =
+        |from: &serde_json::Value, to: &serde_json::Value| (at(to) - at(from)).num_milliseconds();
+    let stages = &run["stages"];
+    let expected = [
+        ("store", ms(&run["started_at"], &stages["stored"]["at"])),
+        (
+            "parse",
+            ms(&stages["stored"]["at"], &stages["parsed"]["at"]),
+        ),
+        (
+            "index",
+            ms(&stages["parsed"]["at"], &stages["indexed"]["at"]),
+        ),
+        ("total", ms(&run["started_at"], &stages["indexed"]["at"])),
+    ];
+    for (stage, ms) in expected {
         assert_eq!(summary["stages"][stage]["runs"], 1, "{stage}: {summary}");
-        assert!(summary["stages"][stage]["median_ms"].as_i64().unwrap() >= 0);
+        assert_eq!(
+            summary["stages"][stage]["median_ms"], ms,
+            "{stage}: one run's median is its own time: {summary} {run}"
+        );
     }
+    assert!(
+        expected
+            .iter()
+            .all(|(stage, ms)| *stage == "store" || *ms > 0),
+        "parsing and indexing take time: {expected:?}"
+    );
     let text = cli.ok(&["summary"]).await;
     assert!(text.starts_with("documents  1: 1 indexed"), "{text}");
     assert!(text.contains("index   indexed − parsed"), "{text}");
