@@ -69,6 +69,35 @@ fn cited(r: &SearchResult) -> Vec<&str> {
     r.hits.iter().map(|h| h.citation.as_str()).collect()
 }
 
+/// A mode's answer has hits, and they came from the lists the mode asks for: dense hits all from
+/// the vectors, keyword hits all from BM25, hybrid hits from both lists (the hash embedder finds
+/// the nearest chunks whatever the query, so dense is never empty while anything is indexed).
+fn assert_answered(r: &SearchResult, mode: Mode, what: &str) {
+    assert!(!r.hits.is_empty(), "{what} ({mode:?}): no hits");
+    match mode {
+        Mode::Dense => assert!(
+            r.hits
+                .iter()
+                .all(|h| h.dense_rank.is_some() || h.referenced),
+            "{what} ({mode:?}): {:?}",
+            cited(r)
+        ),
+        Mode::Keyword => assert!(
+            r.hits
+                .iter()
+                .all(|h| h.keyword_rank.is_some() || h.referenced),
+            "{what} ({mode:?}): {:?}",
+            cited(r)
+        ),
+        Mode::Hybrid => assert!(
+            r.hits.iter().any(|h| h.dense_rank.is_some())
+                && r.hits.iter().any(|h| h.keyword_rank.is_some()),
+            "{what} ({mode:?}): both lists contribute: {:?}",
+            cited(r)
+        ),
+    }
+}
+
 #[tokio::test]
 async fn hits_are_articles_cited_as_lawyers_cite_them_and_a_named_article_comes_first() {
     let p = Pipeline::new(Pipeline::hash()).await;
@@ -85,6 +114,7 @@ async fn hits_are_articles_cited_as_lawyers_cite_them_and_a_named_article_comes_
             r.references.is_empty() && r.hits.iter().all(|h| !h.referenced),
             "{query}"
         );
+        assert!(!r.hits.is_empty(), "{query}: still answered, by similarity");
     }
     p.cleanup().await;
 }
@@ -126,6 +156,7 @@ async fn every_mode_answers_one_cited_hit_per_article(p: &Pipeline) {
                 &Filters::default(),
             )
             .await;
+        assert_answered(&r, mode, "经济补偿");
         let mut keys: Vec<(&str, &str)> = r
             .hits
             .iter()
@@ -189,6 +220,7 @@ async fn filters_apply_in_every_mode() {
     let query = "解除劳动合同 离婚 财产";
     for mode in MODES {
         let unfiltered = p.search(query, 20, mode, &Filters::default()).await;
+        assert_answered(&unfiltered, mode, "unfiltered");
         let docs: std::collections::BTreeSet<&str> =
             unfiltered.hits.iter().map(|h| h.doc_id.as_str()).collect();
         // The test embedder hashes words, so only the keyword side is sure to reach both.
@@ -201,7 +233,7 @@ async fn filters_apply_in_every_mode() {
                 ..Filters::default()
             };
             let r = p.search(query, 20, mode, &only).await;
-            assert!(!r.hits.is_empty(), "{mode:?}");
+            assert_answered(&r, mode, "one document");
             assert!(r.hits.iter().all(|h| &h.doc_id == doc), "{mode:?}");
         }
         let none = Filters {
@@ -264,6 +296,7 @@ async fn the_keyword_index_follows_delete_and_retry_exactly() {
         .await;
     assert!(!finds(&r, &marriage));
     p.drive(&marriage).await;
+    p.wait_searchable(&marriage).await;
     let doc = p.doc(&marriage).await.unwrap();
     assert_eq!(doc.status, DocStatus::Indexed);
     let (blocks, run) = keyword_rows(&p, &marriage).await;
@@ -282,6 +315,10 @@ async fn the_keyword_index_follows_delete_and_retry_exactly() {
     for mode in MODES {
         let r = p.search(labour_query, 50, mode, &Filters::default()).await;
         assert!(!finds(&r, &labour), "{mode:?}");
+        assert!(
+            finds(&r, &marriage),
+            "{mode:?}: the other law still answers"
+        );
         let r = p
             .search("劳动合同法第39条", 5, mode, &Filters::default())
             .await;
