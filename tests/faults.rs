@@ -161,8 +161,9 @@ async fn postgres_killed_after_the_artifact_write_and_before_the_commit() {
 
 #[tokio::test]
 async fn pgbouncer_killed_after_the_milvus_insert_and_before_the_status_update() {
-    let mut p = Pipeline::new(Pipeline::hash()).await;
-    p.index.config.clock.lease = Duration::from_secs(5);
+    let p = Pipeline::new(Pipeline::hash()).await;
+    // The template's lease, at the tests' scale: what the index stage takes.
+    let lease = p.index.config.clock.lease;
     let job = stored(&p, 1).await;
     parse_job(&p.parse.deps(), &job).await.unwrap();
     let faulty = fault_after_insert(p.milvus.clone(), 1, || stack("kill", "pgbouncer"));
@@ -173,8 +174,25 @@ async fn pgbouncer_killed_after_the_milvus_insert_and_before_the_status_update()
         .expect_err("the status update cannot happen");
     assert!(err.is_retryable(), "{err}");
     stack("up", "");
-    // The dead worker's lease runs out; the redelivery takes over, replaces the partial vectors.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // The dead worker's lease runs out (it holds it until then: the worker died renewing
+    // nothing); the redelivery takes over and replaces the partial vectors.
+    let left: Option<f64> =
+        p.db.client()
+            .await
+            .query_typed_one(
+                "SELECT EXTRACT(EPOCH FROM lease_expires_at - NOW())::float8
+             FROM document_processing_runs WHERE run_id = $1",
+                &[(&job.run_id, docpipe::db::Type::INT8)],
+            )
+            .await
+            .unwrap()
+            .get(0);
+    let left = left.unwrap_or_default();
+    assert!(
+        left <= lease.as_secs_f64(),
+        "the lease runs {left:.2} s more, at most the clock's {lease:?}"
+    );
+    tokio::time::sleep(Duration::from_secs_f64(left.max(0.0)) + lease / 10).await;
     index_until_done(&p, &job).await;
     assert_eq!(p.doc(&job.doc_id).await.unwrap().status, DocStatus::Indexed);
     assert_consistent(&p, &job.doc_id).await;

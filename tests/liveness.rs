@@ -460,17 +460,29 @@ async fn a_backlog_of_150_documents_waits_longer_than_any_lease_and_all_end_inde
 async fn an_invocation_past_its_timeout_is_stopped_and_the_document_still_ends_indexed() {
     let p = Pipeline::new(Pipeline::hash()).await;
     let marker = std::env::temp_dir().join(docpipe_tests::unique("docpipe-hang-"));
+    // The floor this test needs: a small law with the hashing embedder indexes in well under a
+    // second in a debug build.
+    let floor = 5.0;
     // The first index call blocks its thread for an hour: only killing the process ends it.
     let runner = DevRunner::spawn(
         &p,
         docpipe_tests::TEST_TIME_SCALE,
         &[
             ("DOCPIPE_HASH_HANG_ONCE", marker.display().to_string()),
-            // The floor this test needs: a small law with the hashing embedder indexes in well
-            // under a second in a debug build. The index function's scaled timeout (600 s × 0.01
-            // = 6 s) is above it, so it is the one that applies.
-            ("DOCPIPE_TIMEOUT_FLOOR_SECS", "5".into()),
+            ("DOCPIPE_TIMEOUT_FLOOR_SECS", floor.to_string()),
         ],
+    );
+    // The dev runner's clock: the template's, scaled, with this floor. The index function's
+    // timeout is the one it cuts the invocation off at.
+    let mut vars: std::collections::HashMap<_, _> =
+        docpipe_tests::clock_env(docpipe_tests::TEST_TIME_SCALE)
+            .into_iter()
+            .collect();
+    vars.insert("DOCPIPE_TIMEOUT_FLOOR_SECS".into(), floor.to_string());
+    let timeout = docpipe_tests::clock_from(vars).index.function_timeout;
+    assert!(
+        timeout.as_secs_f64() > floor,
+        "the scaled timeout ({timeout:?}), not the floor, is what applies"
     );
     let (name, text) = read_law(&law_paths()[4]);
     let key = format!("uploads/{name}");
@@ -479,9 +491,10 @@ async fn an_invocation_past_its_timeout_is_stopped_and_the_document_still_ends_i
     assert_all_indexed(&p, std::slice::from_ref(&doc_id), Duration::from_secs(180)).await;
     assert!(marker.exists(), "the hang fired");
     let log = runner.log_text();
+    let cut_off = format!("[index] timed out after {:.1} s", timeout.as_secs_f64());
     assert!(
-        log.contains("[index] timed out after 6.0 s"),
-        "the invocation was cut off: {log}"
+        log.contains(&cut_off),
+        "the invocation was cut off at the index function's timeout ({cut_off:?}): {log}"
     );
     let doc = p.doc(&doc_id).await.unwrap();
     assert_eq!(
