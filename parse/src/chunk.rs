@@ -113,6 +113,10 @@ struct Scratch {
     byte_at: Vec<usize>,
     prefix: Vec<u64>,
     ranges: Vec<(usize, usize, u64)>,
+    /// Characters examined by the scans that look for a cut (word-run ends, the budget inside a
+    /// word, the best boundary, the overlap): the chunker's work beyond the one pass that costs
+    /// the text. It must stay proportional to the text, so tests count it.
+    scanned: usize,
 }
 
 fn chunk_block_into(
@@ -126,6 +130,7 @@ fn chunk_block_into(
         byte_at,
         prefix,
         ranges,
+        scanned,
     } = scratch;
     chars.clear();
     byte_at.clear();
@@ -160,17 +165,26 @@ fn chunk_block_into(
         let fresh = u64::from(WORD_COST) + u64::from(LONG_WORD_EXTRA) * n.saturating_sub(6) as u64;
         span(a, b) - span(a, a + n) + fresh
     };
-    let run_end = |a: usize| {
+    // Where the word run that `a` is in ends. Chunks start further on each time, so the end
+    // found for one start holds for every later start inside the same run: a run is scanned once,
+    // not once per chunk cut from it (which made one long run without a break quadratic).
+    let mut known_run = (0usize, 0usize); // chars[known_run.0..known_run.1] is one word run's tail
+    let mut run_end = |a: usize, scanned: &mut usize| {
+        if (known_run.0..known_run.1).contains(&a) {
+            return known_run.1;
+        }
         let mut e = a;
         while e < chars.len() && is_word_char(chars[e]) {
             e += 1;
         }
+        *scanned += e - a;
+        known_run = (a, e);
         e
     };
 
     let mut start = skip_space(chars, 0, chars.len());
     while start < chars.len() {
-        let word_end = run_end(start);
+        let word_end = run_end(start, scanned);
         // Furthest end within budget (at least one character, so progress is guaranteed). The
         // running cost only grows, so outside a word it is a binary search.
         let mut end = start + 1;
@@ -178,6 +192,7 @@ fn chunk_block_into(
             while end < chars.len() && alone(start, word_end, end + 1) <= budget {
                 end += 1;
             }
+            *scanned += end - start;
         } else if end < chars.len() {
             let base = prefix[start];
             end += prefix[end + 1..].partition_point(|&p| p - base <= budget);
@@ -185,7 +200,7 @@ fn chunk_block_into(
         let cut = if end == chars.len() {
             end
         } else {
-            best_cut(chars, start, end, prefix, budget)
+            best_cut(chars, start, end, prefix, budget, scanned)
         };
         let trimmed_end = trim_end(chars, start, cut);
         if trimmed_end > start {
@@ -206,11 +221,11 @@ fn chunk_block_into(
                     best = Some(back);
                 }
             }
+            *scanned += cut - back;
             next = best.unwrap_or(back).max(start + 1);
         }
         start = skip_space(chars, next, chars.len());
     }
-
     out.extend(ranges.iter().enumerate().map(|(index, &(a, b, cost))| {
         let text = block.text[byte_at[a]..byte_at[b]].to_string();
         let hash = Sha256::digest(text.as_bytes());
@@ -240,7 +255,14 @@ fn chunk_block_into(
 
 /// The latest strong boundary in the second half of the window, else the latest weak one there,
 /// else a hard cut at the budget.
-fn best_cut(chars: &[char], start: usize, end: usize, prefix: &[u64], budget: u64) -> usize {
+fn best_cut(
+    chars: &[char],
+    start: usize,
+    end: usize,
+    prefix: &[u64],
+    budget: u64,
+    scanned: &mut usize,
+) -> usize {
     // The first `i` whose window `start..=i` reaches half the budget (prefix only grows).
     let first_half = prefix[start + 1..=end].partition_point(|&p| p - prefix[start] < budget / 2);
     let found = if first_half < end - start {
@@ -254,8 +276,10 @@ fn best_cut(chars: &[char], start: usize, end: usize, prefix: &[u64], budget: u6
             .rev()
             .find(|&i| i > start && boundary_strength(chars, i) >= strength)
         {
+            *scanned += end + 1 - i;
             return i;
         }
+        *scanned += end + 1 - half;
     }
     end
 }
@@ -321,6 +345,63 @@ mod tests {
             assert!(w[1].char_start < w[0].char_end, "overlap expected");
             assert!(w[1].char_start > w[0].char_start);
         }
+    }
+
+    /// Issue 29: a 30 MB upload of one line of hex digits kept parse busy for minutes, because
+    /// the end of the word run was looked for again, from each chunk's start to the end of the
+    /// run, for every chunk cut from it. The work is counted, not timed: every character the
+    /// cut-finding scans examine.
+    #[test]
+    fn one_run_without_a_break_is_scanned_in_proportion_to_its_length() {
+        for (text, cfg) in [
+            ("0123456789abcdef".repeat(25_000), ChunkConfig::default()),
+            (
+                "0123456789abcdef".repeat(2_500),
+                ChunkConfig {
+                    max_tokens: 16,
+                    overlap_tokens: 4,
+                },
+            ),
+        ] {
+            let n = text.chars().count();
+            let mut scratch = Scratch::default();
+            let mut chunks = Vec::new();
+            chunk_block_into(&block(&text), &cfg, &mut scratch, &mut chunks);
+            assert!(
+                scratch.scanned <= 6 * n,
+                "{cfg:?}: {} characters examined for {n} ({} chunks)",
+                scratch.scanned,
+                chunks.len()
+            );
+            // Still a cover of the text, each chunk within the budget and costed as its own text.
+            assert_eq!(chunks.first().map(|c| c.char_start), Some(0));
+            assert_eq!(chunks.last().map(|c| c.char_end as usize), Some(n));
+            for c in &chunks {
+                assert_eq!(c.token_estimate, estimate_tokens(&c.text));
+                assert!(c.token_estimate <= cfg.max_tokens);
+            }
+            for w in chunks.windows(2) {
+                assert!(w[0].char_start < w[1].char_start && w[1].char_start <= w[0].char_end);
+            }
+        }
+    }
+
+    /// A law's text is scanned in proportion too (its cuts are at sentence ends, mostly).
+    #[test]
+    fn ordinary_text_is_scanned_in_proportion_to_its_length() {
+        let text =
+            "第一条　本条例所称数据处理，包括数据的收集、存储、使用、加工、传输、提供、公开等。"
+                .repeat(2_000);
+        let n = text.chars().count();
+        let mut scratch = Scratch::default();
+        let mut chunks = Vec::new();
+        chunk_block_into(
+            &block(&text),
+            &ChunkConfig::default(),
+            &mut scratch,
+            &mut chunks,
+        );
+        assert!(scratch.scanned <= 6 * n, "{} for {n}", scratch.scanned);
     }
 
     #[test]
