@@ -33,7 +33,7 @@ pub use model::{
     SemanticBlock, StructureNode, VectorChunk, ARTIFACT_SCHEMA_VERSION,
 };
 pub use pdf::{pdfium_library_path, pdfium_status, PDFIUM_DEFAULT_PATH, PDFIUM_ENV};
-pub use structure::recognise_heading;
+pub use structure::{recognise_heading, MAX_TREE_DEPTH};
 
 use raw::RawDoc;
 

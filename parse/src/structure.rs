@@ -302,6 +302,14 @@ pub fn starts_strong_unit(line: &str) -> bool {
     )
 }
 
+/// The deepest a node may sit in the tree. Kinds that neither close nor rank each other (a
+/// numbered heading and a `一、` line, say) nest below whatever is open, so a hostile text that
+/// alternates them would make a tree thousands deep; every block and chunk carries its full
+/// section path, so that depth is paid again for every block (quadratic). A statute needs five
+/// levels (编 章 节 条 and an explicit title), a standard eight or so; beyond this the new node
+/// takes the place of the deepest open one, as its sibling.
+pub const MAX_TREE_DEPTH: usize = 16;
+
 struct Open {
     node: usize,
     kind: Kind,
@@ -403,6 +411,7 @@ pub fn build(layouts: &mut [LayoutBlock]) -> Tree {
         while stack.last().is_some_and(|top| closes(top, &new)) {
             stack.pop();
         }
+        stack.truncate(MAX_TREE_DEPTH - 1);
         let parent_idx = stack.last().map(|o| o.node as i32);
         let idx = nodes.len() as i32;
         nodes.push(StructureNode {
@@ -579,6 +588,53 @@ mod tests {
                 .captures(line)
                 .map(|c| c.get(2).unwrap().as_str());
             assert_eq!(cn_paren(line), want, "{line:?}");
+        }
+    }
+
+    /// Issue 29 (nesting): a numbered heading and a `一、` line neither close nor rank each other,
+    /// so alternating them nested each below the last, thousands deep, and every block carried
+    /// a section path that long (250 KB of such text took 3 s and a path per chunk of thousands
+    /// of titles). The tree stops at MAX_TREE_DEPTH.
+    #[test]
+    fn alternating_kinds_nest_no_deeper_than_the_maximum() {
+        let mut text = String::new();
+        for i in 1..=99 {
+            text.push_str(&format!(
+                "{i} 标题
+
+一、条目
+
+正文。
+
+"
+            ));
+        }
+        let doc = crate::parse(
+            text.as_bytes(),
+            &crate::Hint::new("a.txt", ""),
+            &crate::Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            doc.structure_nodes.len(),
+            198,
+            "every heading is still a node"
+        );
+        let deepest = doc.structure_nodes.iter().map(|n| n.level).max().unwrap();
+        assert_eq!(deepest as usize, MAX_TREE_DEPTH);
+        for n in &doc.structure_nodes {
+            if let Some(p) = n.parent_idx {
+                assert_eq!(doc.structure_nodes[p as usize].level, n.level - 1);
+            }
+        }
+        assert_eq!(doc.semantic_blocks.len(), 99);
+        for b in &doc.semantic_blocks {
+            assert!(
+                b.section_path.len() <= MAX_TREE_DEPTH,
+                "{:?}",
+                b.section_path
+            );
+            assert_eq!(b.section_path.len() as i32, b.section_level);
         }
     }
 
