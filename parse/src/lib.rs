@@ -113,11 +113,19 @@ fn extract(
                 doc
             };
             if detect::looks_like_html(&decoded, hint) {
-                let depth = html::nesting_depth(&decoded);
-                if depth > limits.max_nesting.saturating_mul(4) {
+                let scan = html::prescan(&decoded);
+                if scan.depth > limits.max_nesting.saturating_mul(4) {
                     return Err(ParseError::TooLarge(format!(
-                        "HTML elements nested {depth} deep (limit {})",
+                        "HTML elements nested {} deep (limit {})",
+                        scan.depth,
                         limits.max_nesting.saturating_mul(4)
+                    )));
+                }
+                if scan.attributes > html::MAX_ATTRIBUTES {
+                    return Err(ParseError::TooLarge(format!(
+                        "an HTML tag with {} attributes (limit {})",
+                        scan.attributes,
+                        html::MAX_ATTRIBUTES
                     )));
                 }
                 let doc = on_big_stack(|| Ok(html::parse(&decoded)))?;
