@@ -989,3 +989,85 @@ async fn a_search_hit_is_bounded_whatever_the_article_and_the_article_is_one_req
     assert_eq!(blocks[0].text.chars().count(), hit.article_chars);
     p.cleanup().await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 29: inputs that made a parse run without end, or without bound
+
+/// A PDF of `objects` (object 1 is the catalog), with a correct cross-reference table.
+fn raw_pdf(objects: &[String]) -> Vec<u8> {
+    let mut out: Vec<u8> = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n{body}\nendobj\n", i + 1).as_bytes());
+    }
+    let xref = out.len();
+    out.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", offsets.len() + 1).as_bytes(),
+    );
+    for o in &offsets {
+        out.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            offsets.len() + 1
+        )
+        .as_bytes(),
+    );
+    out
+}
+
+fn stream(data: &str) -> String {
+    format!("<< /Length {} >>\nstream\n{data}\nendstream", data.len())
+}
+
+/// The probe of issue 29: outline entries with empty titles pointing at each other through
+/// /Next made parse run with no end in sight. It parses, beside a good neighbour, at once.
+#[tokio::test]
+async fn a_pdf_whose_untitled_outline_entries_form_a_cycle_parses() {
+    let f = fixture(MAX).await;
+    let pdf = raw_pdf(&[
+        "<< /Type /Catalog /Pages 2 0 R /Outlines 5 0 R >>".into(),
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".into(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 100] /Contents 4 0 R /Resources << /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >> >>".into(),
+        stream("BT /F1 12 Tf 10 50 Td (Article 1 applies here.) Tj ET"),
+        "<< /Type /Outlines /First 6 0 R /Count 2 >>".into(),
+        "<< /Title () /Parent 5 0 R /Next 7 0 R >>".into(),
+        "<< /Title () /Parent 5 0 R /Prev 6 0 R /Next 6 0 R >>".into(),
+    ]);
+    assert!(pdf.len() < 1024, "{} bytes", pdf.len());
+    let job = f.stored("uploads/cyclic-outline.pdf", &pdf).await;
+    let outcome = parse_beside_a_good_one(&f, &job).await;
+    assert!(
+        matches!(outcome, ParseOutcome::Parsed { .. }),
+        "{outcome:?}"
+    );
+}
+
+/// An image-only page of 10,000 × 10,000 pt failed as "corrupt document: pdfium cannot render
+/// a page for OCR: PdfiumLibraryInternalError(\n Unknown,\n)". It fails as too large, with its
+/// size and the limit, in one line.
+#[tokio::test]
+async fn an_image_page_too_large_for_ocr_fails_at_parse_with_a_readable_reason() {
+    let f = fixture(MAX).await;
+    let pdf = raw_pdf(&[
+        "<< /Type /Catalog /Pages 2 0 R >>".into(),
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".into(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 10000 10000] /Contents 4 0 R /Resources << /XObject << /Im0 5 0 R >> >> >>".into(),
+        stream("q 10000 0 0 10000 0 0 cm /Im0 Do Q"),
+        "<< /Type /XObject /Subtype /Image /Width 1 /Height 1 /ColorSpace /DeviceGray /BitsPerComponent 8 /Length 1 >>\nstream\n\u{7f}\nendstream".into(),
+    ]);
+    let job = f.stored("uploads/poster.pdf", &pdf).await;
+    let outcome = parse_beside_a_good_one(&f, &job).await;
+    assert!(
+        matches!(outcome, ParseOutcome::Failed { .. }),
+        "{outcome:?}"
+    );
+    let run = failed_run(&f, &job.doc_id, "parse").await;
+    assert_eq!(
+        run.error_message,
+        "document too large: page 1 is 10,000 × 10,000 pt; OCR renders at most 25 megapixels a \
+         page, which at that size is 36 dpi, under the 100 dpi it needs to read text (too_large)"
+    );
+}

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::page_list;
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ParseError {
@@ -18,13 +20,13 @@ pub enum ParseError {
     Encrypted,
     #[error("no text layer on any of {pages} page(s) (a scanned document), and OCR not available: {ocr}")]
     NoTextLayer { pages: u32, ocr: String },
-    #[error("OCR read pages {pages:?} with too little confidence (mean {confidence:.2}, threshold {threshold:.2}): nothing was indexed")]
+    #[error("OCR read {} with too little confidence (mean {confidence:.2}, threshold {threshold:.2}): nothing was indexed", page_list(pages))]
     LowOcrConfidence {
         pages: Vec<u32>,
         confidence: f32,
         threshold: f32,
     },
-    #[error("the text layer is glyph garbage (share of garbage {ratio:.2}) on pages {pages:?}: fonts without a usable Unicode mapping; nothing was indexed")]
+    #[error("the text layer is glyph garbage (share of garbage {ratio:.2}) on {}: fonts without a usable Unicode mapping; nothing was indexed", page_list(pages))]
     GarbledText { pages: Vec<u32>, ratio: f32 },
     #[error("document too large: {0}")]
     TooLarge(String),

@@ -33,6 +33,7 @@ pub use model::{
     SemanticBlock, StructureNode, VectorChunk, ARTIFACT_SCHEMA_VERSION,
 };
 pub use pdf::{pdfium_library_path, pdfium_status, PDFIUM_DEFAULT_PATH, PDFIUM_ENV};
+pub use pdf::{MAX_OCR_PIXELS, MIN_OCR_DPI, OCR_DPI};
 pub use structure::{recognise_heading, MAX_TREE_DEPTH};
 
 use raw::RawDoc;

@@ -214,6 +214,36 @@ pub(crate) fn push_padded(out: &mut String, prefix: &str, n: usize, width: usize
     out.extend(digits[..len].iter().rev().map(|&d| char::from(d)));
 }
 
+/// `n` with a comma between thousands: "31,000".
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
+/// Page numbers for a message: "page 3", "pages 1, 2 and 5"; past ten, the first ten and how
+/// many more, so a message stays short whatever the document.
+pub(crate) fn page_list(pages: &[u32]) -> String {
+    const SHOWN: usize = 10;
+    let listed: Vec<String> = pages.iter().take(SHOWN).map(u32::to_string).collect();
+    match pages.len() {
+        0 => "no page".into(),
+        1 => format!("page {}", listed[0]),
+        n if n <= SHOWN => format!("pages {} and {}", listed[..n - 1].join(", "), listed[n - 1]),
+        n => format!(
+            "pages {} and {} more",
+            listed.join(", "),
+            thousands((n - SHOWN) as u64)
+        ),
+    }
+}
+
 pub(crate) fn padded_id(prefix: &str, n: usize, width: usize) -> String {
     let mut id = String::with_capacity(prefix.len() + width.max(20));
     push_padded(&mut id, prefix, n, width);
@@ -223,6 +253,21 @@ pub(crate) fn padded_id(prefix: &str, n: usize, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_and_page_lists_read_as_words() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(31_000), "31,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(page_list(&[3]), "page 3");
+        assert_eq!(page_list(&[1, 2, 5]), "pages 1, 2 and 5");
+        let many: Vec<u32> = (1..=5000).collect();
+        assert_eq!(
+            page_list(&many),
+            "pages 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 4,990 more"
+        );
+    }
 
     #[test]
     fn padded_ids_match_format() {

@@ -18,6 +18,7 @@ mod fonts;
 mod scanned;
 
 use scanned::Scans;
+pub use scanned::{MAX_OCR_PIXELS, MIN_OCR_DPI, OCR_DPI};
 
 pub const PDFIUM_ENV: &str = "DOCPIPE_PDFIUM_LIB";
 pub const PDFIUM_DEFAULT_PATH: &str = "/opt/lib/libpdfium.so";
@@ -40,12 +41,46 @@ fn pdfium() -> Result<&'static Pdfium, &'static str> {
             let path = pdfium_library_path();
             let pdfium = Pdfium::bind_to_library(&path)
                 .map(Pdfium::new)
-                .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+                .map_err(|e| format!("cannot load {}: {}", path.display(), pdfium_reason(&e)))?;
             fonts::hide_host_fonts(&pdfium);
             Ok(pdfium)
         })
         .as_ref()
         .map_err(String::as_str)
+}
+
+/// A pdfium error as words. pdfium-render's `Display` is its `Debug` (a multi-line
+/// `PdfiumLibraryInternalError(\n    Unknown,\n)`), which must not reach a run's error message.
+pub(crate) fn pdfium_reason(e: &PdfiumError) -> String {
+    match e {
+        PdfiumError::PdfiumLibraryInternalError(internal) => match internal {
+            PdfiumInternalError::FileError => "pdfium could not read the file".into(),
+            PdfiumInternalError::FormatError => {
+                "pdfium could not make sense of its structure: not a well-formed PDF".into()
+            }
+            PdfiumInternalError::PasswordError => "it needs a password".into(),
+            PdfiumInternalError::SecurityError => {
+                "pdfium does not support its security handler".into()
+            }
+            PdfiumInternalError::PageError => "pdfium could not load the page".into(),
+            PdfiumInternalError::Unknown => "pdfium reported a failure without a reason".into(),
+        },
+        PdfiumError::LoadLibraryError(e) => format!("the library could not be loaded: {e}"),
+        PdfiumError::IoError(e) => format!("an I/O error: {e}"),
+        // Every other variant is a plain name ("PageIndexOutOfBounds"): its words.
+        other => {
+            let name = format!("{other:?}");
+            let name = name.split(['(', ' ', '{']).next().unwrap_or_default();
+            let mut words = String::from("pdfium: ");
+            for (i, c) in name.chars().enumerate() {
+                if c.is_uppercase() && i > 0 {
+                    words.push(' ');
+                }
+                words.extend(c.to_lowercase());
+            }
+            words
+        }
+    }
 }
 
 /// Binds pdfium now (if not yet) and says whether it is usable. Lets a process fail fast at cold
@@ -221,14 +256,16 @@ fn parse_with_pdfium(
                 PdfiumInternalError::PasswordError | PdfiumInternalError::SecurityError => {
                     Ok(Err(ParseError::Encrypted))
                 }
-                other => Err(Fallback::Unreadable(format!("pdfium: {other:?}"))),
+                other => Err(Fallback::Unreadable(pdfium_reason(
+                    &PdfiumError::PdfiumLibraryInternalError(other),
+                ))),
             }
         }
-        Err(e) => return Err(Fallback::Unreadable(format!("pdfium: {e}"))),
+        Err(e) => return Err(Fallback::Unreadable(pdfium_reason(&e))),
     };
     let page_count = doc.pages().len() as u32;
     if page_count == 0 {
-        return Err(Fallback::Unreadable("pdfium: no pages".into()));
+        return Err(Fallback::Unreadable("pdfium found no pages".into()));
     }
     if page_count > limits.max_pages {
         return Ok(Err(too_many_pages(page_count, limits)));
@@ -241,11 +278,14 @@ fn parse_with_pdfium(
     if pages.iter().all(|p| p.chars == 0 && !p.has_objects) {
         return Err(Fallback::NoContent);
     }
-    let scans = match scanned::read_scans(&doc, &mut pages, limits) {
-        Ok(scans) => scans,
+    let (scans, notes) = match scanned::read_scans(&doc, &mut pages, limits) {
+        Ok(read) => read,
         Err(e) => return Ok(Err(e)),
     };
-    Ok(assemble(pages, &outline, "pdfium", scans))
+    Ok(assemble(pages, &outline, "pdfium", scans).map(|mut doc| {
+        doc.warnings.extend(notes);
+        doc
+    }))
 }
 
 fn too_many_pages(pages: u32, limits: &Limits) -> ParseError {
@@ -348,16 +388,26 @@ struct OutlineEntry {
     level: u8,
 }
 
+/// The most outline entries read, titled or not: far more than any document's table of contents.
+const MAX_OUTLINE_ENTRIES: usize = 10_000;
+
 fn outline(doc: &PdfDocument) -> Vec<OutlineEntry> {
     let mut out = Vec::new();
     let Some(root) = doc.bookmarks().root() else {
         return out;
     };
-    // Iterative depth-first walk: a hostile outline can be arbitrarily deep or long.
+    // Iterative depth-first walk: a hostile outline can be arbitrarily deep or long, and its
+    // /First and /Next links can form a cycle. An entry is visited once (pdfium gives one handle
+    // per outline dictionary, which is what a bookmark compares and hashes by), and the walk
+    // stops after MAX_OUTLINE_ENTRIES visits whether or not the entries have titles.
+    let mut visited = std::collections::HashSet::new();
     let mut stack = vec![(root, 1u8)];
     while let Some((bm, level)) = stack.pop() {
-        if out.len() > 10_000 {
+        if visited.len() >= MAX_OUTLINE_ENTRIES {
             break;
+        }
+        if visited.contains(&bm) {
+            continue;
         }
         if let Some(t) = bm.title() {
             let key = key(&t);
@@ -365,10 +415,13 @@ fn outline(doc: &PdfDocument) -> Vec<OutlineEntry> {
                 out.push(OutlineEntry { key, level });
             }
         }
-        if let Some(sib) = bm.next_sibling() {
+        let sibling = bm.next_sibling();
+        let child = bm.first_child();
+        visited.insert(bm);
+        if let Some(sib) = sibling.filter(|s| !visited.contains(s)) {
             stack.push((sib, level));
         }
-        if let Some(child) = bm.first_child() {
+        if let Some(child) = child.filter(|c| !visited.contains(c)) {
             stack.push((child, level.saturating_add(1).min(9)));
         }
     }
@@ -745,7 +798,8 @@ fn parse_with_lopdf(bytes: &[u8], limits: &Limits, why: &str) -> Result<RawDoc, 
     if pages.iter().all(|p| p.chars == 0) {
         if !undecodable.is_empty() {
             return Err(ParseError::Corrupt(format!(
-                "{why}; the content streams of pages {undecodable:?} cannot be decoded"
+                "{why}; the content streams of {} cannot be decoded",
+                crate::model::page_list(&undecodable)
             )));
         }
         return Err(ParseError::Corrupt(format!(
@@ -822,6 +876,37 @@ mod tests {
         let only = vec![ocr_page("口口口", 0.3)];
         let err = assemble(only, &[], "pdfium", report(vec![1])).unwrap_err();
         assert_eq!(err.kind(), "low_ocr_confidence", "{err}");
+    }
+
+    /// pdfium-render's `Display` is its pretty `Debug`: "PdfiumLibraryInternalError(\n Unknown,\n)"
+    /// reached a run's error message. Its errors read as words.
+    #[test]
+    fn pdfium_errors_read_as_words() {
+        let unknown = PdfiumError::PdfiumLibraryInternalError(PdfiumInternalError::Unknown);
+        assert!(
+            format!("{unknown}").contains('\n'),
+            "the library's own text"
+        );
+        assert_eq!(
+            pdfium_reason(&unknown),
+            "pdfium reported a failure without a reason"
+        );
+        assert_eq!(
+            pdfium_reason(&PdfiumError::PageIndexOutOfBounds),
+            "pdfium: page index out of bounds"
+        );
+        for e in [
+            unknown,
+            PdfiumError::PdfiumLibraryInternalError(PdfiumInternalError::FormatError),
+            PdfiumError::ImageSizeOutOfBounds,
+            PdfiumError::IoError(std::io::Error::other("disk gone")),
+        ] {
+            let words = pdfium_reason(&e);
+            assert!(
+                !words.contains(['\n', '(', '{']) && !words.contains("Error"),
+                "{words}"
+            );
+        }
     }
 
     #[test]

@@ -136,8 +136,18 @@ pub fn ocr_status() -> Result<&'static EngineInfo, String> {
 pub enum OcrError {
     #[error("ONNX Runtime: {0}")]
     Runtime(#[from] ort::Error),
-    #[error("the model gave an output of unexpected shape {0:?}")]
+    #[error("the model gave an output of unexpected shape {}", shape_text(.0))]
     Shape(Vec<i64>),
+}
+
+/// A tensor shape as "1 × 3 × 640 × 640".
+fn shape_text(shape: &[i64]) -> String {
+    let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
+    if dims.is_empty() {
+        "(none)".into()
+    } else {
+        dims.join(" × ")
+    }
 }
 
 impl Engine {

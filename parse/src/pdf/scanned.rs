@@ -19,6 +19,14 @@ use crate::quality::GARBLED_PAGE_RATIO;
 pub const OCR_DPI: u32 = 200;
 /// A page read with less mean confidence than this is flagged and left out of the index.
 pub const MIN_PAGE_CONFIDENCE: f32 = 0.8;
+/// The most pixels OCR renders of one page: 25 megapixels. pdfium's bitmap is 4 bytes a pixel
+/// (100 MB) and its grey copy one (25 MB). Up to A2 a page gets the full [`OCR_DPI`]; a larger
+/// one a lower resolution, down to [`MIN_OCR_DPI`]: A1 is rendered at 179 dpi, A0 at 126.
+pub const MAX_OCR_PIXELS: u64 = 25_000_000;
+/// The lowest resolution a large page is rendered at: below it the recogniser cannot read body
+/// text (a 10 pt line is 14 pixels high at 100 dpi). A page too large for [`MAX_OCR_PIXELS`] even
+/// at this resolution fails, saying so.
+pub const MIN_OCR_DPI: u32 = 100;
 
 /// What became of the pages that needed OCR.
 pub enum Scans {
@@ -36,16 +44,54 @@ pub fn needs_ocr(page: &PageText) -> bool {
     (page.chars == 0 && page.has_objects) || (page.chars > 0 && page.garbage > GARBLED_PAGE_RATIO)
 }
 
+/// The resolution page `number` (1-based), `width × height` points, is rendered at for OCR:
+/// [`OCR_DPI`], or less so that the bitmap stays within [`MAX_OCR_PIXELS`]. The page's failure
+/// (permanent: the same page is always as large) when that would be under [`MIN_OCR_DPI`], or
+/// the page has no area.
+pub fn render_dpi(number: u32, width: f32, height: f32) -> Result<u32, String> {
+    let size = || format!("{} × {} pt", points(width), points(height));
+    if !(width >= 1.0 && height >= 1.0 && width.is_finite() && height.is_finite()) {
+        return Err(format!(
+            "page {number} is {}: it has no area to render for OCR",
+            size()
+        ));
+    }
+    let pixels = |dpi: u32| {
+        let side = |pt: f32| (f64::from(pt) * f64::from(dpi) / 72.0).ceil();
+        side(width) * side(height)
+    };
+    let most = 72.0 * (MAX_OCR_PIXELS as f64 / (f64::from(width) * f64::from(height))).sqrt();
+    let mut dpi = (most.floor() as u32).min(OCR_DPI);
+    while dpi > 0 && pixels(dpi) > MAX_OCR_PIXELS as f64 {
+        dpi -= 1;
+    }
+    if dpi < MIN_OCR_DPI {
+        return Err(format!(
+            "page {number} is {}; OCR renders at most {} megapixels a page, which at that size \
+             is {dpi} dpi, under the {MIN_OCR_DPI} dpi it needs to read text",
+            size(),
+            MAX_OCR_PIXELS / 1_000_000
+        ));
+    }
+    Ok(dpi)
+}
+
+/// Points as a whole number with thousands separators ("10,000").
+fn points(pt: f32) -> String {
+    crate::model::thousands(pt.round().max(0.0) as u64)
+}
+
 /// Reads every page that needs it, in place of its text layer, within the page limit and the
-/// time budget of `limits`.
+/// time budget of `limits`. Besides what became of the pages: warnings for the pages rendered
+/// at less than [`OCR_DPI`].
 pub fn read_scans(
     doc: &PdfDocument,
     pages: &mut [PageText],
     limits: &Limits,
-) -> Result<Scans, ParseError> {
+) -> Result<(Scans, Vec<String>), ParseError> {
     let needing: Vec<usize> = (0..pages.len()).filter(|&i| needs_ocr(&pages[i])).collect();
     if needing.is_empty() {
-        return Ok(Scans::NoneNeeded);
+        return Ok((Scans::NoneNeeded, Vec::new()));
     }
     let numbers: Vec<u32> = needing.iter().map(|&i| i as u32 + 1).collect();
     let garbled_text_pages: Vec<u32> = needing
@@ -56,10 +102,13 @@ pub fn read_scans(
     let engine = match ocr::engine() {
         Ok(engine) => engine,
         Err(why) => {
-            return Ok(Scans::Unavailable {
-                pages: numbers,
-                why: why.to_string(),
-            })
+            return Ok((
+                Scans::Unavailable {
+                    pages: numbers,
+                    why: why.to_string(),
+                },
+                Vec::new(),
+            ))
         }
     };
     if needing.len() as u32 > limits.max_ocr_pages {
@@ -72,6 +121,7 @@ pub fn read_scans(
     let started = Instant::now();
     let budget_ms = limits.ocr_budget_ms;
     let mut weighted = (0f64, 0usize);
+    let mut notes = Vec::new();
     for (done, &i) in needing.iter().enumerate() {
         if budget_ms > 0 && done > 0 {
             // Stop as soon as the pages left cannot fit: failing at the budget is better than
@@ -89,10 +139,25 @@ pub fn read_scans(
                 )));
             }
         }
+        let number = i as u32 + 1;
         let page = doc.pages().get(i as i32).map_err(|e| {
-            ParseError::Corrupt(format!("pdfium cannot load page {} for OCR: {e}", i + 1))
+            ParseError::Corrupt(format!(
+                "pdfium cannot load page {number} for OCR: {}",
+                super::pdfium_reason(&e)
+            ))
         })?;
-        let (lines, confidence, chars) = read_page(engine, &page)?;
+        let dpi = render_dpi(number, page.width().value, page.height().value)
+            .map_err(ParseError::TooLarge)?;
+        if dpi < OCR_DPI {
+            notes.push(format!(
+                "page {number} is {} × {} pt: rendered for OCR at {dpi} dpi, not {OCR_DPI}, to \
+                 stay within {} megapixels",
+                points(page.width().value),
+                points(page.height().value),
+                MAX_OCR_PIXELS / 1_000_000
+            ));
+        }
+        let (lines, confidence, chars) = read_page(engine, &page, number, dpi)?;
         weighted.0 += confidence as f64 * chars as f64;
         weighted.1 += chars;
         pages[i] = PageText {
@@ -109,7 +174,7 @@ pub fn read_scans(
     } else {
         (weighted.0 / weighted.1 as f64) as f32
     };
-    Ok(Scans::Read(OcrReport {
+    let report = OcrReport {
         pages: numbers,
         garbled_text_pages,
         engine: engine.info.clone(),
@@ -119,20 +184,32 @@ pub fn read_scans(
         low_confidence_pages: Vec::new(),
         min_page_confidence: MIN_PAGE_CONFIDENCE,
         duration_ms: started.elapsed().as_millis() as u64,
-    }))
+    };
+    Ok((Scans::Read(report), notes))
 }
 
-/// One page: rendered grey, read, and turned into text-PDF lines in PDF points (y up). Returns
-/// the lines, the page's confidence (weighted by characters) and its character count.
-fn read_page(engine: &Engine, page: &PdfPage) -> Result<(Vec<Line>, f32, usize), ParseError> {
-    let scale = OCR_DPI as f32 / 72.0;
+/// One page: rendered grey at `dpi`, read, and turned into text-PDF lines in PDF points (y up).
+/// Returns the lines, the page's confidence (weighted by characters) and its character count.
+fn read_page(
+    engine: &Engine,
+    page: &PdfPage,
+    number: u32,
+    dpi: u32,
+) -> Result<(Vec<Line>, f32, usize), ParseError> {
+    let scale = dpi as f32 / 72.0;
     let bitmap = page
         .render_with_config(&PdfRenderConfig::new().scale_page_by_factor(scale))
-        .map_err(|e| ParseError::Corrupt(format!("pdfium cannot render a page for OCR: {e}")))?;
+        .map_err(|e| {
+            ParseError::Corrupt(format!(
+                "pdfium cannot render page {number} for OCR at {dpi} dpi: {}",
+                super::pdfium_reason(&e)
+            ))
+        })?;
     let gray = to_gray(&bitmap);
+    drop(bitmap);
     let read = engine
         .read_page(&gray)
-        .map_err(|e| ParseError::Corrupt(format!("OCR failed: {e}")))?;
+        .map_err(|e| ParseError::Corrupt(format!("OCR failed on page {number}: {e}")))?;
     let page_height = page.height().value;
     let (mut sum, mut chars) = (0f64, 0usize);
     let mut lines: Vec<Line> = join_rows(read)
@@ -335,6 +412,35 @@ mod tests {
         assert_eq!(repair("see (a), b"), "see (a), b");
         // A cross-reference keeps its punctuation: only a marker at the start is repaired.
         assert_eq!(repair("依照第八条，处罚"), "依照第八条，处罚");
+    }
+
+    #[test]
+    fn large_pages_are_rendered_at_a_lower_dpi_within_the_pixel_limit() {
+        let px = |pt: f32, dpi: u32| (f64::from(pt) * f64::from(dpi) / 72.0).ceil() as u64;
+        // A4 and A2: the full resolution.
+        assert_eq!(render_dpi(1, 595.0, 842.0), Ok(OCR_DPI));
+        assert_eq!(render_dpi(1, 1191.0, 1684.0), Ok(OCR_DPI));
+        // A1, A0 and a 3,000 pt square: lower, within the limit, as high as the limit allows.
+        assert_eq!(render_dpi(1, 1684.0, 2384.0), Ok(179));
+        assert_eq!(render_dpi(1, 2384.0, 3370.0), Ok(126));
+        for (w, h) in [(1684.0, 2384.0), (2384.0, 3370.0), (3000.0, 3000.0)] {
+            let dpi = render_dpi(2, w, h).unwrap();
+            assert!((MIN_OCR_DPI..OCR_DPI).contains(&dpi), "{dpi}");
+            assert!(px(w, dpi) * px(h, dpi) <= MAX_OCR_PIXELS);
+            assert!(px(w, dpi + 1) * px(h, dpi + 1) > MAX_OCR_PIXELS);
+        }
+        assert_eq!(render_dpi(2, 3000.0, 3000.0), Ok(120));
+        // Too large even at the lowest resolution: a reason, in words.
+        assert_eq!(
+            render_dpi(1, 10_000.0, 10_000.0),
+            Err(
+                "page 1 is 10,000 × 10,000 pt; OCR renders at most 25 megapixels a page, which \
+                 at that size is 36 dpi, under the 100 dpi it needs to read text"
+                    .to_string()
+            )
+        );
+        assert!(render_dpi(3, 0.0, 842.0).unwrap_err().contains("no area"));
+        assert!(render_dpi(3, f32::NAN, 842.0).is_err());
     }
 
     #[test]

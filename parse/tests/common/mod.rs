@@ -92,3 +92,60 @@ pub fn all_text(doc: &ParsedDocument) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Tests of OCR need the engine too: `$DOCPIPE_OCR_DIR`, else `<workspace>/.local/ocr`.
+pub fn require_ocr() {
+    require_pdfium();
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        if std::env::var_os(docpipe_parse::ocr::OCR_DIR_ENV).is_none() {
+            let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.local/ocr");
+            if local.exists() {
+                // Safe: runs once, before the engine is loaded by any test.
+                std::env::set_var(docpipe_parse::ocr::OCR_DIR_ENV, local);
+            }
+        }
+    });
+    if let Err(e) = docpipe_parse::ocr::ocr_status() {
+        panic!(
+            "OCR is required by this test but could not be loaded: {e}. Fetch it with \
+             scripts/fetch-ocr.sh (into .local/ocr) or set {}",
+            docpipe_parse::ocr::OCR_DIR_ENV
+        );
+    }
+}
+
+/// A PDF of `objects` (object 1 is the catalog), with a correct cross-reference table.
+pub fn raw_pdf(objects: &[Vec<u8>]) -> Vec<u8> {
+    let mut out: Vec<u8> = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        out.extend_from_slice(body);
+        out.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = out.len();
+    out.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", offsets.len() + 1).as_bytes(),
+    );
+    for o in &offsets {
+        out.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            offsets.len() + 1
+        )
+        .as_bytes(),
+    );
+    out
+}
+
+/// A stream object with `dict` entries and `data`.
+pub fn stream(dict: &str, data: &[u8]) -> Vec<u8> {
+    let mut s = format!("<< {dict} /Length {} >>\nstream\n", data.len()).into_bytes();
+    s.extend_from_slice(data);
+    s.extend_from_slice(b"\nendstream");
+    s
+}
