@@ -1071,3 +1071,81 @@ async fn an_image_page_too_large_for_ocr_fails_at_parse_with_a_readable_reason()
          page, which at that size is 36 dpi, under the 100 dpi it needs to read text (too_large)"
     );
 }
+
+/// A document that makes more chunks than `DOCPIPE_MAX_CHUNKS` fails at parse, permanently,
+/// saying how many it makes; nothing of it reaches the index queue or the snapshot.
+#[tokio::test]
+async fn a_document_over_the_chunk_limit_fails_at_parse_saying_how_many_it_makes() {
+    let mut f = fixture(MAX).await;
+    f.parse.config.limits.max_chunks = 100;
+    let text = "本条例所称数据处理，包括数据的收集、存储、使用、加工、传输、提供、公开等。\n\n"
+        .repeat(2_000);
+    let expected = {
+        let doc = docpipe::parse::parse(
+            text.as_bytes(),
+            &docpipe::parse::Hint::new("many.txt", ""),
+            &docpipe::parse::Limits::default(),
+        )
+        .unwrap();
+        docpipe::parse::chunk(&doc, &f.parse.config.chunk).len()
+    };
+    assert!(expected > 100, "{expected}");
+    let job = f.stored("uploads/many-chunks.txt", text.as_bytes()).await;
+    let outcome = parse_beside_a_good_one(&f, &job).await;
+    assert!(
+        matches!(outcome, ParseOutcome::Failed { .. }),
+        "{outcome:?}"
+    );
+    let run = failed_run(&f, &job.doc_id, "parse").await;
+    assert_eq!(
+        run.error_message,
+        format!(
+            "document too large: the document makes {expected} chunks; at most 100 are indexed \
+             per document (DOCPIPE_MAX_CHUNKS) (too_large)"
+        )
+    );
+    assert_eq!(
+        f.count_for(
+            "SELECT count(*) FROM semantic_blocks WHERE doc_id = $1",
+            &job.doc_id
+        )
+        .await,
+        0
+    );
+}
+
+/// A text file without a heading became one semantic block as large as the file. It becomes
+/// blocks of at most `MAX_BLOCK_CHARS`, each whole paragraphs, in the snapshot search reads.
+#[tokio::test]
+async fn a_text_without_headings_is_stored_as_blocks_within_the_limit() {
+    let f = fixture(MAX).await;
+    let paragraph =
+        "本条例所称数据处理，包括数据的收集、存储、使用、加工、传输、提供、公开等。".repeat(10);
+    let text = (0..3_000)
+        .map(|i| format!("{i}　{paragraph}"))
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    assert!(text.len() > 3_000_000, "{} bytes", text.len());
+    let job = f.stored("uploads/no-headings.txt", text.as_bytes()).await;
+    let outcome = parse_beside_a_good_one(&f, &job).await;
+    let ParseOutcome::Parsed {
+        semantic_blocks, ..
+    } = outcome
+    else {
+        panic!("{outcome:?}");
+    };
+    let max = docpipe::parse::MAX_BLOCK_CHARS as i64;
+    assert!(
+        semantic_blocks as i64 >= text.chars().count() as i64 / max,
+        "{semantic_blocks}"
+    );
+    let blocks = |sql: &'static str| f.count_for(sql, &job.doc_id);
+    assert_eq!(
+        blocks("SELECT count(*) FROM semantic_blocks WHERE doc_id = $1").await,
+        semantic_blocks as i64
+    );
+    assert!(
+        blocks("SELECT max(char_length(text))::int8 FROM semantic_blocks WHERE doc_id = $1").await
+            <= max
+    );
+}

@@ -13,7 +13,10 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::model::{push_padded, ChunkConfig, ParsedDocument, SemanticBlock, VectorChunk};
+use crate::error::ParseError;
+use crate::model::{
+    push_padded, thousands, ChunkConfig, ParsedDocument, SemanticBlock, VectorChunk,
+};
 use crate::normalize::is_cjk;
 
 const CJK_COST: u32 = 55;
@@ -125,6 +128,41 @@ fn chunk_block_into(
     scratch: &mut Scratch,
     out: &mut Vec<VectorChunk>,
 ) {
+    cut_block(block, cfg, scratch);
+    emit(block, scratch, out);
+}
+
+/// Every block cut into chunks, as [`chunk`] does, unless the document makes more than
+/// `max_chunks`: then it is refused, saying how many it makes. Past the limit only the cuts are
+/// counted; no chunk is built.
+pub fn chunk_within(
+    doc: &ParsedDocument,
+    cfg: &ChunkConfig,
+    max_chunks: u32,
+) -> Result<Vec<VectorChunk>, ParseError> {
+    let max = max_chunks as usize;
+    let mut out = Vec::new();
+    let mut scratch = Scratch::default();
+    let mut total = 0usize;
+    for block in &doc.semantic_blocks {
+        cut_block(block, cfg, &mut scratch);
+        total += scratch.ranges.len();
+        if total <= max {
+            emit(block, &scratch, &mut out);
+        }
+    }
+    if total > max {
+        return Err(ParseError::TooLarge(format!(
+            "the document makes {} chunks; at most {} are indexed per document (DOCPIPE_MAX_CHUNKS)",
+            thousands(total as u64),
+            thousands(max as u64)
+        )));
+    }
+    Ok(out)
+}
+
+/// The chunks' ranges of one block (`scratch.ranges`, in characters, with their cost).
+fn cut_block(block: &SemanticBlock, cfg: &ChunkConfig, scratch: &mut Scratch) {
     let Scratch {
         chars,
         byte_at,
@@ -226,6 +264,13 @@ fn chunk_block_into(
         }
         start = skip_space(chars, next, chars.len());
     }
+}
+
+/// The chunks of `scratch.ranges`, cut from `block`, appended to `out`.
+fn emit(block: &SemanticBlock, scratch: &Scratch, out: &mut Vec<VectorChunk>) {
+    let Scratch {
+        byte_at, ranges, ..
+    } = scratch;
     out.extend(ranges.iter().enumerate().map(|(index, &(a, b, cost))| {
         let text = block.text[byte_at[a]..byte_at[b]].to_string();
         let hash = Sha256::digest(text.as_bytes());
@@ -402,6 +447,55 @@ mod tests {
             &mut chunks,
         );
         assert!(scratch.scanned <= 6 * n, "{} for {n}", scratch.scanned);
+    }
+
+    fn doc_of(blocks: Vec<SemanticBlock>) -> ParsedDocument {
+        ParsedDocument {
+            format: crate::model::Format::Text,
+            parser_name: "test".into(),
+            page_count: 1,
+            layouts: Vec::new(),
+            structure_nodes: Vec::new(),
+            semantic_blocks: blocks,
+            warnings: Vec::new(),
+            ocr: None,
+        }
+    }
+
+    #[test]
+    fn a_document_over_the_chunk_limit_is_refused_saying_how_many_it_makes() {
+        let text = "第一条　本条例适用于本市。".repeat(60);
+        let blocks: Vec<SemanticBlock> = (1..=5)
+            .map(|i| SemanticBlock {
+                semantic_id: format!("S{i:05}"),
+                ..block(&text)
+            })
+            .collect();
+        let doc = doc_of(blocks);
+        let cfg = ChunkConfig {
+            max_tokens: 64,
+            overlap_tokens: 8,
+        };
+        let all = chunk(&doc, &cfg);
+        let n = all.len() as u32;
+        assert!(n > 10);
+        // At the limit: exactly what `chunk` makes.
+        assert_eq!(chunk_within(&doc, &cfg, n).unwrap(), all);
+        // One under: refused, with the count and the limit.
+        let err = chunk_within(&doc, &cfg, n - 1).unwrap_err();
+        assert_eq!(err.kind(), "too_large");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "document too large: the document makes {n} chunks; at most {} are indexed per \
+                 document (DOCPIPE_MAX_CHUNKS)",
+                n - 1
+            )
+        );
+        let err = chunk_within(&doc, &cfg, 3).unwrap_err();
+        assert!(err
+            .to_string()
+            .contains(&format!("makes {n} chunks; at most 3 are")));
     }
 
     #[test]

@@ -25,12 +25,13 @@ mod text;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-pub use chunk::{chunk_text, estimate_tokens};
+pub use blocks::MAX_BLOCK_CHARS;
+pub use chunk::{chunk_text, chunk_within, estimate_tokens};
 pub use detect::without_format_extension;
 pub use error::ParseError;
 pub use model::{
     BlockKind, ChunkConfig, Format, Hint, LayoutBlock, Limits, OcrReport, ParsedDocument,
-    SemanticBlock, StructureNode, VectorChunk, ARTIFACT_SCHEMA_VERSION,
+    SemanticBlock, StructureNode, VectorChunk, ARTIFACT_SCHEMA_VERSION, DEFAULT_MAX_CHUNKS,
 };
 pub use pdf::{pdfium_library_path, pdfium_status, PDFIUM_DEFAULT_PATH, PDFIUM_ENV};
 pub use pdf::{MAX_OCR_PIXELS, MIN_OCR_DPI, OCR_DPI};

@@ -33,7 +33,15 @@ pub struct Limits {
     /// Wall-clock milliseconds OCR may spend on one document (the parse stage takes it from the
     /// function's timeout); 0 means no limit.
     pub ocr_budget_ms: u64,
+    /// Chunks one document may make ([`crate::chunk_within`]); a document that makes more is
+    /// refused. Its chunks are embedded and inserted by one index run, within that function's
+    /// timeout.
+    pub max_chunks: u32,
 }
+
+/// The default of [`Limits::max_chunks`]: 20,000 chunks of at most 256 tokens, about 5 million
+/// tokens (some 9 million Chinese characters, a shelf of codes; the Civil Code makes about 1,300).
+pub const DEFAULT_MAX_CHUNKS: u32 = 20_000;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -43,6 +51,7 @@ impl Default for Limits {
             max_nesting: 256,
             max_ocr_pages: 50,
             ocr_budget_ms: 0,
+            max_chunks: DEFAULT_MAX_CHUNKS,
         }
     }
 }

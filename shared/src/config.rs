@@ -220,7 +220,7 @@ impl ParseConfig {
             ));
         }
         let limit_defaults = docpipe_parse::Limits::default();
-        ParseConfig {
+        let config = ParseConfig {
             bucket: env.required("DOCPIPE_BUCKET"),
             parse_queue_url: env.url("DOCPIPE_PARSE_QUEUE_URL"),
             index_queue_url: env.url("DOCPIPE_INDEX_QUEUE_URL"),
@@ -229,10 +229,17 @@ impl ParseConfig {
             limits: docpipe_parse::Limits {
                 max_pages: env.parsed_or("DOCPIPE_MAX_PAGES", limit_defaults.max_pages),
                 max_ocr_pages: env.parsed_or("DOCPIPE_MAX_OCR_PAGES", limit_defaults.max_ocr_pages),
+                max_chunks: env.parsed_or("DOCPIPE_MAX_CHUNKS", limit_defaults.max_chunks),
                 ..limit_defaults
             },
             clock: crate::clock::Clock::read(env),
+        };
+        if config.limits.max_chunks == 0 {
+            env.problems.push(
+                "DOCPIPE_MAX_CHUNKS must be at least 1: 0 would refuse every document".into(),
+            );
         }
+        config
     }
 }
 
@@ -323,6 +330,30 @@ mod tests {
         assert!(err.contains("DOCPIPE_PARSE_QUEUE_URL is not set"), "{err}");
         assert!(
             err.contains("DOCPIPE_MAX_BYTES has an invalid value"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_chunk_limit_is_read_from_the_environment() {
+        let base = [
+            ("DOCPIPE_BUCKET", "b"),
+            ("DOCPIPE_PARSE_QUEUE_URL", "http://127.0.0.1:5000/1/p"),
+            ("DOCPIPE_INDEX_QUEUE_URL", "http://127.0.0.1:5000/1/i"),
+        ];
+        let mut env = reader(&base);
+        let parse = ParseConfig::read(&mut env);
+        assert_eq!(parse.limits.max_chunks, docpipe_parse::DEFAULT_MAX_CHUNKS);
+        assert_eq!(parse.limits.max_chunks, 20_000);
+
+        let mut env = reader(&[base.as_slice(), &[("DOCPIPE_MAX_CHUNKS", "31000")]].concat());
+        assert_eq!(ParseConfig::read(&mut env).limits.max_chunks, 31_000);
+
+        let mut env = reader(&[base.as_slice(), &[("DOCPIPE_MAX_CHUNKS", "0")]].concat());
+        let _ = ParseConfig::read(&mut env);
+        let err = env.finish().unwrap_err().to_string();
+        assert!(
+            err.contains("DOCPIPE_MAX_CHUNKS must be at least 1"),
             "{err}"
         );
     }

@@ -219,10 +219,10 @@ async fn parse_and_chunk(
     };
     let chunk_config = deps.config.chunk;
     let parsed = tokio::task::spawn_blocking(move || {
-        docpipe_parse::parse(&original, &hint, &limits).map(|parsed| {
-            let chunks = docpipe_parse::chunk(&parsed, &chunk_config);
-            (parsed, chunks)
-        })
+        let parsed = docpipe_parse::parse(&original, &hint, &limits)?;
+        // A document over `DOCPIPE_MAX_CHUNKS` fails here, before any chunk is embedded.
+        let chunks = docpipe_parse::chunk_within(&parsed, &chunk_config, limits.max_chunks)?;
+        Ok::<_, docpipe_parse::ParseError>((parsed, chunks))
     })
     .await;
     match parsed {
