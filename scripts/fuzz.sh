@@ -2,7 +2,7 @@
 # Fuzzes docpipe's hostile-input surface with cargo-fuzz (libFuzzer): the notification and job
 # decoders, the SQS batch path, and every parser followed by chunking (see fuzz/fuzz_targets/).
 # Each target runs for a bounded time, seeded from ../shared/corpus and ../shared/events plus the
-# repository's own events/; the corpus it grows is kept in .local/fuzz/corpus for the next run.
+# repository's own events/ and fuzz/seeds/; the corpus it grows is kept in .local/fuzz/corpus for the next run.
 # Prints a table target -> runs -> result and exits non-zero when any target crashed, hung or ran
 # out of memory (the input is saved under .local/fuzz/artifacts/<target>/).
 #
@@ -103,6 +103,10 @@ make_seeds() {
       find "$c/laws" -maxdepth 1 -name '*.md' -size -64k 2>/dev/null | sort | tail -n 10 | xargs -r cp -t "$dest/" ;;
     *) die "unknown target $t" ;;
   esac
+  # The repository's own seeds: inputs that once broke a parser's bounds (fuzz/seeds/README.md).
+  local own="$t"
+  [[ "$t" == parse_pdf_lopdf ]] && own=parse_pdf
+  copy_seeds "$dest" "$ROOT/fuzz/seeds/$own"
   echo "$dest"
 }
 

@@ -80,3 +80,40 @@ fn the_crazyones_pdf_chunks_within_budget() {
         check_chunks(&doc, &cfg).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
     }
 }
+
+/// The seeds of `fuzz/seeds/` (issue 29's unbounded inputs): each parses, or fails with a
+/// message, within a minute, as its fuzz target would see it (the file name's extension as the
+/// hint), and what parses chunks within budget.
+#[test]
+fn the_seeds_kept_with_the_fuzz_targets_parse_or_fail_cleanly() {
+    common::require_pdfium();
+    let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds");
+    let mut checked = 0;
+    for target in ["parse_pdf", "parse_text", "parse_html"] {
+        for path in common::files_in_dir(&seeds.join(target)) {
+            let bytes = std::fs::read(&path).unwrap();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let hint = Hint::new(name.clone(), "");
+            std::thread::spawn(move || {
+                let _ = tx.send(parse(&bytes, &hint, &Limits::default()));
+            });
+            let parsed = rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("{name}: parse did not finish within a minute"));
+            match parsed {
+                Ok(doc) => {
+                    for cfg in [SMALL, ChunkConfig::default()] {
+                        check_chunks(&doc, &cfg).unwrap_or_else(|e| panic!("{name}: {e}"));
+                    }
+                }
+                Err(e) => {
+                    assert_ne!(e.kind(), "parser_panic", "{name}: {e}");
+                    assert!(!e.to_string().contains('\n'), "{name}: {e}");
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 9, "{checked} seeds");
+}

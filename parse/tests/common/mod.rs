@@ -26,7 +26,16 @@ pub fn corpus_file(rel: &str) -> PathBuf {
 }
 
 pub fn files_in(rel: &str, ext: &str) -> Vec<PathBuf> {
-    let dir = corpus().join(rel);
+    files_with(&corpus().join(rel), ext)
+}
+
+/// Every file of `dir`, in name order.
+pub fn files_in_dir(dir: &Path) -> Vec<PathBuf> {
+    files_with(dir, "")
+}
+
+fn files_with(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let dir = dir.to_path_buf();
     let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e} (set DOCPIPE_CORPUS)", dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
