@@ -8,7 +8,10 @@
 #   BENCH_PARSE_JSON=f.json ...       # also write the best rows and the ratios as JSON
 #
 # Sets: "pdf" = corpus/pdf + corpus/laws-formats/pdf + the UDHR PDFs of corpus/external;
-#       "md"  = the 378 Markdown laws of corpus/laws.
+#       "md"  = the 378 Markdown laws of corpus/laws;
+#       "run30" and "laws30" (bounded work, issue 29): 30 MB of plain text that is one run of hex
+#       digits without any break, against 30 MB of the laws as plain text. Their time ratio shows
+#       that parse + chunk stays linear on a run (it was quadratic: minutes for 30 MB).
 # Each (engine, set) runs in its own process, so peak RSS (VmHWM) is per set.
 set -euo pipefail
 
@@ -40,7 +43,17 @@ BIN="$CARGO_TARGET_DIR/release/examples/bench_parse"
 PY="$(bench_python)"
 
 OUT="$(mktemp)"
-trap 'rm -f "$OUT"' EXIT
+BIG="$(mktemp -d)"
+trap 'rm -f "$OUT"; rm -rf "$BIG"' EXIT
+# 30,000,000 bytes each: one line of hex digits, and the laws (as .txt) repeated.
+"$PY" - "$BIG" "${MDS[@]}" <<'PYEOF'
+import sys
+size, out, laws = 30_000_000, sys.argv[1], sys.argv[2:]
+open(f"{out}/run30.txt", "w").write(("0123456789abcdef" * (size // 16 + 1))[:size])
+text = "\n\n".join(open(p, encoding="utf-8").read() for p in laws).encode()
+body = (text * (size // len(text) + 1))[:size]
+open(f"{out}/laws30.txt", "wb").write(body[: body.rfind(b"\n") + 1])
+PYEOF
 # Best of $REPEAT runs for each: the machine is shared, the minimum is the least disturbed.
 for i in $(seq "$REPEAT"); do
   echo "round $i of $REPEAT..." >&2
@@ -48,6 +61,8 @@ for i in $(seq "$REPEAT"); do
   "$BIN" pdf-floor "${PDFS[@]}" >>"$OUT"
   "$BIN" md "${MDS[@]}" >>"$OUT"
   "$BIN" md-floor "${MDS[@]}" >>"$OUT"
+  "$BIN" run30 "$BIG/run30.txt" >>"$OUT"
+  "$BIN" laws30 "$BIG/laws30.txt" >>"$OUT"
   "$PY" "$ROOT/scripts/bench_parse_baseline.py" pypdf "${PDFS[@]}" >>"$OUT"
   "$PY" "$ROOT/scripts/bench_parse_baseline.py" pdfminer "${PDFS[@]}" >>"$OUT"
   "$PY" "$ROOT/scripts/bench_parse_baseline.py" markdown "${MDS[@]}" >>"$OUT"
@@ -96,6 +111,13 @@ print(f"\nOf docpipe's PDF time, {share:.0%} is the floor: pdfium opening the do
       "page's text layer, which any pdfium-based parser must do. The rest is docpipe's own work "
       "(clean-up, line boxes, headings, tree, blocks, chunks). "
       f"Of its Markdown time, {md_share:.0%} is pulldown-cmark's event stream; the rest is docpipe's own.")
+run30, laws30 = best[(RUST, "run30")], best[(RUST, "laws30")]
+bounded = run30["seconds"] / laws30["seconds"]
+print("\n| bounded work: parse + chunk of 30 MB of plain text | seconds | chunks | peak RSS MB |")
+print("| --- | ---: | ---: | ---: |")
+for label, r in [("one run of hex digits, no break anywhere", run30), ("the laws, repeated", laws30)]:
+    print(f"| {label} | {r['seconds']:.2f} | {r['chunks']} | {r['peak_rss_mb']:.1f} |")
+print(f"\nThe run takes {bounded:.2f}× the laws' time (goal: within a small factor; it was quadratic).")
 fails = sum(r.get("failures", 0) for r in best.values())
 if fails:
     print(f"\n{fails} file(s) failed to parse in the Rust run (see stderr).")
@@ -103,5 +125,6 @@ print(f"\npdfium bind (once per process, excluded): {best[(RUST, 'pdf')].get('pd
 if sys.argv[2]:
     with open(sys.argv[2], "w") as f:
         json.dump({"best": list(best.values()), "ratios": ratios, "floor_share": share,
-                   "md_floor_share": md_share}, f)
+                   "md_floor_share": md_share, "bounded": {"run30_s": run30["seconds"],
+                   "laws30_s": laws30["seconds"], "ratio": bounded}}, f)
 PYEOF

@@ -35,6 +35,10 @@ for c in parse["ratios"]:
     print(f"| {what} ({r['files']} files, {r['bytes'] / 1e6:.2f} MB) | {r['mb_per_s']:.2f} MB/s, peak RSS {r['peak_rss_mb']:.1f} MB | "
           f"{b['engine'].removeprefix('python ')}: {b['mb_per_s']:.2f} MB/s, {b['peak_rss_mb']:.1f} MB | "
           f"**{c['throughput_ratio']:.1f}×** (memory {c['memory_ratio']:.2f}) |")
+if "bounded" in parse:
+    b = parse["bounded"]
+    print(f"| parse + chunk of 30 MB of one run of hex digits without a break (bounded work) | {b['run30_s']:.2f} s | "
+          f"30 MB of the laws as text: {b['laws30_s']:.2f} s | **{b['ratio']:.2f}×** |")
 for r in by("snapshot"):
     print(f"| snapshot writes, {fmt(r['nodes'])} nodes + {fmt(r['blocks'])} blocks via PgBouncer (median of {r['repeat']}) | "
           f"UNNEST: {fmt(r['unnest_rows_per_s'])} rows/s | row-by-row INSERT: {fmt(r['row_by_row_rows_per_s'])} rows/s | "
