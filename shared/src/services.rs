@@ -43,9 +43,9 @@ pub async fn connect_vectors(milvus: &MilvusConfig) -> Result<Arc<dyn VectorInde
     Ok(Arc::new(index))
 }
 
-/// The Milvus collection, connected on first use (see [`crate::adapters::LazyVectorIndex`]): for
-/// the functions whose work mostly needs no Milvus (sweeper, DLQ), so that they start, and record
-/// what they can, while Milvus is away.
+/// The Milvus collection, connected on first use (see [`crate::adapters::LazyVectorIndex`]), so
+/// that a function starts, and records what it can, while Milvus is away: the sweeper and the DLQ
+/// function, whose work mostly needs no Milvus, and the index function, whose jobs then back off.
 pub fn lazy_vectors(milvus: MilvusConfig) -> Arc<dyn VectorIndex> {
     let collection = milvus.collection.clone();
     Arc::new(crate::adapters::LazyVectorIndex::new(
@@ -330,7 +330,10 @@ impl Service for IndexService {
         let embedder = config
             .embedder
             .expect("finish reports an embedder that could not be built");
-        let vectors = connect_vectors(&config.milvus).await?;
+        // Connected on first use: an index function that could not start while Milvus is away
+        // would leave its message hidden for the queue's whole visibility timeout, unrecorded,
+        // where a job that fails on Milvus backs off on the clock and says why.
+        let vectors = lazy_vectors(config.milvus);
         Ok(IndexService {
             db,
             objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
