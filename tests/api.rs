@@ -4,11 +4,11 @@
 //! queues and Milvus collection.
 
 use axum::http::StatusCode;
-use docpipe::config::Secret;
-use docpipe::db::Type;
-use docpipe::model::{DocStatus, JobMessage};
 use docpipe_api_fn::lazy_index::LazyMilvus;
 use docpipe_api_fn::{ActorSource, ApiConfig, ApiState};
+use docpipe_core::config::Secret;
+use docpipe_core::model::{DocStatus, JobMessage};
+use docpipe_db::Type;
 use docpipe_tests::{law_paths, law_probe, read_law};
 use docpipe_tests::{sha256_hex, sqs_batch, workspace_root, Pipeline};
 use docpipe_vector::VectorIndex;
@@ -40,7 +40,7 @@ fn config_for(p: &Pipeline) -> ApiConfig {
         webhook_token: Some(Secret::new(TOKEN)),
         webhook_token_secret_arn: None,
         stage_deadline_secs: 900,
-        max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
+        max_bytes: docpipe_core::config::DEFAULT_MAX_BYTES,
         max_body_bytes: 64 * 1024,
         max_receive_count: Some(p.aws.clock.max_receive_count),
     }
@@ -57,7 +57,7 @@ fn state_for(
         &p.aws.clients,
         p.index.embedder.clone(),
         vectors,
-        p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+        p.aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
         config,
         source,
     ))
@@ -263,7 +263,7 @@ async fn a_registered_upload_flows_through_the_pipeline_and_every_read_endpoint_
     let reg = read(r).await;
     assert_eq!(reg.status, StatusCode::CREATED, "{}", reg.body);
     let doc_id = reg.body["doc_id"].as_str().unwrap().to_string();
-    assert!(docpipe::ids::is_valid_doc_id(&doc_id));
+    assert!(docpipe_core::ids::is_valid_doc_id(&doc_id));
     assert_eq!(reg.headers["location"], format!("/documents/{doc_id}"));
     assert_eq!(reg.body["status"], "pending");
     assert_eq!(
@@ -288,7 +288,7 @@ async fn a_registered_upload_flows_through_the_pipeline_and_every_read_endpoint_
     assert_eq!(download["content_sha256"], sha256_hex(text.as_bytes()));
 
     // The registration is in the audit log, with who asked and the request's id.
-    let audit = docpipe::db::audit::for_target(&**api.p.db.client().await, "document", &doc_id)
+    let audit = docpipe_db::audit::for_target(&**api.p.db.client().await, "document", &doc_id)
         .await
         .unwrap();
     assert_eq!(audit.len(), 1, "{audit:?}");
@@ -320,7 +320,8 @@ async fn upload_and_store(api: &Api, reg: &Answer, text: &str, doc_id: &str, run
         "moto delivered the upload's notification: {notifications:?}"
     );
     let report =
-        docpipe::handlers::store::handle_sqs(&api.p.store, sqs_batch(&notifications)).await;
+        docpipe_pipeline::handlers::store::handle_sqs(&api.p.store, sqs_batch(&notifications))
+            .await;
     assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
     let doc = api.p.doc(doc_id).await.unwrap();
     assert_eq!(
@@ -691,7 +692,7 @@ async fn a_retry_opens_one_run_and_an_idempotency_key_replays_it() {
     let pending = api.register(json!({"file_name": "never.md"})).await;
     let a = api.retry(pending["doc_id"].as_str().unwrap(), None).await;
     assert_problem(&a, 409, "not-retryable", "retry before the upload");
-    let a = api.retry(&docpipe::ids::random_doc_id(), None).await;
+    let a = api.retry(&docpipe_core::ids::random_doc_id(), None).await;
     assert_problem(&a, 404, "not-found", "retry of nothing");
 
     assert_retries_audited(&api, &doc_id).await;
@@ -703,7 +704,7 @@ async fn a_retry_opens_one_run_and_an_idempotency_key_replays_it() {
 /// the sweeper's housekeeping deletes expired keys, leaving younger ones.
 #[tokio::test]
 async fn an_idempotency_key_expires_after_a_day_and_the_sweeper_prunes_it() {
-    use docpipe::db::idempotency::KEY_TTL_SECS;
+    use docpipe_db::idempotency::KEY_TTL_SECS;
     let api = Api::new().await;
     let (name, text) = laws(1).remove(0);
     let doc_id = api
@@ -754,8 +755,8 @@ async fn an_idempotency_key_expires_after_a_day_and_the_sweeper_prunes_it() {
     assert_eq!(young.status, StatusCode::ACCEPTED, "{}", young.body);
     assert_eq!(age("key-day", KEY_TTL_SECS + 60).await, 1);
     assert_eq!(age("key-young", KEY_TTL_SECS - 600).await, 1);
-    let kept = docpipe::stages::housekeeping::housekeeping(
-        &docpipe::stages::housekeeping::HousekeepingDeps {
+    let kept = docpipe_pipeline::upkeep::housekeeping::housekeeping(
+        &docpipe_pipeline::upkeep::housekeeping::HousekeepingDeps {
             db: &api.p.db.db,
             objects: api.p.store.objects.as_ref(),
             vectors: api.p.milvus.as_ref(),
@@ -826,7 +827,7 @@ async fn abandon_the_overdue_run(api: &Api, doc_id: &str, retry_run: i64) {
 
 /// Every retry request is audited and closed: two succeeded, one replayed, the rest rejected.
 async fn assert_retries_audited(api: &Api, doc_id: &str) {
-    let audit = docpipe::db::audit::for_target(&**api.p.db.client().await, "document", doc_id)
+    let audit = docpipe_db::audit::for_target(&**api.p.db.client().await, "document", doc_id)
         .await
         .unwrap();
     let results: Vec<&str> = audit.iter().map(|r| r.result.as_str()).collect();
@@ -880,7 +881,7 @@ async fn a_delete_removes_objects_vectors_and_rows_and_answers_the_same_when_rep
         StatusCode::NO_CONTENT,
         "a repeated delete answers the same"
     );
-    let never = api.delete(&docpipe::ids::random_doc_id()).await;
+    let never = api.delete(&docpipe_core::ids::random_doc_id()).await;
     assert_problem(
         &never,
         404,
@@ -888,7 +889,7 @@ async fn a_delete_removes_objects_vectors_and_rows_and_answers_the_same_when_rep
         "delete of a document that never existed",
     );
 
-    let audit = docpipe::db::audit::for_target(&**api.p.db.client().await, "document", &doc_id)
+    let audit = docpipe_db::audit::for_target(&**api.p.db.client().await, "document", &doc_id)
         .await
         .unwrap();
     let results: Vec<(&str, &str)> = audit
@@ -917,20 +918,22 @@ async fn a_delete_racing_parse_and_index_leaves_no_orphan_object_vector_or_row()
     {
         let key = format!("uploads/race-{i}.md");
         api.p.aws.put(&key, text.as_bytes()).await;
-        docpipe::handlers::store::handle_notification(
+        docpipe_pipeline::handlers::store::handle_notification(
             &api.p.store,
             &docpipe_tests::s3_put_event(&api.p.aws.bucket, &key),
         )
         .await
         .unwrap();
-        let doc_id = docpipe::ids::derived_doc_id(&api.p.aws.bucket, &key);
+        let doc_id = docpipe_core::ids::derived_doc_id(&api.p.aws.bucket, &key);
         let job = JobMessage::new(
             &doc_id,
             api.p.doc(&doc_id).await.unwrap().current_run_id.unwrap(),
         );
         let stages = async {
-            let parsed = docpipe::stages::parse::parse_job(&api.p.parse.deps(), &job).await;
-            let indexed = docpipe::stages::index::index_job(&api.p.index.deps(), &job).await;
+            let parsed =
+                docpipe_pipeline::stages::parse::parse_job(&api.p.parse.deps(), &job).await;
+            let indexed =
+                docpipe_pipeline::stages::index::index_job(&api.p.index.deps(), &job).await;
             (parsed.is_ok(), indexed.is_ok())
         };
         let deleter = async {
@@ -1051,7 +1054,7 @@ async fn a_sentence_finds_its_law_in_every_mode(api: &Api, first: &str, sentence
     );
     assert_eq!(
         result["parameters"]["fusion"]["k"],
-        docpipe::search::fusion::DEFAULT_FUSION.k
+        docpipe_search::fusion::DEFAULT_FUSION.k
     );
     for mode in ["dense", "keyword", "hybrid"] {
         let (status, r) = api
@@ -1134,7 +1137,7 @@ fn invalid_searches(sentence: &str) -> Vec<(Value, &'static str, &'static str)> 
 #[tokio::test]
 async fn bad_input_is_always_a_problem_and_never_a_server_error() {
     let api = Api::new().await;
-    let id = docpipe::ids::random_doc_id();
+    let id = docpipe_core::ids::random_doc_id();
     bad_paths_are_problems(&api, &id).await;
     bad_registrations_are_problems(&api).await;
     bad_methods_and_keys_are_problems(&api, &id).await;
@@ -1456,7 +1459,7 @@ async fn the_webhook_refuses_a_missing_or_wrong_token(
     assert_problem(&a, 401, "unauthorized", "wrong token");
     let a = send_webhook(api, Some("Basic dXNlcjpwYXNz".into()), sample.to_string()).await;
     assert_problem(&a, 401, "unauthorized", "not a bearer token");
-    let doc_id = docpipe::ids::derived_doc_id(&api.p.aws.bucket, key);
+    let doc_id = docpipe_core::ids::derived_doc_id(&api.p.aws.bucket, key);
     assert!(
         api.p.doc(&doc_id).await.is_none(),
         "nothing happened without the token"
@@ -1529,7 +1532,7 @@ async fn the_webhook_takes_only_keys_under_uploads(api: &Api, sample: &str, text
             detail.contains("uploads/") && detail.contains(key),
             "{detail}"
         );
-        let doc_id = docpipe::ids::derived_doc_id(&api.p.aws.bucket, key);
+        let doc_id = docpipe_core::ids::derived_doc_id(&api.p.aws.bucket, key);
         assert!(api.p.doc(&doc_id).await.is_none(), "{key}: no document");
     }
     let client = api.p.db.client().await;
@@ -1768,7 +1771,7 @@ async fn api_gateway_events_reach_the_same_router_and_the_authorizer_names_the_a
     // A header cannot claim to be someone else in Lambda: the authorizer's subject is recorded.
     let registered = register_claiming_to_be_mallory(&api, &doc_id).await;
     let client = api.p.db.client().await;
-    let audit = docpipe::db::audit::for_target(&**client, "document", &registered)
+    let audit = docpipe_db::audit::for_target(&**client, "document", &registered)
         .await
         .unwrap();
     assert_eq!(audit[0].actor_type, "user");
@@ -1841,13 +1844,13 @@ async fn register_claiming_to_be_mallory(api: &Api, doc_id: &str) -> String {
 /// The delete event comes through an IAM authorizer.
 async fn the_delete_event_names_the_iam_actor(
     api: &Api,
-    client: &docpipe::db::Client,
+    client: &docpipe_db::Client,
     doc_id: &str,
 ) {
     api.p.drive(doc_id).await;
     let a = api.lambda(&event("api-delete-document.json", doc_id)).await;
     assert_eq!(a.status, StatusCode::NO_CONTENT, "{}", a.body);
-    let audit = docpipe::db::audit::for_target(&***client, "document", doc_id)
+    let audit = docpipe_db::audit::for_target(&***client, "document", doc_id)
         .await
         .unwrap();
     let who: Vec<(&str, &str, &str)> = audit
@@ -1903,7 +1906,7 @@ async fn the_openapi_spec_and_the_router_name_the_same_routes() {
     // And the table is what the router really serves: every spec route is answered by a handler,
     // never by the no-route fallback or a 405.
     let api = Api::new().await;
-    let id = docpipe::ids::random_doc_id();
+    let id = docpipe_core::ids::random_doc_id();
     for (method, path) in &in_spec {
         let url = api.url(&path.replace("{doc_id}", &id));
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();

@@ -5,8 +5,8 @@
 //! lands in the test's store queue; the test pumps that queue into the store handler, as the dev
 //! runner would, and runs parse and index.
 
-use docpipe::model::DocStatus;
 use docpipe_cli::client::ClientError;
+use docpipe_core::model::DocStatus;
 use docpipe_tests::{corpus_dir, sha256_hex, sqs_batch, Pipeline};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -84,8 +84,11 @@ impl Cli {
         for _ in 0..20 {
             let bodies = self.p.aws.drain(&self.p.aws.store_queue, n).await;
             if !bodies.is_empty() {
-                let report =
-                    docpipe::handlers::store::handle_sqs(&self.p.store, sqs_batch(&bodies)).await;
+                let report = docpipe_pipeline::handlers::store::handle_sqs(
+                    &self.p.store,
+                    sqs_batch(&bodies),
+                )
+                .await;
                 assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
                 handled += bodies.len();
             }
@@ -116,7 +119,7 @@ fn law() -> (String, Vec<u8>) {
 fn uploaded_ids(text: &str) -> Vec<String> {
     text.lines()
         .filter_map(|l| l.split_whitespace().next())
-        .filter(|id| docpipe::ids::is_valid_doc_id(id))
+        .filter(|id| docpipe_core::ids::is_valid_doc_id(id))
         .map(String::from)
         .collect()
 }
@@ -270,9 +273,14 @@ async fn search_finds_it(cli: &Cli, doc_id: &str, name: &str) {
         "a filter that excludes it"
     );
     assert_eq!(
-        cli.ok(&["search", "湿地", "--doc-id", &docpipe::ids::random_doc_id()])
-            .await
-            .trim(),
+        cli.ok(&[
+            "search",
+            "湿地",
+            "--doc-id",
+            &docpipe_core::ids::random_doc_id()
+        ])
+        .await
+        .trim(),
         "no hits"
     );
 }
@@ -401,7 +409,7 @@ async fn errors_are_one_line_with_the_problem_title_and_detail() {
         assert_eq!(status, Some(400), "{cmd}: {line}");
         assert!(line.starts_with("error: Bad Request: "), "{cmd}: {line}");
     }
-    let missing = docpipe::ids::random_doc_id();
+    let missing = docpipe_core::ids::random_doc_id();
     let (line, status, _) = cli.fails(&["retry", &missing]).await;
     assert_eq!(status, Some(404), "{line}");
     let (line, _, kind) = cli.fails(&["search", "x", "--top-k", "500"]).await;
@@ -439,7 +447,7 @@ async fn intake_failures_are_listed_by_the_api_and_the_cli_newest_first() {
         .await
         .contains("0 intake failures"));
     for key in ["intake/first\u{0}.md", "intake/second\u{0}.md"] {
-        docpipe::handlers::store::handle_notification(
+        docpipe_pipeline::handlers::store::handle_notification(
             &cli.p.store,
             &docpipe_tests::s3_put_event(&cli.p.aws.bucket, key),
         )
@@ -520,15 +528,15 @@ async fn drive_both(cli: &Cli, ids: &[String]) {
     pause().await;
     for id in ids {
         let doc = cli.p.doc(id).await.unwrap();
-        let job = docpipe::model::JobMessage::new(id, doc.current_run_id.unwrap());
-        let _ = docpipe::stages::parse::parse_job(&cli.p.parse.deps(), &job).await;
+        let job = docpipe_core::model::JobMessage::new(id, doc.current_run_id.unwrap());
+        let _ = docpipe_pipeline::stages::parse::parse_job(&cli.p.parse.deps(), &job).await;
     }
     pause().await;
     for id in ids {
         let doc = cli.p.doc(id).await.unwrap();
         if doc.status == DocStatus::Parsed {
-            let job = docpipe::model::JobMessage::new(id, doc.current_run_id.unwrap());
-            docpipe::stages::index::index_job(&cli.p.index.deps(), &job)
+            let job = docpipe_core::model::JobMessage::new(id, doc.current_run_id.unwrap());
+            docpipe_pipeline::stages::index::index_job(&cli.p.index.deps(), &job)
                 .await
                 .unwrap();
         }

@@ -2,14 +2,16 @@
 //! password, Milvus away while the DLQ function and the sweeper start, a sweep that finds another
 //! still running, and a store batch that cannot finish before its function's timeout.
 
-use docpipe::config::{DbConfig, MilvusConfig, Secret};
-use docpipe::db::upkeep;
-use docpipe::services::{connect_db, DeadLetterService, Service, SWEEPER_LEASE};
+use docpipe_core::config::{DbConfig, MilvusConfig, Secret};
+use docpipe_db::upkeep;
+use docpipe_pipeline::services::{connect_db, DeadLetterService, Service, SWEEPER_LEASE};
 use docpipe_tests::*;
 use std::time::{Duration, Instant};
 
 async fn secrets_client_sdk() -> aws_sdk_secretsmanager::Client {
-    aws_sdk_secretsmanager::Client::new(&docpipe::adapters::aws::sdk_config(&aws_config()).await)
+    aws_sdk_secretsmanager::Client::new(
+        &docpipe_pipeline::adapters::aws::sdk_config(&aws_config()).await,
+    )
 }
 
 /// PostgreSQL itself (not PgBouncer, whose user list is a file of its own), at `database`.
@@ -20,8 +22,11 @@ fn direct_url(database: &str) -> String {
     format!("{base}/{database}")
 }
 
-async fn current_user(db: &docpipe::db::Db) -> Result<String, String> {
-    let client = db.client().await.map_err(|e| docpipe::error::chain(&e))?;
+async fn current_user(db: &docpipe_db::Db) -> Result<String, String> {
+    let client = db
+        .client()
+        .await
+        .map_err(|e| docpipe_core::error::chain(&e))?;
     let row = client
         .query_typed_one("SELECT current_user::text AS who", &[])
         .await
@@ -135,7 +140,7 @@ async fn a_secret_s_password_is_never_sent_in_clear_text_off_this_machine() {
         panic!("a plain-text URL with a secret was accepted")
     };
     assert!(
-        docpipe::error::chain(&refused).contains("must travel over TLS"),
+        docpipe_core::error::chain(&refused).contains("must travel over TLS"),
         "{refused}"
     );
     // The local stack has no TLS: on loopback the secret's path works as it is.
@@ -168,7 +173,7 @@ async fn the_dead_letter_function_starts_and_records_give_ups_while_milvus_is_aw
 
     // A dead-lettered upload that never became a document needs no Milvus: it is recorded.
     let event = s3_put_event(&p.aws.bucket, "deploy/never-stored.md").to_string();
-    let report = docpipe::handlers::dlq::handle_sqs(&dlq, sqs_batch(&[event])).await;
+    let report = docpipe_pipeline::handlers::dlq::handle_sqs(&dlq, sqs_batch(&[event])).await;
     assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
     let recorded = p
         .count("SELECT count(*) FROM intake_failures WHERE object_name = 'deploy/never-stored.md'")
@@ -220,7 +225,8 @@ async fn a_store_batch_leaves_what_it_has_no_time_for_to_another_invocation() {
     // more than what is left, go back at once.
     let deadline = Instant::now() + Duration::from_secs(2);
     let report =
-        docpipe::handlers::store::handle_sqs_until(&p.store, sqs_batch(&bodies), deadline).await;
+        docpipe_pipeline::handlers::store::handle_sqs_until(&p.store, sqs_batch(&bodies), deadline)
+            .await;
     assert_eq!(
         report.failed_ids(),
         ["msg-1", "msg-2"],
@@ -240,7 +246,8 @@ async fn a_store_batch_leaves_what_it_has_no_time_for_to_another_invocation() {
     assert!(Instant::now() < deadline + Duration::from_millis(500));
 
     // Their next delivery, with the function's whole time, stores them.
-    let report = docpipe::handlers::store::handle_sqs(&p.store, sqs_batch(&bodies[1..])).await;
+    let report =
+        docpipe_pipeline::handlers::store::handle_sqs(&p.store, sqs_batch(&bodies[1..])).await;
     assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
     assert!(p.doc_at("deploy/large-2.txt").await.is_some());
     p.cleanup().await;

@@ -2,11 +2,11 @@
 //! once, and every SQS message redelivered after partial processing, leave the same rows, objects
 //! and vectors as one delivery.
 
-use docpipe::adapters::StorageError;
-use docpipe::model::{JobMessage, Stage};
-use docpipe::stages::index::{index_job, IndexOutcome};
-use docpipe::stages::parse::parse_job;
-use docpipe::StageError;
+use docpipe_core::model::{JobMessage, Stage};
+use docpipe_pipeline::adapters::StorageError;
+use docpipe_pipeline::error::StageError;
+use docpipe_pipeline::stages::index::{index_job, IndexOutcome};
+use docpipe_pipeline::stages::parse::parse_job;
 use docpipe_tests::{law_paths, read_law};
 use docpipe_tests::{
     s3_put_event, vector_outage, FlakyQueue, HookedObjectStore, HookedVectorIndex, Pipeline,
@@ -42,10 +42,10 @@ struct Footprint {
 }
 
 async fn footprint(p: &Pipeline, key: &str) -> Footprint {
-    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, key);
+    let doc_id = docpipe_core::ids::derived_doc_id(&p.aws.bucket, key);
     let c = p.db.client().await;
     let doc_ref: &(dyn tokio_postgres::types::ToSql + Sync) = &doc_id;
-    let id = || (doc_ref, docpipe::db::Type::VARCHAR);
+    let id = || (doc_ref, docpipe_db::Type::VARCHAR);
     let doc = c
         .query_typed_one(
             "SELECT status, chunk_count FROM documents WHERE doc_id = $1",
@@ -123,7 +123,7 @@ async fn once(docs: &[(String, String)]) -> Vec<Footprint> {
 
 /// Runs a stage job until it stops asking to be retried (another delivery holds the lease), each
 /// redelivery after the backoff the function would set on the message.
-async fn until_settled<F, Fut, T>(clock: &docpipe::clock::Clock, mut f: F) -> T
+async fn until_settled<F, Fut, T>(clock: &docpipe_core::clock::Clock, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, StageError>>,
@@ -144,12 +144,12 @@ async fn every_message_delivered_five_times_at_once_leaves_what_one_delivery_lea
     let baseline = once(&docs).await;
 
     let p = Pipeline::new(Pipeline::hash()).await;
-    let others: Vec<docpipe::services::StoreService> = (0..5)
+    let others: Vec<docpipe_pipeline::services::StoreService> = (0..5)
         .map(|_| {
-            docpipe::services::StoreService::new(
+            docpipe_pipeline::services::StoreService::new(
                 p.db.another_pool(2),
                 &p.aws.clients,
-                p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+                p.aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
             )
         })
         .collect();
@@ -161,7 +161,7 @@ async fn every_message_delivered_five_times_at_once_leaves_what_one_delivery_lea
         let event = s3_put_event(&p.aws.bucket, key);
         others.iter().map(move |s| {
             let event = event.clone();
-            async move { docpipe::handlers::store::handle_notification(s, &event).await }
+            async move { docpipe_pipeline::handlers::store::handle_notification(s, &event).await }
         })
     });
     for r in futures::future::join_all(event_storm).await {
@@ -169,7 +169,7 @@ async fn every_message_delivered_five_times_at_once_leaves_what_one_delivery_lea
     }
     // Each stored document's parse job, then index job, delivered five times at once.
     for (key, _) in &docs {
-        let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, key);
+        let doc_id = docpipe_core::ids::derived_doc_id(&p.aws.bucket, key);
         let job = JobMessage::new(
             &doc_id,
             p.doc(&doc_id).await.unwrap().current_run_id.unwrap(),
@@ -211,23 +211,23 @@ async fn every_message_redelivered_after_partial_processing_leaves_what_one_deli
 
 /// Store: committed, then the parse job could not be sent; redelivered, it opens the run's job.
 async fn store_redelivered_after_the_send_failed(p: &Pipeline, key: &str) -> JobMessage {
-    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, key);
+    let doc_id = docpipe_core::ids::derived_doc_id(&p.aws.bucket, key);
     let event = s3_put_event(&p.aws.bucket, key);
     let flaky = Arc::new(FlakyQueue {
         inner: p.store.queue.clone(),
         failing: true.into(),
     });
-    let store = docpipe::services::StoreService {
+    let store = docpipe_pipeline::services::StoreService {
         db: p.db.db.clone(),
         objects: p.store.objects.clone(),
         queue: flaky,
-        config: p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+        config: p.aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
     };
-    let err = docpipe::handlers::store::handle_notification(&store, &event)
+    let err = docpipe_pipeline::handlers::store::handle_notification(&store, &event)
         .await
         .unwrap_err();
     assert!(err.is_retryable());
-    docpipe::handlers::store::handle_notification(&p.store, &event)
+    docpipe_pipeline::handlers::store::handle_notification(&p.store, &event)
         .await
         .unwrap();
     JobMessage::new(

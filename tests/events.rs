@@ -1,6 +1,6 @@
 //! Every fixture made by a real client decodes to what it says, and junk is refused with a reason.
 
-use docpipe::events::{decode_notification, is_sqs_batch, Notification};
+use docpipe_core::events::{decode_notification, is_sqs_batch, Notification};
 use docpipe_tests::{shared_dir, workspace_root};
 use serde_json::Value;
 
@@ -50,7 +50,7 @@ fn sqs_bodies_that_are_not_events_are_refused() {
         let batch: aws_lambda_events::event::sqs::SqsEvent = serde_json::from_value(value).unwrap();
         for record in batch.records {
             let body = record.body.unwrap_or_default();
-            let decoded = docpipe::events::decode_notification_str(&body);
+            let decoded = docpipe_core::events::decode_notification_str(&body);
             assert!(decoded.is_err(), "{name}: {body:?} decoded as {decoded:?}");
         }
     }

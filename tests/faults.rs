@@ -4,10 +4,10 @@
 //! is orphaned. These tests stop shared services, so `make test` runs them alone, one at a time.
 
 use async_trait::async_trait;
-use docpipe::adapters::{JobQueue, QueueError};
-use docpipe::model::{DocStatus, JobMessage, RunStatus};
-use docpipe::stages::index::{index_job, IndexOutcome};
-use docpipe::stages::parse::{parse_job, ParseOutcome};
+use docpipe_core::model::{DocStatus, JobMessage, RunStatus};
+use docpipe_pipeline::adapters::{JobQueue, QueueError};
+use docpipe_pipeline::stages::index::{index_job, IndexOutcome};
+use docpipe_pipeline::stages::parse::{parse_job, ParseOutcome};
 use docpipe_tests::{law_paths, read_law};
 use docpipe_tests::{
     s3_put_event, sqs_batch, stack, HookedObjectStore, HookedVectorIndex, Pipeline,
@@ -26,16 +26,19 @@ async fn upload(p: &Pipeline, dir: &str, i: usize) -> (String, String) {
     let (name, text) = law(i);
     let key = format!("{dir}/{name}");
     p.aws.put(&key, text.as_bytes()).await;
-    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
+    let doc_id = docpipe_core::ids::derived_doc_id(&p.aws.bucket, &key);
     (key, doc_id)
 }
 
 /// Uploads and stores a law; returns its current job.
 async fn stored(p: &Pipeline, i: usize) -> JobMessage {
     let (key, doc_id) = upload(p, "uploads", i).await;
-    docpipe::handlers::store::handle_notification(&p.store, &s3_put_event(&p.aws.bucket, &key))
-        .await
-        .expect("store");
+    docpipe_pipeline::handlers::store::handle_notification(
+        &p.store,
+        &s3_put_event(&p.aws.bucket, &key),
+    )
+    .await
+    .expect("store");
     let run = p.doc(&doc_id).await.unwrap().current_run_id.unwrap();
     JobMessage::new(doc_id, run)
 }
@@ -49,7 +52,7 @@ async fn assert_consistent(p: &Pipeline, doc_id: &str) {
         "{doc_id} is stuck in {}",
         doc.status
     );
-    let runs = docpipe::db::runs::list_for_doc(&**p.db.client().await, doc_id)
+    let runs = docpipe_db::runs::list_for_doc(&**p.db.client().await, doc_id)
         .await
         .unwrap();
     assert_eq!(runs.len(), 1, "one run, not duplicated: {runs:?}");
@@ -85,7 +88,7 @@ async fn assert_consistent(p: &Pipeline, doc_id: &str) {
 
 /// Runs `fault` once, the first time a key ending with `suffix` has been written.
 fn fault_after_put(
-    inner: Arc<dyn docpipe::adapters::ObjectStore>,
+    inner: Arc<dyn docpipe_pipeline::adapters::ObjectStore>,
     suffix: &'static str,
     fault: impl Fn() + Send + Sync + 'static,
 ) -> HookedObjectStore {
@@ -182,7 +185,7 @@ async fn pgbouncer_killed_after_the_milvus_insert_and_before_the_status_update()
             .query_typed_one(
                 "SELECT EXTRACT(EPOCH FROM lease_expires_at - NOW())::float8
              FROM document_processing_runs WHERE run_id = $1",
-                &[(&job.run_id, docpipe::db::Type::INT8)],
+                &[(&job.run_id, docpipe_db::Type::INT8)],
             )
             .await
             .unwrap()
@@ -205,7 +208,7 @@ async fn milvus_stopped_in_the_middle_of_a_batch_of_inserts() {
     p.index.config.embed_batch = 4;
     let job = stored(&p, 2).await;
     parse_job(&p.parse.deps(), &job).await.unwrap();
-    let chunks = docpipe::db::runs::get(&**p.db.client().await, job.run_id)
+    let chunks = docpipe_db::runs::get(&**p.db.client().await, job.run_id)
         .await
         .unwrap()
         .unwrap()
@@ -247,7 +250,7 @@ impl JobQueue for FreezeOnSecondSend {
     async fn hold_back(&self, url: &str, receipt: &str, delay: Duration) -> Result<(), QueueError> {
         self.inner.hold_back(url, receipt, delay).await
     }
-    async fn depth(&self, url: &str) -> Result<docpipe::adapters::QueueDepth, QueueError> {
+    async fn depth(&self, url: &str) -> Result<docpipe_pipeline::adapters::QueueDepth, QueueError> {
         self.inner.depth(url).await
     }
 }
@@ -263,17 +266,17 @@ async fn moto_frozen_in_the_middle_of_a_store_batch() {
         inner: p.store.queue.clone(),
         sends: AtomicUsize::new(0),
     });
-    let service = docpipe::services::StoreService {
+    let service = docpipe_pipeline::services::StoreService {
         db: p.db.db.clone(),
         objects: p.store.objects.clone(),
         queue,
-        config: p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+        config: p.aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
     };
     let bodies: Vec<String> = keys
         .iter()
         .map(|k| s3_put_event(&p.aws.bucket, k).to_string())
         .collect();
-    let report = docpipe::handlers::store::handle_sqs(&service, sqs_batch(&bodies)).await;
+    let report = docpipe_pipeline::handlers::store::handle_sqs(&service, sqs_batch(&bodies)).await;
     assert!(
         !report.failed_ids().is_empty(),
         "the frozen call fails its message: {:?}",
@@ -290,10 +293,10 @@ async fn moto_frozen_in_the_middle_of_a_store_batch() {
         .iter()
         .map(|id| bodies[id.trim_start_matches("msg-").parse::<usize>().unwrap()].clone())
         .collect();
-    let report = docpipe::handlers::store::handle_sqs(&p.store, sqs_batch(&again)).await;
+    let report = docpipe_pipeline::handlers::store::handle_sqs(&p.store, sqs_batch(&again)).await;
     assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
     for key in &keys {
-        let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, key);
+        let doc_id = docpipe_core::ids::derived_doc_id(&p.aws.bucket, key);
         p.drive(&doc_id).await;
         assert_eq!(
             p.doc(&doc_id).await.unwrap().status,

@@ -5,15 +5,15 @@
 //! on the stored row, and each shares its batch with a good message that must come through
 //! untouched. Every test has its own database, bucket and queues.
 
-use docpipe::db::{runs, Type};
-use docpipe::error::StageError;
-use docpipe::handlers;
-use docpipe::handlers::sqs::Handled;
-use docpipe::handlers::store::Notified;
-use docpipe::model::{DocStatus, JobMessage, RunStatus};
-use docpipe::services::StoreService;
-use docpipe::stages::parse::ParseOutcome;
-use docpipe::stages::store::StoreOutcome;
+use docpipe_core::model::{DocStatus, JobMessage, RunStatus};
+use docpipe_db::{runs, Type};
+use docpipe_pipeline::error::StageError;
+use docpipe_pipeline::handlers;
+use docpipe_pipeline::handlers::sqs::Handled;
+use docpipe_pipeline::handlers::store::Notified;
+use docpipe_pipeline::services::StoreService;
+use docpipe_pipeline::stages::parse::ParseOutcome;
+use docpipe_pipeline::stages::store::StoreOutcome;
 use docpipe_tests::{
     s3_put_event, serve_api, sha256_hex, sqs_batch, HookedObjectStore, Pipeline, TestAws,
 };
@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MAX: u64 = docpipe::config::DEFAULT_MAX_BYTES;
+const MAX: u64 = docpipe_core::config::DEFAULT_MAX_BYTES;
 
 /// A store message that stored its one object.
 fn stored(handled: &Handled<Notified>) -> bool {
@@ -172,7 +172,7 @@ async fn hostile_object_keys_are_stored_exactly_and_their_ids_stay_safe() {
     assert!(!jobs.is_empty());
     for body in &jobs {
         let job = JobMessage::decode(body).expect("a v1 job");
-        assert!(docpipe::ids::is_valid_doc_id(&job.doc_id));
+        assert!(docpipe_core::ids::is_valid_doc_id(&job.doc_id));
     }
 }
 
@@ -184,10 +184,14 @@ async fn assert_stored_verbatim(f: &Pipeline, what: &str, key: &str, i: usize) {
         .unwrap_or_else(|| panic!("{what}: {key:?} was not stored"));
     assert_eq!(&doc.object_name, key, "{what}: object_name verbatim");
     // The file name is the key's last segment, cut to the column's width from the front.
-    assert_eq!(doc.file_name, docpipe::ids::file_name_of(key), "{what}");
+    assert_eq!(
+        doc.file_name,
+        docpipe_core::ids::file_name_of(key),
+        "{what}"
+    );
     assert!(key.ends_with(&doc.file_name), "{what}");
-    assert!(doc.file_name.chars().count() <= docpipe::ids::MAX_FILE_NAME_CHARS);
-    assert!(docpipe::ids::is_valid_doc_id(&doc.doc_id), "{what}");
+    assert!(doc.file_name.chars().count() <= docpipe_core::ids::MAX_FILE_NAME_CHARS);
+    assert!(docpipe_core::ids::is_valid_doc_id(&doc.doc_id), "{what}");
     assert_eq!(
         doc.status,
         DocStatus::Stored,
@@ -323,7 +327,7 @@ async fn a_direct_notification_with_ten_thousand_records_is_refused_at_once() {
     assert!(started.elapsed() < Duration::from_secs(5));
 
     // As many records as a notification may carry are each looked up, in bounded time.
-    let limit = docpipe::events::MAX_RECORDS;
+    let limit = docpipe_core::events::MAX_RECORDS;
     let started = Instant::now();
     let notified = handlers::store::handle_notification(
         &f.store,
@@ -413,7 +417,7 @@ async fn register_sql_looking(http: &reqwest::Client, base: &str, body: &Value) 
     assert_eq!(r.status().as_u16(), 201);
     let answer: Value = r.json().await.unwrap();
     let doc_id = answer["doc_id"].as_str().unwrap().to_string();
-    assert!(docpipe::ids::is_valid_doc_id(&doc_id));
+    assert!(docpipe_core::ids::is_valid_doc_id(&doc_id));
     assert_eq!(
         answer["object_name"],
         format!("uploads/{doc_id}/bobby'; DROP TABLE runs;--.md")
@@ -660,10 +664,10 @@ fn many_page_pdf(pages: usize) -> Vec<u8> {
 async fn a_pdf_of_ten_thousand_pages_fails_at_parse_as_too_large() {
     let f = fixture(MAX).await;
     // The generator is sound: a few pages of it parse, with their text.
-    let small = docpipe::parse::parse(
+    let small = docpipe_parse::parse(
         &many_page_pdf(3),
-        &docpipe::parse::Hint::new("small.pdf", "application/pdf"),
-        &docpipe::parse::Limits::default(),
+        &docpipe_parse::Hint::new("small.pdf", "application/pdf"),
+        &docpipe_parse::Limits::default(),
     )
     .expect("three tiny pages parse");
     assert_eq!(small.page_count, 3);
@@ -855,10 +859,10 @@ fn the_hand_made_deflate_stream_inflates_as_intended() {
     inflated.extend(std::iter::repeat_n(b'p', 258));
     inflated.extend_from_slice(tail.as_bytes());
     let bytes = deflated_docx(d.finish(), crc32(&inflated), inflated.len() as u32);
-    let doc = docpipe::parse::parse(
+    let doc = docpipe_parse::parse(
         &bytes,
-        &docpipe::parse::Hint::new("small.docx", ""),
-        &docpipe::parse::Limits::default(),
+        &docpipe_parse::Hint::new("small.docx", ""),
+        &docpipe_parse::Limits::default(),
     )
     .expect("the small stream parses");
     let text: String = doc.layouts.iter().map(|l| l.text.as_str()).collect();
@@ -895,7 +899,7 @@ async fn a_docx_zip_bomb_fails_at_parse_with_the_zip_bomb_message() {
     let f = fixture(MAX).await;
     let (bomb, inflated) = docx_bomb(None);
     assert!(bomb.len() < 2 * 1024 * 1024, "{} bytes", bomb.len());
-    assert!(inflated > docpipe::parse::Limits::default().max_decompressed_bytes);
+    assert!(inflated > docpipe_parse::Limits::default().max_decompressed_bytes);
     let job = f.stored("uploads/bomb.docx", &bomb).await;
     let outcome = parse_beside_a_good_one(&f, &job).await;
     assert!(
@@ -945,8 +949,8 @@ async fn a_search_hit_is_bounded_whatever_the_article_and_the_article_is_one_req
         .search(
             "劳动规章制度",
             10,
-            docpipe::search::Mode::Keyword,
-            &docpipe::search::Filters::default(),
+            docpipe_search::Mode::Keyword,
+            &docpipe_core::filters::Filters::default(),
         )
         .await;
     let hit = r
@@ -954,12 +958,12 @@ async fn a_search_hit_is_bounded_whatever_the_article_and_the_article_is_one_req
         .iter()
         .find(|h| h.doc_id == doc_id && h.article_chars > 2_500)
         .unwrap_or_else(|| panic!("the long article is found: {:?}", r.hits));
-    assert!(hit.article_excerpt.chars().count() <= docpipe::search::ARTICLE_EXCERPT_CHARS);
+    assert!(hit.article_excerpt.chars().count() <= docpipe_search::ARTICLE_EXCERPT_CHARS);
     assert!(hit.article_truncated);
     assert!(hit.article_excerpt.contains(&hit.text) || hit.chunk_id.is_some());
     let body = serde_json::to_string(&r).unwrap();
     assert!(
-        body.len() < 10 * 3 * (docpipe::search::ARTICLE_EXCERPT_CHARS * 3 + 4_096),
+        body.len() < 10 * 3 * (docpipe_search::ARTICLE_EXCERPT_CHARS * 3 + 4_096),
         "{} bytes",
         body.len()
     );
@@ -973,10 +977,10 @@ async fn a_search_hit_is_bounded_whatever_the_article_and_the_article_is_one_req
         hit.article_url,
         format!("/documents/{doc_id}/blocks?semantic_id={semantic_id}")
     );
-    let blocks = docpipe::db::views::blocks(
+    let blocks = docpipe_db::views::blocks(
         &**p.db.client().await,
         &doc_id,
-        &docpipe::db::views::BlockFilter {
+        &docpipe_db::views::BlockFilter {
             semantic_id: Some(hit.semantic_id.clone()),
             ..Default::default()
         },
@@ -1081,13 +1085,13 @@ async fn a_document_over_the_chunk_limit_fails_at_parse_saying_how_many_it_makes
     let text = "本条例所称数据处理，包括数据的收集、存储、使用、加工、传输、提供、公开等。\n\n"
         .repeat(2_000);
     let expected = {
-        let doc = docpipe::parse::parse(
+        let doc = docpipe_parse::parse(
             text.as_bytes(),
-            &docpipe::parse::Hint::new("many.txt", ""),
-            &docpipe::parse::Limits::default(),
+            &docpipe_parse::Hint::new("many.txt", ""),
+            &docpipe_parse::Limits::default(),
         )
         .unwrap();
-        docpipe::parse::chunk(&doc, &f.parse.config.chunk).len()
+        docpipe_parse::chunk(&doc, &f.parse.config.chunk).len()
     };
     assert!(expected > 100, "{expected}");
     let job = f.stored("uploads/many-chunks.txt", text.as_bytes()).await;
@@ -1134,7 +1138,7 @@ async fn a_text_without_headings_is_stored_as_blocks_within_the_limit() {
     else {
         panic!("{outcome:?}");
     };
-    let max = docpipe::parse::MAX_BLOCK_CHARS as i64;
+    let max = docpipe_parse::MAX_BLOCK_CHARS as i64;
     assert!(
         semantic_blocks as i64 >= text.chars().count() as i64 / max,
         "{semantic_blocks}"

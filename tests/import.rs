@@ -2,7 +2,7 @@
 //! that say it was imported), bad records refused one by one; its originals are recorded in their
 //! bucket, so a retry indexes one and a delete removes it.
 
-use docpipe::legacy::import;
+use docpipe_pipeline::legacy_import::import;
 use docpipe_tests::TestDb;
 
 #[tokio::test]
@@ -101,7 +101,7 @@ async fn an_imported_record_is_indexed_by_a_retry_and_its_original_goes_with_a_d
         .expect("an imported record with its original can be retried");
     p.drive("legacy-law").await;
     let doc = p.doc("legacy-law").await.unwrap();
-    assert_eq!(doc.status, docpipe::model::DocStatus::Indexed);
+    assert_eq!(doc.status, docpipe_core::model::DocStatus::Indexed);
     assert_eq!(doc.current_run_id, Some(retried.run_id));
     assert_eq!(
         doc.content_sha256,
@@ -114,7 +114,7 @@ async fn an_imported_record_is_indexed_by_a_retry_and_its_original_goes_with_a_d
             > 0
     );
 
-    docpipe::stages::delete::delete(&p.delete_deps(), "legacy-law")
+    docpipe_pipeline::stages::delete::delete(&p.delete_deps(), "legacy-law")
         .await
         .unwrap();
     assert!(

@@ -1,9 +1,10 @@
 //! The index stage and search against real Milvus: chunks become vectors, a reindex leaves one
 //! run's vectors, duplicates leave one set, and every hit is checked against PostgreSQL.
 
-use docpipe::model::{DocStatus, RunStatus};
-use docpipe::search::{Filters, Mode};
-use docpipe::stages::index::{index_job, IndexOutcome};
+use docpipe_core::filters::Filters;
+use docpipe_core::model::{DocStatus, RunStatus};
+use docpipe_pipeline::stages::index::{index_job, IndexOutcome};
+use docpipe_search::Mode;
 use docpipe_tests::{article_lines, law_paths, law_probe, read_law};
 use docpipe_tests::{vector_outage, HookedVectorIndex, Pipeline};
 use docpipe_vector::VectorIndex;
@@ -19,8 +20,8 @@ fn laws(n: usize) -> Vec<(String, String)> {
 }
 
 /// The whole reconcile, as `docpipe reconcile [--apply]` runs it.
-async fn reconcile(p: &Pipeline, apply: bool) -> docpipe::reconcile::Report {
-    docpipe::reconcile::reconcile(
+async fn reconcile(p: &Pipeline, apply: bool) -> docpipe_pipeline::upkeep::reconcile::Report {
+    docpipe_pipeline::upkeep::reconcile::reconcile(
         &p.db.db,
         p.store.objects.as_ref(),
         p.milvus.as_ref(),
@@ -85,7 +86,7 @@ async fn a_retry_reads_the_original_again_rather_than_trust_the_old_digest() {
     let doc = p.doc(&doc_id).await.unwrap();
     assert_eq!(doc.content_sha256, want);
     assert_eq!(doc.size_bytes, replaced.len() as i64);
-    let run = docpipe::db::runs::get(&**p.db.client().await, retried.run_id)
+    let run = docpipe_db::runs::get(&**p.db.client().await, retried.run_id)
         .await
         .unwrap()
         .unwrap();
@@ -112,7 +113,7 @@ async fn a_reindex_after_a_retry_leaves_exactly_the_new_runs_vectors() {
         doc.chunk_count as usize
     );
     assert_eq!(p.milvus.count(&doc_id, Some(first_run)).await.unwrap(), 0);
-    let runs = docpipe::db::runs::list_for_doc(&**p.db.client().await, &doc_id)
+    let runs = docpipe_db::runs::list_for_doc(&**p.db.client().await, &doc_id)
         .await
         .unwrap();
     assert_eq!(runs.len(), 2);
@@ -145,7 +146,7 @@ async fn a_hit_whose_document_row_is_gone_is_never_returned() {
         .await
         .execute_typed(
             "DELETE FROM documents WHERE doc_id = $1",
-            &[(gone, docpipe::db::Type::VARCHAR)],
+            &[(gone, docpipe_db::Type::VARCHAR)],
         )
         .await
         .unwrap();
@@ -214,7 +215,7 @@ async fn a_vector_index_outage_returns_the_message_and_the_redelivery_indexes() 
     assert!(err.is_retryable(), "{err}");
     let doc = p.doc(&doc_id).await.unwrap();
     assert_eq!(doc.status, DocStatus::Parsed, "nothing moved");
-    let run = docpipe::db::runs::get(&**p.db.client().await, job.run_id)
+    let run = docpipe_db::runs::get(&**p.db.client().await, job.run_id)
         .await
         .unwrap()
         .unwrap();
@@ -247,7 +248,7 @@ async fn an_embedder_of_another_dimension_fails_the_run_permanently() {
         panic!("expected a permanent failure, got {outcome:?}")
     };
     assert!(reason.contains("does not match"), "{reason}");
-    let run = docpipe::db::runs::get(&**p.db.client().await, job.run_id)
+    let run = docpipe_db::runs::get(&**p.db.client().await, job.run_id)
         .await
         .unwrap()
         .unwrap();
@@ -266,7 +267,7 @@ async fn a_delete_leaves_nothing_searchable_and_nothing_behind() {
     let key = format!("uploads/{name}");
     let doc_id = p.ingest(&key, text.as_bytes()).await;
     assert!(!p.aws.keys(&format!("artifacts/{doc_id}/")).await.is_empty());
-    let deleted = docpipe::stages::delete::delete(&p.delete_deps(), &doc_id)
+    let deleted = docpipe_pipeline::stages::delete::delete(&p.delete_deps(), &doc_id)
         .await
         .unwrap();
     assert_eq!(
@@ -286,15 +287,15 @@ async fn a_delete_leaves_nothing_searchable_and_nothing_behind() {
                   + (SELECT count(*) FROM document_artifacts WHERE doc_id = $1)
                   + (SELECT count(*) FROM structure_nodes WHERE doc_id = $1)
                   + (SELECT count(*) FROM semantic_blocks WHERE doc_id = $1)",
-                &[(&doc_id, docpipe::db::Type::VARCHAR)],
+                &[(&doc_id, docpipe_db::Type::VARCHAR)],
             )
             .await
             .unwrap()
             .get::<_, i64>(0);
     assert_eq!(leftovers, 0, "the cascades removed every row");
     assert!(matches!(
-        docpipe::stages::delete::delete(&p.delete_deps(), &doc_id).await,
-        Err(docpipe::stages::delete::DeleteError::NotFound(_))
+        docpipe_pipeline::stages::delete::delete(&p.delete_deps(), &doc_id).await,
+        Err(docpipe_pipeline::stages::delete::DeleteError::NotFound(_))
     ));
     p.cleanup().await;
 }
@@ -312,7 +313,7 @@ async fn reconcile_reports_orphans_in_a_dry_run_and_removes_them_when_applied() 
         .await
         .execute_typed(
             "DELETE FROM documents WHERE doc_id = $1",
-            &[(&orphaned, docpipe::db::Type::VARCHAR)],
+            &[(&orphaned, docpipe_db::Type::VARCHAR)],
         )
         .await
         .unwrap();
@@ -367,7 +368,7 @@ async fn the_reconcile_never_takes_the_current_runs_artifacts() {
         .await
         .execute_typed(
             "DELETE FROM document_artifacts WHERE doc_id = $1",
-            &[(&job.doc_id, docpipe::db::Type::VARCHAR)],
+            &[(&job.doc_id, docpipe_db::Type::VARCHAR)],
         )
         .await
         .unwrap();
@@ -389,7 +390,7 @@ async fn the_reconcile_never_takes_the_current_runs_artifacts() {
 /// over. Before, every sweep read the whole collection and every artifact key at once.
 #[tokio::test]
 async fn the_sweepers_reconcile_pages_through_the_collection_and_the_artifacts_across_sweeps() {
-    use docpipe::reconcile::{self, Budget};
+    use docpipe_pipeline::upkeep::reconcile::{self, Budget};
     use docpipe_tests::HookedObjectStore;
     use std::sync::atomic::Ordering;
     let p = Pipeline::new(Pipeline::hash()).await;
@@ -407,7 +408,7 @@ async fn the_sweepers_reconcile_pages_through_the_collection_and_the_artifacts_a
         .await
         .execute_typed(
             "DELETE FROM documents WHERE doc_id = $1",
-            &[(&orphan, docpipe::db::Type::VARCHAR)],
+            &[(&orphan, docpipe_db::Type::VARCHAR)],
         )
         .await
         .unwrap();
@@ -501,8 +502,8 @@ async fn the_sweepers_reconcile_pages_through_the_collection_and_the_artifacts_a
         );
     }
     // The sweeper's housekeeping goes the same way: from the cursor, within its budget.
-    let kept = docpipe::stages::housekeeping::housekeeping(
-        &docpipe::stages::housekeeping::HousekeepingDeps {
+    let kept = docpipe_pipeline::upkeep::housekeeping::housekeeping(
+        &docpipe_pipeline::upkeep::housekeeping::HousekeepingDeps {
             db: &p.db.db,
             objects: &objects,
             vectors: &vectors,
@@ -542,7 +543,7 @@ async fn e5_small_finds_laws_by_chinese_and_english_questions() {
             .await;
         ids.insert(short, doc.doc_id);
     }
-    let run = docpipe::db::runs::list_for_doc(&**p.db.client().await, &ids["wetland"])
+    let run = docpipe_db::runs::list_for_doc(&**p.db.client().await, &ids["wetland"])
         .await
         .unwrap();
     assert_eq!(run[0].embedding_model, p.index.embedder.model_id());
@@ -562,7 +563,7 @@ async fn e5_small_finds_laws_by_chinese_and_english_questions() {
         );
         assert_eq!(
             result.parameters.fusion,
-            docpipe::search::fusion::ADAPTED_FUSION
+            docpipe_search::fusion::ADAPTED_FUSION
         );
         assert!(
             result.hits.iter().any(|h| h.doc_id == ids[want]),

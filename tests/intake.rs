@@ -3,13 +3,13 @@
 //! through PgBouncer, moto's S3 and SQS, the handlers the Lambda binaries run.
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use docpipe::db::{documents, intake};
-use docpipe::error::StageError;
-use docpipe::handlers::dlq::{DeadLetterOutcome, GaveUp};
-use docpipe::handlers::store::{handle_notification, ObjectStored};
-use docpipe::model::{DocStatus, Stage};
-use docpipe::stages::give_up::GiveUpOutcome;
-use docpipe::stages::store::StoreOutcome;
+use docpipe_core::model::{DocStatus, Stage};
+use docpipe_db::{documents, intake};
+use docpipe_pipeline::error::StageError;
+use docpipe_pipeline::handlers::dlq::{DeadLetterOutcome, GaveUp};
+use docpipe_pipeline::handlers::store::{handle_notification, ObjectStored};
+use docpipe_pipeline::stages::store::StoreOutcome;
+use docpipe_pipeline::upkeep::give_up::GiveUpOutcome;
 use docpipe_tests::{law_paths, read_law, s3_put_event, Pipeline};
 use serde_json::json;
 
@@ -70,7 +70,7 @@ async fn values_wider_than_their_column_are_cut_at_a_character_and_kept_whole_in
         "{notified}"
     );
 
-    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
+    let doc_id = docpipe_core::ids::derived_doc_id(&p.aws.bucket, &key);
     let doc = p.doc(&doc_id).await.expect("a document");
     assert_eq!(doc.status, DocStatus::Stored);
     assert_eq!(
@@ -108,12 +108,12 @@ async fn a_content_type_holding_non_ascii_bytes_is_stored_not_retried_forever() 
     .await;
     let notified = handle_notification(&p.store, &s3_put_event(&p.aws.bucket, key))
         .await
-        .unwrap_or_else(|e| panic!("{}", docpipe::error::chain(&e)));
+        .unwrap_or_else(|e| panic!("{}", docpipe_core::error::chain(&e)));
     assert!(
         matches!(notified.only(), StoreOutcome::Stored { .. }),
         "{notified}"
     );
-    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, key);
+    let doc_id = docpipe_core::ids::derived_doc_id(&p.aws.bucket, key);
     let doc = p.doc(&doc_id).await.expect("a document");
     assert!(!doc.content_type.is_empty(), "{doc:?}");
     p.cleanup().await;
@@ -187,7 +187,7 @@ async fn an_upload_the_schema_refuses_ends_as_a_recorded_intake_failure_not_a_re
         "{notified}"
     );
     assert!(p
-        .doc(&docpipe::ids::derived_doc_id(&p.aws.bucket, key))
+        .doc(&docpipe_core::ids::derived_doc_id(&p.aws.bucket, key))
         .await
         .is_none());
     let failures = intake_failures(&p).await;
@@ -248,8 +248,11 @@ async fn a_dead_lettered_registered_upload_fails_its_own_waiting_run() {
     let p = Pipeline::new(Pipeline::hash()).await;
     let registered = p.register("registered.md").await;
     let event = s3_put_event(&p.aws.bucket, &registered.object_name).to_string();
-    let report =
-        docpipe::handlers::dlq::handle_sqs(&p.dead_letters(), dead_letter(event, "m-1", 8)).await;
+    let report = docpipe_pipeline::handlers::dlq::handle_sqs(
+        &p.dead_letters(),
+        dead_letter(event, "m-1", 8),
+    )
+    .await;
     assert!(
         report.response.batch_item_failures.is_empty(),
         "{:?}",
@@ -279,8 +282,11 @@ async fn a_dead_lettered_upload_with_no_run_is_an_intake_failure_and_a_healthy_r
     let p = Pipeline::new(Pipeline::hash()).await;
     // An upload that never became a document.
     let event = s3_put_event(&p.aws.bucket, "intake/never-stored.md").to_string();
-    let report =
-        docpipe::handlers::dlq::handle_sqs(&p.dead_letters(), dead_letter(event, "m-1", 8)).await;
+    let report = docpipe_pipeline::handlers::dlq::handle_sqs(
+        &p.dead_letters(),
+        dead_letter(event, "m-1", 8),
+    )
+    .await;
     assert!(report.response.batch_item_failures.is_empty());
     assert!(
         matches!(
@@ -301,7 +307,8 @@ async fn a_dead_lettered_upload_with_no_run_is_an_intake_failure_and_a_healthy_r
     let (_, law) = read_law(&law_paths()[4]);
     let doc_id = p.ingest("intake/healthy.md", law.as_bytes()).await;
     let event = s3_put_event(&p.aws.bucket, "intake/healthy.md").to_string();
-    docpipe::handlers::dlq::handle_sqs(&p.dead_letters(), dead_letter(event, "m-2", 8)).await;
+    docpipe_pipeline::handlers::dlq::handle_sqs(&p.dead_letters(), dead_letter(event, "m-2", 8))
+        .await;
     let doc = documents::get(&**p.db.client().await, &doc_id)
         .await
         .unwrap()
@@ -364,18 +371,18 @@ async fn in_direct_mode_a_store_that_always_fails_ends_as_a_recorded_failure() {
 }
 
 /// A store service whose database is unreachable: every invocation fails.
-fn store_with_an_unreachable_database(p: &Pipeline) -> docpipe::services::StoreService {
-    let unreachable = docpipe::db::Db::connect(&docpipe::config::DbConfig {
-        url: docpipe::config::Secret::new("postgres://docpipe@127.0.0.1:9/docpipe"),
+fn store_with_an_unreachable_database(p: &Pipeline) -> docpipe_pipeline::services::StoreService {
+    let unreachable = docpipe_db::Db::connect(&docpipe_core::config::DbConfig {
+        url: docpipe_core::config::Secret::new("postgres://docpipe@127.0.0.1:9/docpipe"),
         pool_size: 1,
         secret_arn: None,
         ca_bundle: None,
     })
     .unwrap();
-    docpipe::services::StoreService::new(
+    docpipe_pipeline::services::StoreService::new(
         unreachable,
         &p.aws.clients,
-        p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+        p.aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
     )
 }
 
@@ -383,14 +390,14 @@ fn store_with_an_unreachable_database(p: &Pipeline) -> docpipe::services::StoreS
 /// invocation record goes to the store DLQ.
 async fn invoke_each_until_it_reaches_the_destination(
     p: &Pipeline,
-    failing_store: &docpipe::services::StoreService,
+    failing_store: &docpipe_pipeline::services::StoreService,
     keys: &[&str],
     retries: u32,
 ) {
-    let destination = docpipe::adapters::SqsJobQueue::new(p.aws.clients.sqs.clone());
+    let destination = docpipe_pipeline::adapters::SqsJobQueue::new(p.aws.clients.sqs.clone());
     for &key in keys {
         let mut invocations = 0;
-        let outcome = docpipe::async_invoke::invoke(
+        let outcome = docpipe_pipeline::handlers::async_invoke::invoke(
             "arn:aws:lambda:us-east-1:123456789012:function:store",
             s3_put_event(&p.aws.bucket, key),
             retries,
@@ -399,14 +406,14 @@ async fn invoke_each_until_it_reaches_the_destination(
             |event| {
                 invocations += 1;
                 let store = failing_store;
-                async move { docpipe::handlers::store::handle_event(store, event).await }
+                async move { docpipe_pipeline::handlers::store::handle_event(store, event).await }
             },
         )
         .await
         .unwrap();
         assert_eq!(
             outcome,
-            docpipe::async_invoke::AsyncOutcome::SentToDestination {
+            docpipe_pipeline::handlers::async_invoke::AsyncOutcome::SentToDestination {
                 attempts: retries + 1
             }
         );
@@ -419,7 +426,7 @@ async fn decode_the_invocation_records_in_the_store_dlq(p: &Pipeline) {
     let records = p.aws.drain(&p.aws.store_dlq, 10).await;
     assert_eq!(records.len(), 2, "one invocation record per event");
     for (i, body) in records.into_iter().enumerate() {
-        let report = docpipe::handlers::dlq::handle_sqs(
+        let report = docpipe_pipeline::handlers::dlq::handle_sqs(
             &p.dead_letters(),
             dead_letter(body, &format!("r-{i}"), 1),
         )

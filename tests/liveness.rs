@@ -3,11 +3,11 @@
 //! every delivery backs off, reaches the DLQ after exactly `MaxReceiveCount` deliveries and fails
 //! with its real error; an invocation past its timeout is stopped and the document still ends right.
 
-use docpipe::handlers::sqs::BatchReport;
-use docpipe::model::{DocStatus, RunStatus, Stage};
-use docpipe::stages::index::IndexOutcome;
-use docpipe::stages::parse::ParseOutcome;
-use docpipe::stages::sweep::{sweep, SweepDeps, Swept};
+use docpipe_core::model::{DocStatus, RunStatus, Stage};
+use docpipe_pipeline::handlers::sqs::BatchReport;
+use docpipe_pipeline::stages::index::IndexOutcome;
+use docpipe_pipeline::stages::parse::ParseOutcome;
+use docpipe_pipeline::upkeep::sweep::{sweep, SweepDeps, Swept};
 use docpipe_tests::{
     law_paths, read_law, run_event_kinds, stored, vector_outage, wait_terminal, DevRunner,
     HookedVectorIndex, Pipeline, TestAws,
@@ -16,7 +16,10 @@ use docpipe_vector::VectorIndex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn sweep_deps<'a>(p: &'a Pipeline, queue: &'a dyn docpipe::adapters::JobQueue) -> SweepDeps<'a> {
+fn sweep_deps<'a>(
+    p: &'a Pipeline,
+    queue: &'a dyn docpipe_pipeline::adapters::JobQueue,
+) -> SweepDeps<'a> {
     SweepDeps {
         db: &p.db.db,
         queue,
@@ -28,14 +31,14 @@ fn sweep_deps<'a>(p: &'a Pipeline, queue: &'a dyn docpipe::adapters::JobQueue) -
 }
 
 /// One sweep over the pipeline's queues, on its clock.
-async fn sweep_once(p: &Pipeline) -> docpipe::stages::sweep::SweepReport {
+async fn sweep_once(p: &Pipeline) -> docpipe_pipeline::upkeep::sweep::SweepReport {
     sweep(&sweep_deps(p, p.parse.queue.as_ref()), 100)
         .await
         .expect("sweep")
 }
 
-async fn run(p: &Pipeline, run_id: i64) -> docpipe::db::runs::Run {
-    docpipe::db::runs::get(&**p.db.client().await, run_id)
+async fn run(p: &Pipeline, run_id: i64) -> docpipe_db::runs::Run {
+    docpipe_db::runs::get(&**p.db.client().await, run_id)
         .await
         .unwrap()
         .expect("the run")
@@ -47,7 +50,7 @@ where
     F: FnOnce(aws_lambda_events::event::sqs::SqsEvent) -> Fut,
     Fut: std::future::Future<Output = BatchReport<O>>,
 {
-    docpipe::dev_runner::pump_once(
+    docpipe_cli::dev_runner::pump_once(
         &p.aws.clients.sqs,
         queue,
         &p.aws.region,
@@ -66,13 +69,13 @@ async fn a_run_queued_behind_others_is_left_alone_however_long_it_waits() {
     let (name, text) = read_law(&law_paths()[0]);
     let key = format!("uploads/{name}");
     p.aws.put(&key, text.as_bytes()).await;
-    docpipe::handlers::store::handle_notification(
+    docpipe_pipeline::handlers::store::handle_notification(
         &p.store,
         &docpipe_tests::s3_put_event(&p.aws.bucket, &key),
     )
     .await
     .expect("store");
-    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
+    let doc_id = docpipe_core::ids::derived_doc_id(&p.aws.bucket, &key);
     let run_id = p.doc(&doc_id).await.unwrap().current_run_id.unwrap();
     // Its parse job is on the queue (not drained). It has waited half an hour: far past the grace,
     // any lease, and the deadline the old sweeper failed it at (900 s, or 9 s on this clock), but
@@ -82,7 +85,7 @@ async fn a_run_queued_behind_others_is_left_alone_however_long_it_waits() {
         .execute_typed(
             "UPDATE document_processing_runs SET queued_at = NOW() - interval '30 minutes',
                     deadline_at = NOW() - interval '30 minutes' WHERE run_id = $1",
-            &[(&run_id, docpipe::db::Type::INT8)],
+            &[(&run_id, docpipe_db::Type::INT8)],
         )
         .await
         .unwrap();
@@ -102,7 +105,7 @@ async fn a_run_queued_behind_others_is_left_alone_however_long_it_waits() {
         .await
         .execute_typed(
             "UPDATE document_processing_runs SET visible_at = NOW() + interval '1 minute' WHERE run_id = $1",
-            &[(&run_id, docpipe::db::Type::INT8)],
+            &[(&run_id, docpipe_db::Type::INT8)],
         )
         .await
         .unwrap();
@@ -138,7 +141,7 @@ async fn a_lost_parse_job_and_a_lost_index_job_are_redriven_and_the_document_end
         report.actions
     );
     let report = pump(&p, &p.aws.parse_queue, |e| {
-        docpipe::handlers::parse::handle_sqs(&p.parse, e)
+        docpipe_pipeline::handlers::parse::handle_sqs(&p.parse, e)
     })
     .await
     .expect("the re-driven parse job is on the queue");
@@ -164,7 +167,7 @@ async fn a_lost_parse_job_and_a_lost_index_job_are_redriven_and_the_document_end
         report.actions
     );
     let report = pump(&p, &p.aws.index_queue, |e| {
-        docpipe::handlers::index::handle_sqs(&p.index, e)
+        docpipe_pipeline::handlers::index::handle_sqs(&p.index, e)
     })
     .await
     .expect("the re-driven index job is on the queue");
@@ -205,9 +208,9 @@ async fn a_job_past_the_queues_retention_with_its_redrives_used_up_fails_and_say
             "UPDATE document_processing_runs SET redrives = $2,
                     queued_at = NOW() - make_interval(secs => $3) WHERE run_id = $1",
             &[
-                (&job.run_id, docpipe::db::Type::INT8),
-                (&limit, docpipe::db::Type::INT4),
-                (&retention, docpipe::db::Type::FLOAT8),
+                (&job.run_id, docpipe_db::Type::INT8),
+                (&limit, docpipe_db::Type::INT4),
+                (&retention, docpipe_db::Type::FLOAT8),
             ],
         )
         .await
@@ -265,14 +268,14 @@ async fn a_poison_job_backs_off_reaches_the_dlq_after_max_receive_count_deliveri
             started.elapsed() < Duration::from_secs(120),
             "never dead-lettered"
         );
-        let report = docpipe::dev_runner::pump_once(
+        let report = docpipe_cli::dev_runner::pump_once(
             &aws.clients.sqs,
             &aws.index_queue,
             &aws.region,
             1,
             1,
             Duration::ZERO,
-            |e| docpipe::handlers::index::handle_sqs(&down, e),
+            |e| docpipe_pipeline::handlers::index::handle_sqs(&down, e),
         )
         .await
         .unwrap();
@@ -303,8 +306,8 @@ async fn a_poison_job_backs_off_reaches_the_dlq_after_max_receive_count_deliveri
 
 /// The pipeline's index service over a Milvus whose first insert succeeds and every later one
 /// fails.
-fn failing_after_one_insert(p: &Pipeline) -> docpipe::services::IndexService {
-    docpipe::services::IndexService {
+fn failing_after_one_insert(p: &Pipeline) -> docpipe_pipeline::services::IndexService {
+    docpipe_pipeline::services::IndexService {
         db: p.db.db.clone(),
         objects: p.index.objects.clone(),
         queue: p.index.queue.clone(),
@@ -328,16 +331,16 @@ fn failing_after_one_insert(p: &Pipeline) -> docpipe::services::IndexService {
 /// left, and one attempt and one backoff per delivery, then the give-up, in its events.
 async fn assert_given_up(
     p: &Pipeline,
-    job: &docpipe::model::JobMessage,
+    job: &docpipe_core::model::JobMessage,
     dead: &[String],
-    clock: &docpipe::clock::Clock,
+    clock: &docpipe_core::clock::Clock,
 ) {
     let service = p.dead_letters();
     let mut batch = docpipe_tests::sqs_batch(dead);
     batch.records[0]
         .attributes
         .insert("ApproximateReceiveCount".into(), "9".into());
-    let report = docpipe::handlers::dlq::handle_sqs(&service, batch).await;
+    let report = docpipe_pipeline::handlers::dlq::handle_sqs(&service, batch).await;
     assert!(report.failed_ids().is_empty(), "{:?}", report.lines);
     let doc = p.doc(&job.doc_id).await.unwrap();
     assert_eq!(doc.status, DocStatus::Failed);
@@ -397,7 +400,7 @@ async fn a_backlog_of_150_documents_waits_longer_than_any_lease_and_all_end_inde
         let (name, text) = read_law(path);
         let key = format!("uploads/backlog/{name}");
         p.aws.put(&key, text.as_bytes()).await;
-        doc_ids.push(docpipe::ids::derived_doc_id(&p.aws.bucket, &key));
+        doc_ids.push(docpipe_core::ids::derived_doc_id(&p.aws.bucket, &key));
     }
     assert_all_indexed(&p, &doc_ids, Duration::from_secs(600)).await;
 
@@ -487,7 +490,7 @@ async fn an_invocation_past_its_timeout_is_stopped_and_the_document_still_ends_i
     let (name, text) = read_law(&law_paths()[4]);
     let key = format!("uploads/{name}");
     p.aws.put(&key, text.as_bytes()).await;
-    let doc_id = docpipe::ids::derived_doc_id(&p.aws.bucket, &key);
+    let doc_id = docpipe_core::ids::derived_doc_id(&p.aws.bucket, &key);
     assert_all_indexed(&p, std::slice::from_ref(&doc_id), Duration::from_secs(180)).await;
     assert!(marker.exists(), "the hang fired");
     let log = runner.log_text();
@@ -507,7 +510,7 @@ async fn an_invocation_past_its_timeout_is_stopped_and_the_document_still_ends_i
     let kinds = run_event_kinds(&p.db, &doc_id).await;
     // The killed attempt's lease ran out: either the sweeper saw it first and re-drove the job,
     // or the message came back and the next attempt took the lease over; the history says which.
-    let events = docpipe::db::run_events::list_for_doc(&**p.db.client().await, &doc_id)
+    let events = docpipe_db::run_events::list_for_doc(&**p.db.client().await, &doc_id)
         .await
         .unwrap();
     assert!(
@@ -591,8 +594,8 @@ async fn the_templates_clock_is_consistent_and_reaches_every_resource() {
     // And a set that breaks a rule is refused, with the reason.
     let mut vars: std::collections::HashMap<String, String> = env.into_iter().collect();
     vars.insert("DOCPIPE_LEASE_SECS".into(), "4000".into());
-    let mut reader = docpipe::config::EnvReader::with_lookup(move |k| vars.get(k).cloned());
-    let _ = docpipe::clock::Clock::read(&mut reader);
+    let mut reader = docpipe_core::env::EnvReader::with_lookup(move |k| vars.get(k).cloned());
+    let _ = docpipe_core::clock::Clock::read(&mut reader);
     let err = reader.finish().unwrap_err().to_string();
     assert!(
         err.contains("lease (4000 s) is longer than the parse queue's visibility"),
@@ -630,11 +633,11 @@ async fn poison_documents_fail_with_their_reason_and_do_not_hold_back_a_healthy_
         let key = format!("uploads/poison-{i}-{name}");
         let text = format!("{law}\n\n第九百条 {marker}（{i}）\n");
         p.aws.put(&key, text.as_bytes()).await;
-        poisons.push(docpipe::ids::derived_doc_id(&p.aws.bucket, &key));
+        poisons.push(docpipe_core::ids::derived_doc_id(&p.aws.bucket, &key));
     }
     let healthy_key = format!("uploads/healthy-{name}");
     p.aws.put(&healthy_key, law.as_bytes()).await;
-    let healthy = docpipe::ids::derived_doc_id(&p.aws.bucket, &healthy_key);
+    let healthy = docpipe_core::ids::derived_doc_id(&p.aws.bucket, &healthy_key);
 
     // The index function has two workers and four poisons hold them: the healthy upload still
     // gets one once a poisoned invocation is stopped, within one delivery's clock.
@@ -704,19 +707,19 @@ async fn a_retry_whose_send_failed_is_sent_by_the_sweeper_even_on_a_busy_queue()
         inner: p.store.queue.clone(),
         failing: true.into(),
     };
-    let deps = docpipe::stages::retry::RetryDeps {
+    let deps = docpipe_pipeline::stages::retry::RetryDeps {
         db: &p.db.db,
         objects: p.store.objects.as_ref(),
         queue: &flaky,
         parse_queue_url: &p.aws.parse_queue,
         stage_deadline_secs: 900,
-        max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
+        max_bytes: docpipe_core::config::DEFAULT_MAX_BYTES,
     };
-    let err = docpipe::stages::retry::retry(&deps, &doc_id)
+    let err = docpipe_pipeline::stages::retry::retry(&deps, &doc_id)
         .await
         .expect_err("the send fails");
     assert!(
-        matches!(err, docpipe::stages::retry::RetryError::Queue(_)),
+        matches!(err, docpipe_pipeline::stages::retry::RetryError::Queue(_)),
         "{err}"
     );
     let doc = p.doc(&doc_id).await.unwrap();
@@ -729,7 +732,7 @@ async fn a_retry_whose_send_failed_is_sent_by_the_sweeper_even_on_a_busy_queue()
             .queue
             .send(
                 &p.aws.parse_queue,
-                docpipe::model::JobMessage::new(format!("other-{i}"), 1).encode(),
+                docpipe_core::model::JobMessage::new(format!("other-{i}"), 1).encode(),
             )
             .await
             .unwrap();
@@ -780,7 +783,7 @@ async fn a_retried_index_attempt_goes_on_from_what_the_last_one_recorded() {
     });
     let mut deps = p.index.deps();
     deps.vectors = &failing;
-    let err = docpipe::stages::index::index_job(&deps, &job)
+    let err = docpipe_pipeline::stages::index::index_job(&deps, &job)
         .await
         .expect_err("Milvus failed");
     assert!(err.is_retryable(), "{err}");
@@ -789,7 +792,7 @@ async fn a_retried_index_attempt_goes_on_from_what_the_last_one_recorded() {
     let counting = docpipe_tests::HookedVectorIndex::new(p.milvus.clone());
     let mut deps = p.index.deps();
     deps.vectors = &counting;
-    let done = docpipe::stages::index::index_job(&deps, &job)
+    let done = docpipe_pipeline::stages::index::index_job(&deps, &job)
         .await
         .expect("second attempt");
     let IndexOutcome::Indexed { chunks, .. } = done else {
@@ -828,7 +831,7 @@ async fn a_document_too_large_for_one_invocation_indexes_across_deliveries() {
     let chunks = loop {
         deliveries += 1;
         assert!(deliveries <= 50, "no end in sight: {progress:?}");
-        match docpipe::stages::index::index_job(&p.index.deps(), &job).await {
+        match docpipe_pipeline::stages::index::index_job(&p.index.deps(), &job).await {
             Ok(IndexOutcome::Indexed { chunks, .. }) => break chunks,
             Ok(other) => panic!("{other:?}"),
             Err(e) => {

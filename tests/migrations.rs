@@ -1,6 +1,6 @@
 //! The schema is seed 000's DDL, applied by a runner that is safe to repeat and to race.
 
-use docpipe::db::migrate::{self, MIGRATIONS};
+use docpipe_db::migrate::{self, MIGRATIONS};
 use docpipe_tests::{shared_dir, workspace_root, TestDb};
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
@@ -104,7 +104,7 @@ async fn schema_has_every_table_column_constraint_and_index_of_seed_000() {
 /// Every column `block` declares for `table` exists with its type, length, nullability and
 /// default.
 async fn assert_columns_as_seeded(
-    client: &docpipe::db::Client,
+    client: &docpipe_db::Client,
     table: &str,
     block: &str,
     col_re: &Regex,
@@ -113,7 +113,7 @@ async fn assert_columns_as_seeded(
         .query_typed(
             "SELECT column_name::text, data_type::text, character_maximum_length, is_nullable::text, column_default::text
              FROM information_schema.columns WHERE table_name = $1",
-            &[(&table, docpipe::db::Type::TEXT)],
+            &[(&table, docpipe_db::Type::TEXT)],
         )
         .await
         .unwrap();
@@ -142,7 +142,7 @@ async fn assert_columns_as_seeded(
 
 /// Every constraint `block` names exists, and every index it creates exists on `table`.
 async fn assert_constraints_and_indexes_exist(
-    client: &docpipe::db::Client,
+    client: &docpipe_db::Client,
     table: &str,
     block: &str,
     constraint_re: &Regex,
@@ -153,7 +153,7 @@ async fn assert_constraints_and_indexes_exist(
         let found = client
             .query_typed_opt(
                 "SELECT 1 FROM pg_constraint WHERE conname = $1",
-                &[(&name, docpipe::db::Type::TEXT)],
+                &[(&name, docpipe_db::Type::TEXT)],
             )
             .await
             .unwrap();
@@ -165,8 +165,8 @@ async fn assert_constraints_and_indexes_exist(
             .query_typed_opt(
                 "SELECT 1 FROM pg_indexes WHERE indexname = $1 AND tablename = $2",
                 &[
-                    (&name, docpipe::db::Type::TEXT),
-                    (&table, docpipe::db::Type::TEXT),
+                    (&name, docpipe_db::Type::TEXT),
+                    (&table, docpipe_db::Type::TEXT),
                 ],
             )
             .await
@@ -213,7 +213,7 @@ async fn a_changed_migration_is_refused() {
     assert!(
         matches!(
             err,
-            docpipe::db::DbError::MigrationChanged { version: 1, .. }
+            docpipe_db::DbError::MigrationChanged { version: 1, .. }
         ),
         "{err}"
     );
@@ -246,8 +246,11 @@ async fn concurrent_runners_apply_each_migration_once() {
 
 mod custom_resource {
     use super::*;
-    use docpipe::config::{AwsConfig, DbConfig, EnvReader, Secret};
-    use docpipe::handlers::migrate::{CustomResourceEvent, MigrateError, MigrateService, Status};
+    use docpipe_core::config::{AwsConfig, DbConfig, Secret};
+    use docpipe_core::env::EnvReader;
+    use docpipe_pipeline::handlers::migrate::{
+        CustomResourceEvent, MigrateError, MigrateService, Status,
+    };
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 

@@ -6,9 +6,10 @@
 //! the usual test scale leaves parse only its 20 s floor, less than a five-page scan takes on two
 //! cores busy with the rest of the suite (a page took 33 s under a load of 7).
 
-use docpipe::model::DocStatus;
-use docpipe::search::{Filters, Mode};
+use docpipe_core::filters::Filters;
+use docpipe_core::model::DocStatus;
 use docpipe_parse::{parse, Hint, Limits};
+use docpipe_search::Mode;
 use docpipe_tests::{
     corpus_dir, ensure_pdfium_env, law_probe, unique, wait_terminal, DevRunner, Pipeline, TestAws,
     TestDb,
@@ -66,7 +67,7 @@ async fn stored_tree(p: &Pipeline, doc_id: &str) -> Vec<String> {
 
 async fn ocr_of(p: &Pipeline, doc_id: &str) -> serde_json::Value {
     let doc = p.doc(doc_id).await.unwrap();
-    let run = docpipe::db::runs::get(&**p.db.client().await, doc.current_run_id.unwrap())
+    let run = docpipe_db::runs::get(&**p.db.client().await, doc.current_run_id.unwrap())
         .await
         .unwrap()
         .unwrap();
@@ -347,7 +348,7 @@ async fn without_the_ocr_files_a_scan_fails_with_the_reason_and_the_runner_goes_
         .await;
     let ids: Vec<String> = ["uploads/scan.pdf", "uploads/text.md"]
         .iter()
-        .map(|k| docpipe::ids::derived_doc_id(&p.aws.bucket, k))
+        .map(|k| docpipe_core::ids::derived_doc_id(&p.aws.bucket, k))
         .collect();
     let statuses = wait_terminal(&p.db, &ids, std::time::Duration::from_secs(120)).await;
     let scan_doc = p.doc(&ids[0]).await.unwrap();

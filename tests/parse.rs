@@ -1,9 +1,9 @@
 //! The parse stage end to end: a stored original becomes the snapshot rows, four artifacts and an
 //! index job, in one transaction guarded by a compare-and-set.
 
-use docpipe::db::{documents, runs};
-use docpipe::model::{DocStatus, JobMessage, RunStatus};
-use docpipe::stages::parse::{parse_job, ParseOutcome};
+use docpipe_core::model::{DocStatus, JobMessage, RunStatus};
+use docpipe_db::{documents, runs};
+use docpipe_pipeline::stages::parse::{parse_job, ParseOutcome};
 use docpipe_tests::{corpus_dir, sha256_hex, Pipeline};
 
 async fn fixture() -> Pipeline {
@@ -118,7 +118,7 @@ async fn assert_article_paths(f: &Pipeline, id: &str) {
             .query_typed_one(
                 "SELECT section_path, section_title FROM semantic_blocks
              WHERE doc_id = $1 AND block_type = 'article' ORDER BY id LIMIT 1",
-                &[(&id, docpipe::db::Type::VARCHAR)],
+                &[(&id, docpipe_db::Type::VARCHAR)],
             )
             .await
             .unwrap();
@@ -140,8 +140,8 @@ async fn assert_artifacts(f: &Pipeline, job: &JobMessage, id: &str, chunks: usiz
                 "SELECT artifact_type, object_name, byte_size, checksum FROM document_artifacts
              WHERE doc_id = $1 AND run_id = $2 ORDER BY artifact_type",
                 &[
-                    (&id, docpipe::db::Type::VARCHAR),
-                    (&job.run_id, docpipe::db::Type::INT8),
+                    (&id, docpipe_db::Type::VARCHAR),
+                    (&job.run_id, docpipe_db::Type::INT8),
                 ],
             )
             .await
@@ -170,7 +170,7 @@ async fn assert_artifacts(f: &Pipeline, job: &JobMessage, id: &str, chunks: usiz
         assert_eq!(r.get::<_, i64>(2), body.len() as i64);
         assert_eq!(r.get::<_, String>(3), sha256_hex(&body));
     }
-    let chunk_items: Vec<docpipe::parse::VectorChunk> = docpipe::artifacts::decode_items(
+    let chunk_items: Vec<docpipe_parse::VectorChunk> = docpipe_core::artifacts::decode_items(
         &f.aws
             .get(&format!("artifacts/{id}/{}/vector_chunks.json", job.run_id))
             .await,

@@ -4,9 +4,9 @@
 //! current run, counted with Strong consistency. A delete that races store or index wins, and
 //! what a racing stage left behind is removed even when its own clean-up failed.
 
-use docpipe::events::{decode_notification, Notification};
-use docpipe::model::DocStatus;
-use docpipe::stages::index::{index_job, IndexOutcome};
+use docpipe_core::events::{decode_notification, Notification};
+use docpipe_core::model::DocStatus;
+use docpipe_pipeline::stages::index::{index_job, IndexOutcome};
 use docpipe_tests::{
     law_paths, read_law, s3_put_event, DevRunner, HookedObjectStore, HookedVectorIndex, Pipeline,
 };
@@ -60,9 +60,9 @@ fn pausing_index(inner: Arc<dyn VectorIndex>) -> (HookedVectorIndex, Pause) {
 /// first insert: its task, and the sender that lets it go on.
 async fn index_until_paused(
     p: &Arc<Pipeline>,
-    job: &docpipe::model::JobMessage,
+    job: &docpipe_core::model::JobMessage,
 ) -> (
-    tokio::task::JoinHandle<Result<IndexOutcome, docpipe::StageError>>,
+    tokio::task::JoinHandle<Result<IndexOutcome, docpipe_pipeline::error::StageError>>,
     mpsc::Sender<()>,
 ) {
     let (hooked, pause) = pausing_index(p.milvus.clone());
@@ -161,7 +161,7 @@ async fn expire_lease(p: &Pipeline, run_id: i64) {
         .await
         .execute_typed(
             "UPDATE document_processing_runs SET lease_expires_at = NOW() - interval '1 second' WHERE run_id = $1",
-            &[(&run_id, docpipe::db::Type::INT8)],
+            &[(&run_id, docpipe_db::Type::INT8)],
         )
         .await
         .unwrap();
@@ -172,7 +172,7 @@ async fn expire_lease(p: &Pipeline, run_id: i64) {
 /// after the delete, with the very same content, is a new document.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_delete_while_store_hashes_wins_and_a_later_upload_is_a_new_document() {
-    use docpipe::stages::store::{store_object, StoreOutcome};
+    use docpipe_pipeline::stages::store::{store_object, StoreOutcome};
     let p = Arc::new(Pipeline::new(Pipeline::hash()).await);
     let key = "race/delete-while-hashing.md";
     let (_, v1) = read_law(&law_paths()[3]);
@@ -207,7 +207,7 @@ async fn a_delete_while_store_hashes_wins_and_a_later_upload_is_a_new_document()
     tokio::task::spawn_blocking(move || hashed.recv().unwrap())
         .await
         .unwrap();
-    docpipe::stages::delete::delete(&p.delete_deps(), &doc_id)
+    docpipe_pipeline::stages::delete::delete(&p.delete_deps(), &doc_id)
         .await
         .expect("delete");
     go.send(()).unwrap();
@@ -220,7 +220,7 @@ async fn a_delete_while_store_hashes_wins_and_a_later_upload_is_a_new_document()
     assert!(p.aws.keys(key).await.is_empty(), "no original");
     assert!(p
         .aws
-        .keys(&docpipe::artifacts::doc_prefix(&doc_id))
+        .keys(&docpipe_core::artifacts::doc_prefix(&doc_id))
         .await
         .is_empty());
     assert_eq!(p.milvus.count(&doc_id, None).await.unwrap(), 0);
@@ -231,14 +231,16 @@ async fn a_delete_while_store_hashes_wins_and_a_later_upload_is_a_new_document()
 
     // The same bytes uploaded again after the delete: a new document, indexed.
     p.aws.put(key, v2.as_bytes()).await;
-    let outcome =
-        docpipe::handlers::store::handle_notification(&p.store, &s3_put_event(&p.aws.bucket, key))
-            .await
-            .expect("store");
+    let outcome = docpipe_pipeline::handlers::store::handle_notification(
+        &p.store,
+        &s3_put_event(&p.aws.bucket, key),
+    )
+    .await
+    .expect("store");
     assert!(
         matches!(
             outcome.only(),
-            docpipe::stages::store::StoreOutcome::Stored { .. }
+            docpipe_pipeline::stages::store::StoreOutcome::Stored { .. }
         ),
         "{outcome}"
     );
@@ -285,7 +287,7 @@ async fn vectors_left_by_a_racing_delete_while_milvus_was_down_are_removed_by_th
     tokio::task::spawn_blocking(move || paused.recv().unwrap())
         .await
         .unwrap();
-    docpipe::stages::delete::delete(&p.delete_deps(), &job.doc_id)
+    docpipe_pipeline::stages::delete::delete(&p.delete_deps(), &job.doc_id)
         .await
         .expect("delete");
     milvus_down.store(true, Ordering::SeqCst);
@@ -323,7 +325,7 @@ async fn vectors_left_by_a_racing_delete_while_milvus_was_down_are_removed_by_th
 }
 
 async fn pending_cleanups(p: &Pipeline, doc_id: &str) -> i64 {
-    docpipe::db::cleanups::pending(&**p.db.client().await, doc_id)
+    docpipe_db::cleanups::pending(&**p.db.client().await, doc_id)
         .await
         .unwrap()
 }
@@ -342,7 +344,7 @@ async fn a_delete_finished_late_leaves_a_reupload_to_the_same_key_alone() {
     down.before_delete = Box::new(|_| Err(docpipe_tests::vector_outage("delete")));
     let mut deps = p.delete_deps();
     deps.vectors = &down;
-    docpipe::stages::delete::delete(&deps, &doc_id)
+    docpipe_pipeline::stages::delete::delete(&deps, &doc_id)
         .await
         .expect_err("Milvus is down");
     assert!(p.aws.keys(key).await.is_empty(), "the original went first");
@@ -353,7 +355,7 @@ async fn a_delete_finished_late_leaves_a_reupload_to_the_same_key_alone() {
     p.aws.put(key, v2.as_bytes()).await;
 
     // The sweeper's outbox finishes the delete once Milvus is back.
-    docpipe::stages::delete::finish(&p.delete_deps(), &doc_id)
+    docpipe_pipeline::stages::delete::finish(&p.delete_deps(), &doc_id)
         .await
         .expect("the delete finishes");
     assert!(p.doc(&doc_id).await.is_none());
@@ -363,14 +365,16 @@ async fn a_delete_finished_late_leaves_a_reupload_to_the_same_key_alone() {
         "the re-upload is still there"
     );
 
-    let outcome =
-        docpipe::handlers::store::handle_notification(&p.store, &s3_put_event(&p.aws.bucket, key))
-            .await
-            .expect("store");
+    let outcome = docpipe_pipeline::handlers::store::handle_notification(
+        &p.store,
+        &s3_put_event(&p.aws.bucket, key),
+    )
+    .await
+    .expect("store");
     assert!(
         matches!(
             outcome.only(),
-            docpipe::stages::store::StoreOutcome::Stored { .. }
+            docpipe_pipeline::stages::store::StoreOutcome::Stored { .. }
         ),
         "{outcome}"
     );
@@ -389,7 +393,7 @@ async fn an_upload_that_finds_its_object_gone_is_recorded() {
     assert!(
         matches!(
             gone,
-            docpipe::stages::store::StoreOutcome::ObjectMissing {
+            docpipe_pipeline::stages::store::StoreOutcome::ObjectMissing {
                 failed_run: None,
                 ..
             }
@@ -413,10 +417,10 @@ async fn an_upload_that_finds_its_object_gone_is_recorded() {
     // A duplicate of the upload's own event, delivered after the delete.
     let late = s3_put_event(&p.aws.bucket, key);
     tokio::time::sleep(Duration::from_millis(50)).await;
-    docpipe::stages::delete::delete(&p.delete_deps(), &doc_id)
+    docpipe_pipeline::stages::delete::delete(&p.delete_deps(), &doc_id)
         .await
         .unwrap();
-    docpipe::handlers::store::handle_notification(&p.store, &late)
+    docpipe_pipeline::handlers::store::handle_notification(&p.store, &late)
         .await
         .expect("store");
     assert_eq!(
@@ -555,7 +559,7 @@ async fn a_worker_that_lost_its_lease_never_fails_the_run_it_lost() {
 /// A's digest over B's bytes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_overwrite_stored_out_of_order_gives_way_to_the_newer_upload() {
-    use docpipe::stages::store::{store_object, StoreOutcome};
+    use docpipe_pipeline::stages::store::{store_object, StoreOutcome};
     let p = Arc::new(Pipeline::new(Pipeline::hash()).await);
     let key = "race/overwrite-order.md";
     let (_, law) = read_law(&law_paths()[3]);
@@ -619,7 +623,7 @@ async fn a_parse_never_reads_another_uploads_bytes_under_its_runs_digest() {
     p.aws
         .put(key, format!("{law}\n\n第九百九十九条 覆盖。\n").as_bytes())
         .await;
-    let err = docpipe::stages::parse::parse_job(&p.parse.deps(), &job)
+    let err = docpipe_pipeline::stages::parse::parse_job(&p.parse.deps(), &job)
         .await
         .expect_err("the bytes are not the run's");
     assert!(err.is_retryable(), "{err}");
@@ -630,11 +634,14 @@ async fn a_parse_never_reads_another_uploads_bytes_under_its_runs_digest() {
     assert_eq!(p.doc(&job.doc_id).await.unwrap().status, DocStatus::Stored);
     // The overwrite's own event is stored: the old run's message is then stale, the new run parses.
     p.deliver(key).await;
-    let stale = docpipe::stages::parse::parse_job(&p.parse.deps(), &job)
+    let stale = docpipe_pipeline::stages::parse::parse_job(&p.parse.deps(), &job)
         .await
         .expect("stale");
     assert!(
-        matches!(stale, docpipe::stages::parse::ParseOutcome::Stale { .. }),
+        matches!(
+            stale,
+            docpipe_pipeline::stages::parse::ParseOutcome::Stale { .. }
+        ),
         "{stale:?}"
     );
     p.cleanup().await;

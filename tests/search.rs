@@ -2,9 +2,10 @@
 //! hybrid; hits cited as lawyers cite them; an article the query names first; filters in every
 //! mode; and a keyword index that follows every delete, retry and reindex exactly.
 
-use docpipe::analyzer::ANALYZER;
-use docpipe::model::DocStatus;
-use docpipe::search::{Filters, Mode, SearchResult, ARTICLE_EXCERPT_CHARS};
+use docpipe_core::analyzer::ANALYZER;
+use docpipe_core::filters::Filters;
+use docpipe_core::model::DocStatus;
+use docpipe_search::{Mode, SearchResult, ARTICLE_EXCERPT_CHARS};
 use docpipe_tests::{corpus_dir, Pipeline};
 use docpipe_vector::VectorIndex;
 
@@ -308,7 +309,7 @@ async fn the_keyword_index_follows_delete_and_retry_exactly() {
     assert!(finds(&r, &marriage));
 
     // Delete: nothing of it is found by any mode, and its terms stop counting, at once.
-    docpipe::stages::delete::delete(&p.delete_deps(), &labour)
+    docpipe_pipeline::stages::delete::delete(&p.delete_deps(), &labour)
         .await
         .unwrap();
     assert_eq!(keyword_rows(&p, &labour).await.0, 0);
@@ -344,7 +345,7 @@ async fn a_keyword_reindex_rebuilds_from_postgres_without_a_new_run() {
         .await
         .unwrap();
     drop(client);
-    let done = docpipe::stages::keywords::reindex(&p.db.db, 100)
+    let done = docpipe_pipeline::stages::keywords::reindex(&p.db.db, 100)
         .await
         .unwrap();
     assert_eq!(done.documents, 1);
@@ -366,7 +367,7 @@ async fn a_keyword_reindex_rebuilds_from_postgres_without_a_new_run() {
         .await;
     assert_eq!(cited(&after), cited(&before));
     // Up to date: a second pass has nothing to do.
-    let again = docpipe::stages::keywords::reindex(&p.db.db, 100)
+    let again = docpipe_pipeline::stages::keywords::reindex(&p.db.db, 100)
         .await
         .unwrap();
     assert_eq!(again.documents, 0);
@@ -399,8 +400,8 @@ fn rows_read(plan: &serde_json::Value, relation: &str) -> f64 {
 /// them once statistics came.
 #[tokio::test]
 async fn the_keyword_live_check_reads_only_its_candidates() {
-    use docpipe::analyzer::Analyzer;
-    use docpipe::db::keyword;
+    use docpipe_core::analyzer::Analyzer;
+    use docpipe_db::keyword;
     let p = Pipeline::new(Pipeline::hash()).await;
     let labour = ingest_law(&p, "劳动合同法", "").await;
     let marriage = ingest_law(&p, "民法典", "婚姻家庭编").await;
@@ -412,8 +413,8 @@ async fn the_keyword_live_check_reads_only_its_candidates() {
     let statement = keyword::SearchStatement::new(
         &terms,
         n,
-        docpipe::search::POSTINGS_PER_TERM,
-        docpipe::search::MAX_QUERY_TERMS,
+        docpipe_search::POSTINGS_PER_TERM,
+        docpipe_search::MAX_QUERY_TERMS,
         limit,
         &Filters::default(),
     );
@@ -443,8 +444,8 @@ async fn the_keyword_live_check_reads_only_its_candidates() {
             &**client,
             &terms,
             n,
-            docpipe::search::POSTINGS_PER_TERM,
-            docpipe::search::MAX_QUERY_TERMS,
+            docpipe_search::POSTINGS_PER_TERM,
+            docpipe_search::MAX_QUERY_TERMS,
             limit,
             &Filters::default(),
         )
@@ -483,9 +484,9 @@ fn lateral_runs(plan: &serde_json::Value, relation: &str) -> f64 {
 /// without a filter. Before the cap it read the postings of every term the index knew.
 #[tokio::test]
 async fn a_two_thousand_character_query_reads_the_postings_of_at_most_the_capped_terms() {
-    use docpipe::analyzer::Analyzer;
-    use docpipe::db::keyword;
-    use docpipe::search::{MAX_QUERY_TERMS, POSTINGS_PER_TERM};
+    use docpipe_core::analyzer::Analyzer;
+    use docpipe_db::keyword;
+    use docpipe_search::{MAX_QUERY_TERMS, POSTINGS_PER_TERM};
     let p = Pipeline::new(Pipeline::hash()).await;
     let labour = ingest_law(&p, "劳动合同法", "").await;
     let marriage = ingest_law(&p, "民法典", "婚姻家庭编").await;
@@ -502,7 +503,7 @@ async fn a_two_thousand_character_query_reads_the_postings_of_at_most_the_capped
     let known: i64 = client
         .query_typed_one(
             "SELECT count(*) FROM keyword_terms WHERE term = ANY($1) AND df > 0",
-            &[(&ids, docpipe::db::Type::INT8_ARRAY)],
+            &[(&ids, docpipe_db::Type::INT8_ARRAY)],
         )
         .await
         .unwrap()
@@ -566,13 +567,13 @@ async fn indexed_with_type(p: &Pipeline, key: &str, body: &[u8], regulation_type
         .execute_typed(
             "UPDATE documents SET regulation_type = $2 WHERE doc_id = $1",
             &[
-                (&job.doc_id, docpipe::db::Type::VARCHAR),
-                (&regulation_type, docpipe::db::Type::VARCHAR),
+                (&job.doc_id, docpipe_db::Type::VARCHAR),
+                (&regulation_type, docpipe_db::Type::VARCHAR),
             ],
         )
         .await
         .unwrap();
-    docpipe::stages::index::index_job(&p.index.deps(), &job)
+    docpipe_pipeline::stages::index::index_job(&p.index.deps(), &job)
         .await
         .expect("index");
     assert_eq!(p.doc(&job.doc_id).await.unwrap().status, DocStatus::Indexed);

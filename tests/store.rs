@@ -1,19 +1,19 @@
 //! The store stage end to end, against PostgreSQL through PgBouncer, moto's S3 and SQS (with real
 //! bucket notifications) and the same handler the Lambda binary runs.
 
-use docpipe::db::documents;
-use docpipe::error::StageError;
-use docpipe::handlers::sqs::Handled;
-use docpipe::handlers::store::{handle_notification, handle_sqs, Notified};
-use docpipe::model::{DocStatus, JobMessage, RunStatus};
-use docpipe::services::StoreService;
-use docpipe::stages::store::{store_object, StoreOutcome};
+use docpipe_core::model::{DocStatus, JobMessage, RunStatus};
+use docpipe_db::documents;
+use docpipe_pipeline::error::StageError;
+use docpipe_pipeline::handlers::sqs::Handled;
+use docpipe_pipeline::handlers::store::{handle_notification, handle_sqs, Notified};
+use docpipe_pipeline::services::StoreService;
+use docpipe_pipeline::stages::store::{store_object, StoreOutcome};
 use docpipe_tests::{s3_put_event, sha256_hex, sqs_batch, FlakyQueue, Pipeline};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MAX: u64 = docpipe::config::DEFAULT_MAX_BYTES;
+const MAX: u64 = docpipe_core::config::DEFAULT_MAX_BYTES;
 
 /// A store message dropped as refused, for a reason that says `why`.
 fn refused_because(handled: &Handled<Notified>, why: &str) -> bool {
@@ -44,7 +44,7 @@ async fn a_real_upload_reaches_the_handler_through_the_notification_and_is_store
             Instant::now() < deadline,
             "upload never stored; saw {lines:?}"
         );
-        let report = docpipe::dev_runner::pump_once(
+        let report = docpipe_cli::dev_runner::pump_once(
             &f.aws.clients.sqs,
             &f.aws.store_queue,
             &f.aws.region,
@@ -151,7 +151,7 @@ async fn re_uploading_the_same_content_starts_no_new_run() {
         .await
         .execute_typed(
             "UPDATE documents SET source_etag = 'other' WHERE doc_id = $1",
-            &[(&doc.doc_id, docpipe::db::Type::VARCHAR)],
+            &[(&doc.doc_id, docpipe_db::Type::VARCHAR)],
         )
         .await
         .unwrap();
@@ -373,9 +373,9 @@ async fn several_pools_through_pgbouncer_store_concurrently_without_statement_er
     let tasks = keys.iter().enumerate().map(|(i, key)| {
         let service = &services[i % services.len()];
         let object =
-            docpipe::events::decode_notification(&s3_put_event(&f.aws.bucket, key)).unwrap();
+            docpipe_core::events::decode_notification(&s3_put_event(&f.aws.bucket, key)).unwrap();
         async move {
-            let docpipe::events::Notification::Created(objects) = object else {
+            let docpipe_core::events::Notification::Created(objects) = object else {
                 unreachable!()
             };
             store_object(&service.deps(), &objects[0]).await
@@ -404,8 +404,8 @@ async fn several_pools_through_pgbouncer_store_concurrently_without_statement_er
 
 #[tokio::test]
 async fn failing_a_run_that_is_no_longer_current_writes_no_history_row() {
-    use docpipe::db::transitions;
-    use docpipe::model::{Stage, Trigger};
+    use docpipe_core::model::{Stage, Trigger};
+    use docpipe_db::transitions;
     let f = fixture(MAX).await;
     let key = "uploads/two-runs.txt";
     f.aws.put(key, b"version one").await;

@@ -12,17 +12,18 @@
 //! - The sweeper runs in-process every sweep period, and the HTTP API is served on
 //!   `DOCPIPE_API_URL` (default http://127.0.0.1:8080), the same router the API Lambda runs.
 //!
-//! `DOCPIPE_TIME_SCALE` shrinks every wait (not the work); see `docpipe::clock`.
+//! `DOCPIPE_TIME_SCALE` shrinks every wait (not the work); see `docpipe_core::clock`.
 
 use crate::lambda_host::{FunctionProcess, Invocation};
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsEvent};
 use clap::Args;
-use docpipe::clock::Clock;
-use docpipe::config::{AwsConfig, EnvReader};
-use docpipe::dev_runner::{apply_queue_clock, pump_once};
-use docpipe::handlers::sqs::BatchReport;
-use docpipe::services::{AwsClients, Service, SweepService};
+use docpipe_cli::dev_runner::{apply_queue_clock, pump_once};
 use docpipe_cli::template::Template;
+use docpipe_core::clock::Clock;
+use docpipe_core::config::AwsConfig;
+use docpipe_core::env::EnvReader;
+use docpipe_pipeline::handlers::sqs::BatchReport;
+use docpipe_pipeline::services::{AwsClients, Service, SweepService};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -268,7 +269,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
                         println!("{} [sweep] left for the next sweep: {problem}", now());
                     }
                 }
-                Err(e) => eprintln!("[sweep] {}", docpipe::error::chain(&e)),
+                Err(e) => eprintln!("[sweep] {}", docpipe_core::error::chain(&e)),
             }
         }
     }));
@@ -331,8 +332,8 @@ fn now() -> String {
     chrono::Utc::now().format("%H:%M:%S").to_string()
 }
 
-fn describe_sweep(action: &docpipe::stages::sweep::Swept) -> String {
-    use docpipe::stages::sweep::Swept;
+fn describe_sweep(action: &docpipe_pipeline::upkeep::sweep::Swept) -> String {
+    use docpipe_pipeline::upkeep::sweep::Swept;
     match action {
         Swept::Redriven {
             doc_id,
@@ -393,7 +394,7 @@ async fn poll(
             }
             Ok(None) => {}
             Err(e) => {
-                eprintln!("[{name}] {}", docpipe::error::chain(&e));
+                eprintln!("[{name}] {}", docpipe_core::error::chain(&e));
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
         }

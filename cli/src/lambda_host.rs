@@ -107,15 +107,15 @@ pub async fn serve(function: &str) -> anyhow::Result<()> {
 }
 
 enum Handler {
-    Store(docpipe::services::StoreService),
-    Parse(docpipe::services::ParseService),
-    Index(docpipe::services::IndexService),
-    DeadLetter(docpipe::services::DeadLetterService),
+    Store(docpipe_pipeline::services::StoreService),
+    Parse(docpipe_pipeline::services::ParseService),
+    Index(docpipe_pipeline::services::IndexService),
+    DeadLetter(docpipe_pipeline::services::DeadLetterService),
 }
 
 impl Handler {
     async fn init(function: &str) -> anyhow::Result<Handler> {
-        use docpipe::services::*;
+        use docpipe_pipeline::services::*;
         Ok(match function {
             "store" => Handler::Store(StoreService::from_env().await?),
             "parse" => Handler::Parse(ParseService::from_env().await?),
@@ -125,8 +125,8 @@ impl Handler {
         })
     }
 
-    async fn handle(&self, event: SqsEvent) -> docpipe::handlers::sqs::BatchReport {
-        use docpipe::handlers;
+    async fn handle(&self, event: SqsEvent) -> docpipe_pipeline::handlers::sqs::BatchReport {
+        use docpipe_pipeline::handlers;
         match self {
             Handler::Store(s) => handlers::store::handle_sqs(s, event).await.untyped(),
             Handler::Parse(s) => handlers::parse::handle_sqs(s, event).await.untyped(),

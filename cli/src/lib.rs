@@ -4,6 +4,7 @@
 
 pub mod client;
 pub mod commands;
+pub mod dev_runner;
 pub mod model;
 pub mod template;
 pub mod text;

@@ -3,8 +3,9 @@
 
 use anyhow::Context;
 use clap::Args;
-use docpipe::config::{AwsConfig, DbConfig, EnvReader};
-use docpipe::model::DocStatus;
+use docpipe_core::config::{AwsConfig, DbConfig};
+use docpipe_core::env::EnvReader;
+use docpipe_core::model::DocStatus;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,7 @@ pub async fn put(args: PutArgs) -> anyhow::Result<()> {
     let aws = AwsConfig::read(&mut env);
     let bucket = env.required("DOCPIPE_BUCKET");
     env.finish()?;
-    let s3 = docpipe::services::AwsClients::new(&aws).await.s3;
+    let s3 = docpipe_pipeline::services::AwsClients::new(&aws).await.s3;
     for file in &args.files {
         let name = file
             .file_name()
@@ -74,7 +75,7 @@ pub async fn docs(args: DocsArgs) -> anyhow::Result<()> {
     let mut env = EnvReader::from_process();
     let db_config = DbConfig::read(&mut env);
     env.finish()?;
-    let db = docpipe::db::Db::connect(&db_config)?;
+    let db = docpipe_db::Db::connect(&db_config)?;
     let target = match &args.wait_for {
         Some(s) => Some(DocStatus::parse(s).with_context(|| format!("unknown status {s:?}"))?),
         None => None,

@@ -62,7 +62,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    docpipe::telemetry::init();
+    docpipe_core::telemetry::init();
     match cli.command {
         Command::Migrate => migrate().await,
         Command::Dev(args) => dev::run(args).await,
@@ -92,11 +92,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 async fn migrate() -> anyhow::Result<()> {
-    let mut env = docpipe::config::EnvReader::from_process();
-    let db_config = docpipe::config::DbConfig::read(&mut env);
+    let mut env = docpipe_core::env::EnvReader::from_process();
+    let db_config = docpipe_core::config::DbConfig::read(&mut env);
     env.finish()?;
-    let db = docpipe::db::Db::connect(&db_config)?;
-    let applied = docpipe::db::migrate::run(&db).await?;
+    let db = docpipe_db::Db::connect(&db_config)?;
+    let applied = docpipe_db::migrate::run(&db).await?;
     if applied.is_empty() {
         println!("migrations: up to date");
     } else {

@@ -1,8 +1,9 @@
 //! Operator commands that go to the stores directly: `reconcile`, `reindex-keywords`, `import`.
 
 use clap::Args;
-use docpipe::adapters::S3ObjectStore;
-use docpipe::config::{AwsConfig, DbConfig, EnvReader, MilvusConfig};
+use docpipe_core::config::{AwsConfig, DbConfig, MilvusConfig};
+use docpipe_core::env::EnvReader;
+use docpipe_pipeline::adapters::S3ObjectStore;
 
 #[derive(Args)]
 pub struct ReconcileArgs {
@@ -21,8 +22,8 @@ pub async fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
     let milvus = MilvusConfig::read(&mut env);
     let bucket = env.required("DOCPIPE_BUCKET");
     env.finish()?;
-    let db = docpipe::services::connect_db(&db_config, &aws).await?;
-    let s3 = docpipe::services::AwsClients::new(&aws).await.s3;
+    let db = docpipe_pipeline::services::connect_db(&db_config, &aws).await?;
+    let s3 = docpipe_pipeline::services::AwsClients::new(&aws).await.s3;
     let objects = S3ObjectStore::new(s3);
     let vectors = docpipe_vector::MilvusIndex::connect(
         &milvus.url,
@@ -30,9 +31,15 @@ pub async fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
         &milvus.collection,
     )
     .await?;
-    let report =
-        docpipe::reconcile::reconcile(&db, &objects, &vectors, &bucket, args.apply, usize::MAX)
-            .await?;
+    let report = docpipe_pipeline::upkeep::reconcile::reconcile(
+        &db,
+        &objects,
+        &vectors,
+        &bucket,
+        args.apply,
+        usize::MAX,
+    )
+    .await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
@@ -91,9 +98,9 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
         None => env.required("DOCPIPE_BUCKET"),
     };
     env.finish()?;
-    let db = docpipe::services::connect_db(&db_config, &aws).await?;
+    let db = docpipe_pipeline::services::connect_db(&db_config, &aws).await?;
     let text = std::fs::read_to_string(&args.file)?;
-    let report = docpipe::legacy::import(&db, &text, &bucket).await?;
+    let report = docpipe_pipeline::legacy_import::import(&db, &text, &bucket).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -127,11 +134,11 @@ pub async fn reindex_keywords(args: ReindexKeywordsArgs) -> anyhow::Result<()> {
     let db_config = DbConfig::read(&mut env);
     let aws = AwsConfig::read(&mut env);
     env.finish()?;
-    let db = docpipe::services::connect_db(&db_config, &aws).await?;
+    let db = docpipe_pipeline::services::connect_db(&db_config, &aws).await?;
     let started = std::time::Instant::now();
     let (mut documents, mut blocks) = (0, 0);
     loop {
-        let pass = docpipe::stages::keywords::reindex(&db, args.batch.max(1)).await?;
+        let pass = docpipe_pipeline::stages::keywords::reindex(&db, args.batch.max(1)).await?;
         if pass.documents == 0 {
             break;
         }
@@ -141,7 +148,7 @@ pub async fn reindex_keywords(args: ReindexKeywordsArgs) -> anyhow::Result<()> {
     }
     println!(
         "reindex-keywords: {documents} documents ({blocks} blocks) re-analysed with {} in {:.1} s",
-        docpipe::analyzer::ANALYZER,
+        docpipe_core::analyzer::ANALYZER,
         started.elapsed().as_secs_f64()
     );
     Ok(())

@@ -81,7 +81,7 @@ impl Template {
             .and_then(|f| f.get("Environment"))
             .and_then(|e| e.get("Variables"))
             .ok_or_else(|| anyhow!("the template's Globals set no function environment"))?;
-        docpipe::clock::VARIABLES
+        docpipe_core::clock::VARIABLES
             .iter()
             .map(|name| {
                 let value = vars

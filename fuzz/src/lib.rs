@@ -5,8 +5,8 @@
 //! panicking parser library into `ParseError::ParserPanic`, so a target treats that result as a
 //! crash too (libFuzzer's panic hook aborts first in any case).
 
-use docpipe::events::{self, Notification};
-use docpipe::model::JobMessage;
+use docpipe_core::events::{self, Notification};
+use docpipe_core::model::JobMessage;
 use docpipe_parse::{ChunkConfig, Hint, Limits, ParseError, ParsedDocument};
 use serde_json::Value;
 
@@ -115,13 +115,13 @@ pub fn check_notification(n: &Notification) {
                     assert_ne!(raw, &o.key, "raw_key is only kept when it differs");
                 }
                 // The id the store stage derives is always well formed, whatever the key.
-                let id = docpipe::ids::derived_doc_id(&o.bucket, &o.key);
-                assert!(docpipe::ids::is_valid_doc_id(&id));
+                let id = docpipe_core::ids::derived_doc_id(&o.bucket, &o.key);
+                assert!(docpipe_core::ids::is_valid_doc_id(&id));
                 // A key that looks like an API upload key names a well-formed id, or none.
-                if let Some(candidate) = docpipe::ids::doc_id_in_upload_key(&o.key) {
-                    assert!(docpipe::ids::is_valid_doc_id(candidate));
+                if let Some(candidate) = docpipe_core::ids::doc_id_in_upload_key(&o.key) {
+                    assert!(docpipe_core::ids::is_valid_doc_id(candidate));
                 }
-                let _ = docpipe::ids::file_name_of(&o.key);
+                let _ = docpipe_core::ids::file_name_of(&o.key);
             }
         }
         Notification::Test => {}
@@ -134,8 +134,8 @@ pub fn check_notification(n: &Notification) {
 pub fn check_job_message(body: &str) {
     match JobMessage::decode(body) {
         Ok(job) => {
-            assert_eq!(job.v, docpipe::model::JOB_MESSAGE_VERSION);
-            assert!(docpipe::ids::is_addressable_doc_id(&job.doc_id));
+            assert_eq!(job.v, docpipe_core::model::JOB_MESSAGE_VERSION);
+            assert!(docpipe_core::ids::is_addressable_doc_id(&job.doc_id));
             assert!(!job.doc_id.contains(['/', '\\', '\0']) && !job.doc_id.contains(".."));
             assert_eq!(JobMessage::decode(&job.encode()).as_ref(), Ok(&job));
         }

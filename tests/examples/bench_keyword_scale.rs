@@ -9,9 +9,10 @@
 //!                         [--reuse]   # measure the copy a previous --keep left
 
 use anyhow::Result as AnyResult;
-use docpipe::analyzer::Analyzer;
-use docpipe::db::keyword;
-use docpipe::search::{Filters, CANDIDATES, MAX_QUERY_TERMS, POSTINGS_PER_TERM};
+use docpipe_core::analyzer::Analyzer;
+use docpipe_core::filters::Filters;
+use docpipe_db::keyword;
+use docpipe_search::{CANDIDATES, MAX_QUERY_TERMS, POSTINGS_PER_TERM};
 use docpipe_tests::{corpus_dir, database_url, TestDb};
 use serde_json::json;
 use std::time::Instant;

@@ -10,7 +10,7 @@
 //! bench_pipeline index-search --embedder hash|e5-small [--chunks 400] [--queries 200]
 //!     stores and parses laws until they hold --chunks chunks, times index_job on each, then
 //!     MilvusIndex::insert of as many precomputed vectors (the ceiling); then --queries searches
-//!     through docpipe::search::search (authority check included) against raw Milvus searches
+//!     through docpipe_search::search (authority check included) against raw Milvus searches
 //! bench_pipeline init --bin-dir DIR [--starts 5] NAME...
 //!     spawns each function binary with AWS_LAMBDA_RUNTIME_API pointing here; init time is spawn
 //!     to its first GET /2018-06-01/runtime/invocation/next
@@ -19,15 +19,16 @@
 //!     that reports its VmHWM; `stage-rss idle` is the same process with no stage run
 //! ```
 
-use docpipe::config::{DbConfig, IndexConfig, ParseConfig, Secret, StoreConfig};
-use docpipe::db::{Db, Type};
-use docpipe::model::{DocStatus, JobMessage};
-use docpipe::parse::{SemanticBlock, StructureNode, VectorChunk};
-use docpipe::search::{search, Filters, Mode, Query, SearchCache, SearchDeps};
-use docpipe::services::{AwsClients, IndexService, ParseService, StoreService};
-use docpipe::stages::index::{index_job, IndexOutcome};
-use docpipe::stages::parse::{parse_job, ParseOutcome};
+use docpipe_core::config::{DbConfig, IndexConfig, ParseConfig, Secret, StoreConfig};
+use docpipe_core::filters::Filters;
+use docpipe_core::model::{DocStatus, JobMessage};
+use docpipe_db::{Db, Type};
 use docpipe_embed::Embedder;
+use docpipe_parse::{SemanticBlock, StructureNode, VectorChunk};
+use docpipe_pipeline::services::{AwsClients, IndexService, ParseService, StoreService};
+use docpipe_pipeline::stages::index::{index_job, IndexOutcome};
+use docpipe_pipeline::stages::parse::{parse_job, ParseOutcome};
+use docpipe_search::{search, Mode, Query, SearchCache, SearchDeps};
 use docpipe_tests::{article_lines, article_probe, law_paths, read_law};
 use docpipe_tests::{
     aws_config, corpus_dir, ensure_pdfium_env, milvus_url, s3_put_event, unique, Pipeline, TestAws,
@@ -48,9 +49,9 @@ fn main() -> AnyResult<()> {
         anyhow::bail!("usage: bench_pipeline snapshot|index-search|init|rss|stage-rss …");
     };
     let rest = Args(args[1..].to_vec());
-    // Off unless asked: DOCPIPE_LOG=docpipe::search=debug shows each search's parts.
+    // Off unless asked: DOCPIPE_LOG=docpipe_search=debug shows each search's parts.
     if std::env::var_os("DOCPIPE_LOG").is_some() {
-        docpipe::telemetry::init();
+        docpipe_core::telemetry::init();
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -325,7 +326,7 @@ async fn snapshot(args: Args) -> AnyResult<()> {
             let mut client = db.client().await;
             let t = Instant::now();
             let tx = client.transaction().await?;
-            docpipe::db::snapshot::replace(&*tx, doc_id, &nodes, &blocks).await?;
+            docpipe_db::snapshot::replace(&*tx, doc_id, &nodes, &blocks).await?;
             tx.commit().await?;
             unnest.push(secs(t.elapsed()));
 
@@ -497,7 +498,7 @@ async fn run_index_search(
         let row = client
             .query_typed_one(
                 "SELECT metadata->'index' FROM document_processing_runs WHERE run_id = $1",
-                &[(run_id, docpipe::db::Type::INT8)],
+                &[(run_id, docpipe_db::Type::INT8)],
             )
             .await?;
         let index: serde_json::Value = row.get(0);
@@ -516,11 +517,12 @@ async fn run_index_search(
     for (doc_id, run_id, _) in &parsed {
         let key = format!(
             "{}vector_chunks.json",
-            docpipe::artifacts::run_prefix(doc_id, *run_id)
+            docpipe_core::artifacts::run_prefix(doc_id, *run_id)
         );
         let body = bench.aws.get(&key).await;
         chunks.extend(
-            docpipe::artifacts::decode_items::<VectorChunk>(&body).map_err(anyhow::Error::msg)?,
+            docpipe_core::artifacts::decode_items::<VectorChunk>(&body)
+                .map_err(anyhow::Error::msg)?,
         );
     }
     anyhow::ensure!(
@@ -530,7 +532,7 @@ async fn run_index_search(
     );
     let texts: Vec<String> = chunks
         .iter()
-        .map(docpipe::stages::index::embedding_text)
+        .map(docpipe_pipeline::stages::index::embedding_text)
         .collect();
     let hash = docpipe_embed::HashEmbedder::new(embedder.dimension())?;
     let mut vectors = Vec::with_capacity(texts.len());
@@ -646,7 +648,7 @@ async fn run_index_search(
         embed_ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
     // As many chunks as search() asks Milvus for.
-    let wanted = docpipe::search::DENSE_CHUNKS;
+    let wanted = docpipe_search::DENSE_CHUNKS;
     let mut raw_ms = Vec::new();
     let mut raw_hits = Vec::new();
     for v in &query_vectors {
@@ -662,13 +664,13 @@ async fn run_index_search(
     // vouches for the chunks and maps them to their articles.
     let mut authority_ms = Vec::new();
     for hits in &raw_hits {
-        let places: Vec<docpipe::db::articles::ChunkPlace> = hits
+        let places: Vec<docpipe_db::articles::ChunkPlace> = hits
             .iter()
-            .map(docpipe::db::articles::ChunkPlace::of)
+            .map(docpipe_db::articles::ChunkPlace::of)
             .collect();
         let t = Instant::now();
         let client = bench.db.db.client().await?;
-        docpipe::db::articles::live_blocks_of_chunks(&**client, &places).await?;
+        docpipe_db::articles::live_blocks_of_chunks(&**client, &places).await?;
         drop(client);
         authority_ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
@@ -899,9 +901,9 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
     })?;
     let clients = AwsClients::new(&aws_config()).await;
     let (bucket, key) = (get("bucket"), get("key"));
-    let doc_id = docpipe::ids::derived_doc_id(&bucket, &key);
+    let doc_id = docpipe_core::ids::derived_doc_id(&bucket, &key);
     let current_job = |db: Db, doc_id: String| async move {
-        let doc = docpipe::db::documents::get(&**db.client().await?, &doc_id)
+        let doc = docpipe_db::documents::get(&**db.client().await?, &doc_id)
             .await?
             .ok_or_else(|| anyhow::anyhow!("no document {doc_id}"))?;
         let run = doc
@@ -918,13 +920,16 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
                 StoreConfig {
                     parse_queue_url: get("parse_queue"),
                     store_queue_url: None,
-                    max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
+                    max_bytes: docpipe_core::config::DEFAULT_MAX_BYTES,
                     stage_deadline_secs: 900,
                     clock: docpipe_tests::template_clock(1.0),
                 },
             );
-            docpipe::handlers::store::handle_notification(&service, &s3_put_event(&bucket, &key))
-                .await?;
+            docpipe_pipeline::handlers::store::handle_notification(
+                &service,
+                &s3_put_event(&bucket, &key),
+            )
+            .await?;
             let (_, status) = current_job(db.clone(), doc_id.clone()).await?;
             anyhow::ensure!(
                 status == DocStatus::Stored,
@@ -940,7 +945,7 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
                     bucket: bucket.clone(),
                     parse_queue_url: get("parse_queue"),
                     index_queue_url: get("index_queue"),
-                    max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
+                    max_bytes: docpipe_core::config::DEFAULT_MAX_BYTES,
                     chunk: Default::default(),
                     limits: Default::default(),
                     clock: docpipe_tests::template_clock(1.0),
@@ -967,8 +972,12 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
                 Arc::new(MilvusIndex::connect(&milvus_url(), None, &get("collection")).await?);
             let service = IndexService {
                 db: db.clone(),
-                objects: Arc::new(docpipe::adapters::S3ObjectStore::new(clients.s3.clone())),
-                queue: Arc::new(docpipe::adapters::SqsJobQueue::new(clients.sqs.clone())),
+                objects: Arc::new(docpipe_pipeline::adapters::S3ObjectStore::new(
+                    clients.s3.clone(),
+                )),
+                queue: Arc::new(docpipe_pipeline::adapters::SqsJobQueue::new(
+                    clients.sqs.clone(),
+                )),
                 embedder,
                 vectors: milvus,
                 config: IndexConfig {

@@ -1,7 +1,7 @@
 //! The retrieval benchmark of `make bench` (scripts/bench.sh runs it): the laws of
 //! `corpus/questions/laws` indexed through the stages (store, parse, index) into a database and a
 //! Milvus collection that outlive the run, so a second run embeds nothing; then every question of
-//! `train.jsonl` asked in each mode through `docpipe::search::search` (the authority check
+//! `train.jsonl` asked in each mode through `docpipe_search::search` (the authority check
 //! included), and a sample of them over HTTP through the API's router.
 //!
 //!     bench_retrieval --out DIR [--http-queries N] [--modes dense,keyword,hybrid]
@@ -13,9 +13,10 @@
 //! them and the baseline side by side. Progress goes to stderr, one line per law.
 
 use anyhow::Result as AnyResult;
-use docpipe::search::{rankings, search, Filters, Mode, Query, SearchCache, SearchDeps};
+use docpipe_core::filters::Filters;
 use docpipe_embed::Embedder;
 use docpipe_parse::article_ref::article_number;
+use docpipe_search::{rankings, search, Mode, Query, SearchCache, SearchDeps};
 use docpipe_tests::{corpus_dir, sha256_hex, Pipeline, TestAws, TestDb};
 use docpipe_vector::{MilvusIndex, VectorIndex};
 use serde_json::json;
@@ -156,7 +157,7 @@ async fn run(args: Args) -> AnyResult<()> {
             .await
             .ok_or_else(|| anyhow::anyhow!("{}: no document", law.file))?;
         anyhow::ensure!(
-            doc.status == docpipe::model::DocStatus::Indexed,
+            doc.status == docpipe_core::model::DocStatus::Indexed,
             "{}: {} ({})",
             law.file,
             doc.status,
@@ -178,7 +179,7 @@ async fn run(args: Args) -> AnyResult<()> {
     let ingest_secs = started.elapsed().as_secs_f64();
     // An analyzer change re-analyses from PostgreSQL; nothing is embedded for it.
     let t = Instant::now();
-    let rekeyed = docpipe::stages::keywords::reindex(&db.db, 100_000).await?;
+    let rekeyed = docpipe_pipeline::stages::keywords::reindex(&db.db, 100_000).await?;
     let rekey_secs = t.elapsed().as_secs_f64();
     emit_progress(&format!(
         "laws: {indexed} indexed ({chunks_embedded} chunks embedded), {reused} reused; \
@@ -321,7 +322,7 @@ async fn run(args: Args) -> AnyResult<()> {
     for q in &questions {
         let text = q["question"].as_str().unwrap_or_default();
         let r = rankings(&deps, &query(text, Mode::Hybrid, &filters)).await?;
-        let pairs = |b: &[docpipe::db::keyword::ScoredBlock]| {
+        let pairs = |b: &[docpipe_db::keyword::ScoredBlock]| {
             b.iter()
                 .map(|s| json!([s.block_id, s.score]))
                 .collect::<Vec<_>>()
@@ -356,7 +357,7 @@ async fn run(args: Args) -> AnyResult<()> {
 fn query<'q>(text: &'q str, mode: Mode, filters: &'q Filters) -> Query<'q> {
     Query {
         text,
-        top_k: docpipe::search::MAX_TOP_K,
+        top_k: docpipe_search::MAX_TOP_K,
         mode,
         filters,
     }
@@ -375,7 +376,7 @@ async fn http_latency(
         &aws.clients,
         embedder,
         milvus,
-        aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+        aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
         docpipe_api_fn::ApiConfig {
             bucket: aws.bucket.clone(),
             parse_queue_url: aws.parse_queue.clone(),
@@ -384,7 +385,7 @@ async fn http_latency(
             webhook_token: None,
             webhook_token_secret_arn: None,
             stage_deadline_secs: 900,
-            max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
+            max_bytes: docpipe_core::config::DEFAULT_MAX_BYTES,
             max_body_bytes: 64 * 1024,
             max_receive_count: Some(aws.clock.max_receive_count),
         },

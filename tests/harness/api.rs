@@ -14,7 +14,7 @@ pub fn api_config(p: &Pipeline) -> docpipe_api_fn::ApiConfig {
         webhook_token: None,
         webhook_token_secret_arn: None,
         stage_deadline_secs: 900,
-        max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
+        max_bytes: docpipe_core::config::DEFAULT_MAX_BYTES,
         max_body_bytes: 64 * 1024,
         max_receive_count: Some(p.aws.clock.max_receive_count),
     }
@@ -27,7 +27,7 @@ pub async fn serve_api(p: &Pipeline) -> String {
         &p.aws.clients,
         p.index.embedder.clone(),
         p.milvus.clone(),
-        p.aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+        p.aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
         api_config(p),
         docpipe_api_fn::ActorSource::Local,
     )))

@@ -6,8 +6,8 @@ use aws_sdk_s3::types::{
     Event, FilterRule, FilterRuleName, NotificationConfiguration, NotificationConfigurationFilter,
     QueueConfiguration, S3KeyFilter,
 };
-use docpipe::config::{AwsConfig, StoreConfig};
-use docpipe::services::AwsClients;
+use docpipe_core::config::{AwsConfig, StoreConfig};
+use docpipe_pipeline::services::AwsClients;
 
 pub fn aws_config() -> AwsConfig {
     AwsConfig {
@@ -31,7 +31,7 @@ pub struct TestAws {
     pub index_dlq: String,
     /// The template's clock at the tests' scale; the queues carry its visibility timeouts,
     /// retention and redrive policy.
-    pub clock: docpipe::clock::Clock,
+    pub clock: docpipe_core::clock::Clock,
 }
 
 impl TestAws {
@@ -61,7 +61,7 @@ impl TestAws {
         ] {
             let queue = create_queue(&clients.sqs, &format!("{prefix}-{name}")).await;
             let dlq = create_queue(&clients.sqs, &format!("{prefix}-{name}-dlq")).await;
-            docpipe::dev_runner::apply_queue_clock(
+            docpipe_cli::dev_runner::apply_queue_clock(
                 &clients.sqs,
                 &queue,
                 Some(&dlq),
@@ -78,7 +78,7 @@ impl TestAws {
             String,
         );
             3] = queues.try_into().expect("three queues");
-        let store_arn = docpipe::dev_runner::queue_arn(&store_queue, &config.region);
+        let store_arn = docpipe_cli::dev_runner::queue_arn(&store_queue, &config.region);
         let filter = NotificationConfigurationFilter::builder()
             .key(
                 S3KeyFilter::builder()
@@ -255,12 +255,12 @@ pub fn sqs_batch(bodies: &[String]) -> aws_lambda_events::event::sqs::SqsEvent {
 }
 
 impl TestAws {
-    pub fn parse_config(&self) -> docpipe::config::ParseConfig {
-        docpipe::config::ParseConfig {
+    pub fn parse_config(&self) -> docpipe_core::config::ParseConfig {
+        docpipe_core::config::ParseConfig {
             bucket: self.bucket.clone(),
             parse_queue_url: self.parse_queue.clone(),
             index_queue_url: self.index_queue.clone(),
-            max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
+            max_bytes: docpipe_core::config::DEFAULT_MAX_BYTES,
             chunk: Default::default(),
             limits: Default::default(),
             clock: self.clock.clone(),

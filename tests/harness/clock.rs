@@ -9,14 +9,14 @@ pub const TEST_TIME_SCALE: f64 = 0.01;
 pub const TEST_TIMEOUT_FLOOR_SECS: f64 = 20.0;
 
 /// The template's clock (its Globals' values), at `scale` with the tests' timeout floor.
-pub fn template_clock(scale: f64) -> docpipe::clock::Clock {
+pub fn template_clock(scale: f64) -> docpipe_core::clock::Clock {
     clock_from(clock_env(scale).into_iter().collect())
 }
 
 /// A clock from explicit variables, checked as a function checks it at start.
-pub fn clock_from(vars: std::collections::HashMap<String, String>) -> docpipe::clock::Clock {
-    let mut env = docpipe::config::EnvReader::with_lookup(move |k| vars.get(k).cloned());
-    let clock = docpipe::clock::Clock::read(&mut env);
+pub fn clock_from(vars: std::collections::HashMap<String, String>) -> docpipe_core::clock::Clock {
+    let mut env = docpipe_core::env::EnvReader::with_lookup(move |k| vars.get(k).cloned());
+    let clock = docpipe_core::clock::Clock::read(&mut env);
     env.finish().expect("a consistent clock");
     clock
 }

@@ -1,8 +1,8 @@
 //! A database of each test's own: created through PgBouncer, migrated, dropped with the test.
 
 use crate::*;
-use docpipe::config::{DbConfig, Secret};
-use docpipe::db::Db;
+use docpipe_core::config::{DbConfig, Secret};
+use docpipe_db::Db;
 
 pub fn database_url() -> String {
     env_or(
@@ -21,7 +21,7 @@ pub struct TestDb {
 impl TestDb {
     pub async fn new() -> TestDb {
         let t = TestDb::unmigrated().await;
-        docpipe::db::migrate::run(&t.db).await.expect("migrations");
+        docpipe_db::migrate::run(&t.db).await.expect("migrations");
         t
     }
 
@@ -63,7 +63,7 @@ impl TestDb {
         }
         let url = replace_db_name(&admin_url, name);
         let db = pool(&url, 4);
-        docpipe::db::migrate::run(&db).await.expect("migrations");
+        docpipe_db::migrate::run(&db).await.expect("migrations");
         TestDb {
             name: name.to_string(),
             url,
@@ -76,7 +76,7 @@ impl TestDb {
         pool(&self.url, size)
     }
 
-    pub async fn client(&self) -> docpipe::db::Client {
+    pub async fn client(&self) -> docpipe_db::Client {
         self.db.client().await.expect("db client")
     }
 
@@ -87,7 +87,7 @@ impl TestDb {
     {
         self.client()
             .await
-            .query_typed(sql, &[(&doc_id, docpipe::db::Type::VARCHAR)])
+            .query_typed(sql, &[(&doc_id, docpipe_db::Type::VARCHAR)])
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"))
             .iter()
@@ -123,7 +123,7 @@ fn replace_db_name(url: &str, name: &str) -> String {
 
 /// A document's run events, as (stage, kind) pairs in order.
 pub async fn run_event_kinds(db: &TestDb, doc_id: &str) -> Vec<(String, String)> {
-    docpipe::db::run_events::list_for_doc(&**db.client().await, doc_id)
+    docpipe_db::run_events::list_for_doc(&**db.client().await, doc_id)
         .await
         .expect("run events")
         .into_iter()

@@ -6,19 +6,19 @@ use crate::*;
 /// A queue that fails every send while `failing` is set: the fault a test injects in place of an
 /// SQS outage. Everything else goes to the real queue.
 pub struct FlakyQueue {
-    pub inner: std::sync::Arc<dyn docpipe::adapters::JobQueue>,
+    pub inner: std::sync::Arc<dyn docpipe_pipeline::adapters::JobQueue>,
     pub failing: std::sync::atomic::AtomicBool,
 }
 
 #[async_trait::async_trait]
-impl docpipe::adapters::JobQueue for FlakyQueue {
+impl docpipe_pipeline::adapters::JobQueue for FlakyQueue {
     async fn send(
         &self,
         queue_url: &str,
         body: String,
-    ) -> Result<(), docpipe::adapters::QueueError> {
+    ) -> Result<(), docpipe_pipeline::adapters::QueueError> {
         if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(docpipe::adapters::QueueError {
+            return Err(docpipe_pipeline::adapters::QueueError {
                 queue_url: queue_url.to_string(),
                 operation: "SendMessage",
                 source: "injected: queue unavailable".into(),
@@ -32,14 +32,15 @@ impl docpipe::adapters::JobQueue for FlakyQueue {
         queue_url: &str,
         receipt_handle: &str,
         delay: std::time::Duration,
-    ) -> Result<(), docpipe::adapters::QueueError> {
+    ) -> Result<(), docpipe_pipeline::adapters::QueueError> {
         self.inner.hold_back(queue_url, receipt_handle, delay).await
     }
 
     async fn depth(
         &self,
         queue_url: &str,
-    ) -> Result<docpipe::adapters::QueueDepth, docpipe::adapters::QueueError> {
+    ) -> Result<docpipe_pipeline::adapters::QueueDepth, docpipe_pipeline::adapters::QueueError>
+    {
         self.inner.depth(queue_url).await
     }
 }
@@ -73,10 +74,11 @@ pub fn stack(action: &str, service: &str) {
 /// The real object store with a hook after every successful put: a test makes the hook kill a
 /// service, or fail, at the point it chooses ("after the artifact write, before the commit").
 pub struct HookedObjectStore {
-    pub inner: std::sync::Arc<dyn docpipe::adapters::ObjectStore>,
+    pub inner: std::sync::Arc<dyn docpipe_pipeline::adapters::ObjectStore>,
     /// Called with the key just written; an error is returned to the stage as the put's.
     #[allow(clippy::type_complexity)]
-    pub after_put: Box<dyn Fn(&str) -> Result<(), docpipe::adapters::StorageError> + Send + Sync>,
+    pub after_put:
+        Box<dyn Fn(&str) -> Result<(), docpipe_pipeline::adapters::StorageError> + Send + Sync>,
     /// Called with the key after its sha256 was computed (the window before the store's insert).
     #[allow(clippy::type_complexity)]
     pub after_sha256: Box<dyn Fn(&str) + Send + Sync>,
@@ -87,7 +89,7 @@ pub struct HookedObjectStore {
 }
 
 impl HookedObjectStore {
-    pub fn new(inner: std::sync::Arc<dyn docpipe::adapters::ObjectStore>) -> Self {
+    pub fn new(inner: std::sync::Arc<dyn docpipe_pipeline::adapters::ObjectStore>) -> Self {
         HookedObjectStore {
             inner,
             after_put: Box::new(|_| Ok(())),
@@ -104,12 +106,15 @@ impl HookedObjectStore {
 }
 
 #[async_trait::async_trait]
-impl docpipe::adapters::ObjectStore for HookedObjectStore {
+impl docpipe_pipeline::adapters::ObjectStore for HookedObjectStore {
     async fn head(
         &self,
         b: &str,
         k: &str,
-    ) -> Result<Option<docpipe::adapters::ObjectHead>, docpipe::adapters::StorageError> {
+    ) -> Result<
+        Option<docpipe_pipeline::adapters::ObjectHead>,
+        docpipe_pipeline::adapters::StorageError,
+    > {
         self.inner.head(b, k).await
     }
     async fn sha256(
@@ -117,7 +122,8 @@ impl docpipe::adapters::ObjectStore for HookedObjectStore {
         b: &str,
         k: &str,
         l: u64,
-    ) -> Result<docpipe::adapters::ContentDigest, docpipe::adapters::StorageError> {
+    ) -> Result<docpipe_pipeline::adapters::ContentDigest, docpipe_pipeline::adapters::StorageError>
+    {
         self.read_body();
         let digest = self.inner.sha256(b, k, l).await?;
         (self.after_sha256)(k);
@@ -128,7 +134,7 @@ impl docpipe::adapters::ObjectStore for HookedObjectStore {
         b: &str,
         k: &str,
         l: u64,
-    ) -> Result<Vec<u8>, docpipe::adapters::StorageError> {
+    ) -> Result<Vec<u8>, docpipe_pipeline::adapters::StorageError> {
         self.read_body();
         self.inner.get(b, k, l).await
     }
@@ -138,21 +144,29 @@ impl docpipe::adapters::ObjectStore for HookedObjectStore {
         k: &str,
         body: Vec<u8>,
         ct: &str,
-    ) -> Result<(), docpipe::adapters::StorageError> {
+    ) -> Result<(), docpipe_pipeline::adapters::StorageError> {
         self.inner.put(b, k, body, ct).await?;
         (self.after_put)(k)
     }
-    async fn delete(&self, b: &str, k: &str) -> Result<(), docpipe::adapters::StorageError> {
+    async fn delete(
+        &self,
+        b: &str,
+        k: &str,
+    ) -> Result<(), docpipe_pipeline::adapters::StorageError> {
         self.inner.delete(b, k).await
     }
     async fn delete_prefix(
         &self,
         b: &str,
         p: &str,
-    ) -> Result<usize, docpipe::adapters::StorageError> {
+    ) -> Result<usize, docpipe_pipeline::adapters::StorageError> {
         self.inner.delete_prefix(b, p).await
     }
-    async fn list(&self, b: &str, p: &str) -> Result<Vec<String>, docpipe::adapters::StorageError> {
+    async fn list(
+        &self,
+        b: &str,
+        p: &str,
+    ) -> Result<Vec<String>, docpipe_pipeline::adapters::StorageError> {
         self.inner.list(b, p).await
     }
     async fn list_page(
@@ -161,7 +175,7 @@ impl docpipe::adapters::ObjectStore for HookedObjectStore {
         p: &str,
         after: &str,
         limit: usize,
-    ) -> Result<(Vec<String>, bool), docpipe::adapters::StorageError> {
+    ) -> Result<(Vec<String>, bool), docpipe_pipeline::adapters::StorageError> {
         let page = self.inner.list_page(b, p, after, limit).await?;
         self.keys_listed
             .fetch_add(page.0.len(), std::sync::atomic::Ordering::SeqCst);
@@ -173,7 +187,7 @@ impl docpipe::adapters::ObjectStore for HookedObjectStore {
         k: &str,
         ct: &str,
         e: std::time::Duration,
-    ) -> Result<String, docpipe::adapters::StorageError> {
+    ) -> Result<String, docpipe_pipeline::adapters::StorageError> {
         self.inner.presign_put(b, k, ct, e).await
     }
     async fn presign_get(
@@ -181,7 +195,7 @@ impl docpipe::adapters::ObjectStore for HookedObjectStore {
         b: &str,
         k: &str,
         e: std::time::Duration,
-    ) -> Result<String, docpipe::adapters::StorageError> {
+    ) -> Result<String, docpipe_pipeline::adapters::StorageError> {
         self.inner.presign_get(b, k, e).await
     }
 }

@@ -13,9 +13,9 @@ pub fn milvus_url() -> String {
 pub struct Pipeline {
     pub db: TestDb,
     pub aws: TestAws,
-    pub store: docpipe::services::StoreService,
-    pub parse: docpipe::services::ParseService,
-    pub index: docpipe::services::IndexService,
+    pub store: docpipe_pipeline::services::StoreService,
+    pub parse: docpipe_pipeline::services::ParseService,
+    pub index: docpipe_pipeline::services::IndexService,
     pub milvus: std::sync::Arc<docpipe_vector::MilvusIndex>,
 }
 
@@ -47,24 +47,27 @@ impl Pipeline {
                     panic!("cannot reach Milvus at {} (`make up`): {e}", milvus_url())
                 }),
         );
-        let store = docpipe::services::StoreService::new(
+        let store = docpipe_pipeline::services::StoreService::new(
             db.db.clone(),
             &aws.clients,
-            aws.store_config(docpipe::config::DEFAULT_MAX_BYTES),
+            aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
         );
-        let parse =
-            docpipe::services::ParseService::new(db.db.clone(), &aws.clients, aws.parse_config());
-        let index = docpipe::services::IndexService {
+        let parse = docpipe_pipeline::services::ParseService::new(
+            db.db.clone(),
+            &aws.clients,
+            aws.parse_config(),
+        );
+        let index = docpipe_pipeline::services::IndexService {
             db: db.db.clone(),
-            objects: std::sync::Arc::new(docpipe::adapters::S3ObjectStore::new(
+            objects: std::sync::Arc::new(docpipe_pipeline::adapters::S3ObjectStore::new(
                 aws.clients.s3.clone(),
             )),
-            queue: std::sync::Arc::new(docpipe::adapters::SqsJobQueue::new(
+            queue: std::sync::Arc::new(docpipe_pipeline::adapters::SqsJobQueue::new(
                 aws.clients.sqs.clone(),
             )),
             embedder,
             vectors: milvus.clone(),
-            config: docpipe::config::IndexConfig {
+            config: docpipe_core::config::IndexConfig {
                 bucket: aws.bucket.clone(),
                 index_queue_url: aws.index_queue.clone(),
                 embed_batch: 32,
@@ -88,25 +91,25 @@ impl Pipeline {
     /// Uploads a file and carries it through store, parse and index; returns its doc_id.
     pub async fn ingest(&self, key: &str, body: &[u8]) -> String {
         self.aws.put(key, body).await;
-        docpipe::handlers::store::handle_notification(
+        docpipe_pipeline::handlers::store::handle_notification(
             &self.store,
             &s3_put_event(&self.aws.bucket, key),
         )
         .await
         .expect("store");
-        let doc_id = docpipe::ids::derived_doc_id(&self.aws.bucket, key);
+        let doc_id = docpipe_core::ids::derived_doc_id(&self.aws.bucket, key);
         self.drive(&doc_id).await;
         doc_id
     }
 
     /// Uploads a file and carries it through every stage, which must leave it indexed; returns
     /// the indexed document.
-    pub async fn ingest_indexed(&self, key: &str, body: &[u8]) -> docpipe::db::documents::Document {
+    pub async fn ingest_indexed(&self, key: &str, body: &[u8]) -> docpipe_db::documents::Document {
         let doc_id = self.ingest(key, body).await;
         let doc = self.doc(&doc_id).await.expect("document");
         assert_eq!(
             doc.status,
-            docpipe::model::DocStatus::Indexed,
+            docpipe_core::model::DocStatus::Indexed,
             "{key}: {}",
             doc.error_message
         );
@@ -114,9 +117,9 @@ impl Pipeline {
     }
 
     /// Uploads a file, stores it and parses it; returns the job its index stage is waiting for.
-    pub async fn parsed(&self, key: &str, body: &[u8]) -> docpipe::model::JobMessage {
+    pub async fn parsed(&self, key: &str, body: &[u8]) -> docpipe_core::model::JobMessage {
         let job = stored(&self.db, &self.aws, &self.store, key, body).await;
-        docpipe::stages::parse::parse_job(&self.parse.deps(), &job)
+        docpipe_pipeline::stages::parse::parse_job(&self.parse.deps(), &job)
             .await
             .expect("parse");
         job
@@ -124,16 +127,16 @@ impl Pipeline {
 
     /// Runs the current run's remaining stages directly (the queues' messages are drained).
     pub async fn drive(&self, doc_id: &str) {
-        use docpipe::model::{DocStatus, JobMessage};
+        use docpipe_core::model::{DocStatus, JobMessage};
         let doc = self.doc(doc_id).await.expect("document");
         let job = JobMessage::new(doc_id, doc.current_run_id.expect("a run"));
         if doc.status == DocStatus::Stored {
-            docpipe::stages::parse::parse_job(&self.parse.deps(), &job)
+            docpipe_pipeline::stages::parse::parse_job(&self.parse.deps(), &job)
                 .await
                 .expect("parse");
         }
         if self.doc(doc_id).await.expect("document").status == DocStatus::Parsed {
-            docpipe::stages::index::index_job(&self.index.deps(), &job)
+            docpipe_pipeline::stages::index::index_job(&self.index.deps(), &job)
                 .await
                 .expect("index");
         }
@@ -174,8 +177,8 @@ impl Pipeline {
     }
 
     /// The delete stage's dependencies, over this pipeline's stores.
-    pub fn delete_deps(&self) -> docpipe::stages::delete::DeleteDeps<'_> {
-        docpipe::stages::delete::DeleteDeps {
+    pub fn delete_deps(&self) -> docpipe_pipeline::stages::delete::DeleteDeps<'_> {
+        docpipe_pipeline::stages::delete::DeleteDeps {
             db: &self.db.db,
             objects: self.store.objects.as_ref(),
             vectors: self.milvus.as_ref(),
@@ -189,18 +192,18 @@ impl Pipeline {
         &self,
         query: &str,
         top_k: usize,
-        mode: docpipe::search::Mode,
-        filters: &docpipe::search::Filters,
-    ) -> docpipe::search::SearchResult {
-        let cache = docpipe::search::SearchCache::default();
-        docpipe::search::search(
-            &docpipe::search::SearchDeps {
+        mode: docpipe_search::Mode,
+        filters: &docpipe_core::filters::Filters,
+    ) -> docpipe_search::SearchResult {
+        let cache = docpipe_search::SearchCache::default();
+        docpipe_search::search(
+            &docpipe_search::SearchDeps {
                 db: &self.db.db,
                 embedder: self.index.embedder.as_ref(),
                 vectors: self.milvus.as_ref(),
                 cache: &cache,
             },
-            &docpipe::search::Query {
+            &docpipe_search::Query {
                 text: query,
                 top_k,
                 mode,
@@ -215,24 +218,28 @@ impl Pipeline {
     pub async fn retry(
         &self,
         doc_id: &str,
-    ) -> Result<docpipe::stages::retry::Retried, docpipe::stages::retry::RetryError> {
-        let deps = docpipe::stages::retry::RetryDeps {
+    ) -> Result<docpipe_pipeline::stages::retry::Retried, docpipe_pipeline::stages::retry::RetryError>
+    {
+        let deps = docpipe_pipeline::stages::retry::RetryDeps {
             db: &self.db.db,
             objects: self.store.objects.as_ref(),
             queue: self.store.queue.as_ref(),
             parse_queue_url: &self.aws.parse_queue,
             stage_deadline_secs: 900,
-            max_bytes: docpipe::config::DEFAULT_MAX_BYTES,
+            max_bytes: docpipe_core::config::DEFAULT_MAX_BYTES,
         };
-        docpipe::stages::retry::retry(&deps, doc_id).await
+        docpipe_pipeline::stages::retry::retry(&deps, doc_id).await
     }
 
     /// Registers a document through the API's stage; it waits for its upload.
-    pub async fn register(&self, file_name: &str) -> docpipe::stages::register::Registered {
-        docpipe::stages::register::register(
+    pub async fn register(
+        &self,
+        file_name: &str,
+    ) -> docpipe_pipeline::stages::register::Registered {
+        docpipe_pipeline::stages::register::register(
             &self.db.db,
             &self.aws.bucket,
-            &docpipe::stages::register::Registration {
+            &docpipe_pipeline::stages::register::Registration {
                 file_name: file_name.into(),
                 content_type: "text/markdown".into(),
                 ..Default::default()
@@ -246,7 +253,7 @@ impl Pipeline {
     /// The pipeline with the hashing embedder, whose store refuses objects over `max_bytes`.
     pub async fn with_max_bytes(max_bytes: u64) -> Pipeline {
         let mut p = Pipeline::new(Pipeline::hash()).await;
-        p.store = docpipe::services::StoreService::new(
+        p.store = docpipe_pipeline::services::StoreService::new(
             p.db.db.clone(),
             &p.aws.clients,
             p.aws.store_config(max_bytes),
@@ -254,28 +261,28 @@ impl Pipeline {
         p
     }
 
-    pub async fn doc(&self, doc_id: &str) -> Option<docpipe::db::documents::Document> {
-        docpipe::db::documents::get(&**self.db.client().await, doc_id)
+    pub async fn doc(&self, doc_id: &str) -> Option<docpipe_db::documents::Document> {
+        docpipe_db::documents::get(&**self.db.client().await, doc_id)
             .await
             .unwrap()
     }
 
     /// The DLQ function's service over this pipeline's database and collection.
-    pub fn dead_letters(&self) -> docpipe::services::DeadLetterService {
-        docpipe::services::DeadLetterService {
+    pub fn dead_letters(&self) -> docpipe_pipeline::services::DeadLetterService {
+        docpipe_pipeline::services::DeadLetterService {
             db: self.db.db.clone(),
             vectors: self.milvus.clone(),
         }
     }
 
     /// The sweeper function's service over this pipeline's database, queues and collection.
-    pub fn sweeper(&self) -> docpipe::services::SweepService {
-        docpipe::services::SweepService {
+    pub fn sweeper(&self) -> docpipe_pipeline::services::SweepService {
+        docpipe_pipeline::services::SweepService {
             db: self.db.db.clone(),
-            queue: std::sync::Arc::new(docpipe::adapters::SqsJobQueue::new(
+            queue: std::sync::Arc::new(docpipe_pipeline::adapters::SqsJobQueue::new(
                 self.aws.clients.sqs.clone(),
             )),
-            objects: std::sync::Arc::new(docpipe::adapters::S3ObjectStore::new(
+            objects: std::sync::Arc::new(docpipe_pipeline::adapters::S3ObjectStore::new(
                 self.aws.clients.s3.clone(),
             )),
             vectors: self.milvus.clone(),
@@ -288,20 +295,20 @@ impl Pipeline {
     }
 
     /// The document an upload under `key` of this test's bucket became.
-    pub async fn doc_at(&self, key: &str) -> Option<docpipe::db::documents::Document> {
-        self.doc(&docpipe::ids::derived_doc_id(&self.aws.bucket, key))
+    pub async fn doc_at(&self, key: &str) -> Option<docpipe_db::documents::Document> {
+        self.doc(&docpipe_core::ids::derived_doc_id(&self.aws.bucket, key))
             .await
     }
 
-    pub async fn runs(&self, doc_id: &str) -> Vec<docpipe::db::runs::Run> {
-        docpipe::db::runs::list_for_doc(&**self.db.client().await, doc_id)
+    pub async fn runs(&self, doc_id: &str) -> Vec<docpipe_db::runs::Run> {
+        docpipe_db::runs::list_for_doc(&**self.db.client().await, doc_id)
             .await
             .unwrap()
     }
 
     /// The document's status history, as `from>to` pairs in order.
     pub async fn history(&self, doc_id: &str) -> Vec<String> {
-        docpipe::db::runs::history(&**self.db.client().await, doc_id)
+        docpipe_db::runs::history(&**self.db.client().await, doc_id)
             .await
             .unwrap()
             .into_iter()
@@ -310,13 +317,13 @@ impl Pipeline {
     }
 
     /// Uploads `body` under `key` and stores it; returns the parse job its run waits for.
-    pub async fn stored(&self, key: &str, body: &[u8]) -> docpipe::model::JobMessage {
+    pub async fn stored(&self, key: &str, body: &[u8]) -> docpipe_core::model::JobMessage {
         stored(&self.db, &self.aws, &self.store, key, body).await
     }
 
     /// The store outcome of the S3 event for `key` (an object already put, or not).
-    pub async fn deliver(&self, key: &str) -> docpipe::stages::store::StoreOutcome {
-        docpipe::handlers::store::handle_notification(
+    pub async fn deliver(&self, key: &str) -> docpipe_pipeline::stages::store::StoreOutcome {
+        docpipe_pipeline::handlers::store::handle_notification(
             &self.store,
             &s3_put_event(&self.aws.bucket, key),
         )
@@ -327,12 +334,12 @@ impl Pipeline {
     }
 
     /// The parse jobs waiting on this test's parse queue (taken off it).
-    pub async fn parse_jobs(&self) -> Vec<docpipe::model::JobMessage> {
+    pub async fn parse_jobs(&self) -> Vec<docpipe_core::model::JobMessage> {
         self.aws
             .drain(&self.aws.parse_queue, 100)
             .await
             .iter()
-            .map(|b| docpipe::model::JobMessage::decode(b).expect("a v1 job message"))
+            .map(|b| docpipe_core::model::JobMessage::decode(b).expect("a v1 job message"))
             .collect()
     }
 
@@ -352,7 +359,7 @@ impl Pipeline {
         self.db
             .client()
             .await
-            .query_typed_one(sql, &[(&doc_id, docpipe::db::Type::VARCHAR)])
+            .query_typed_one(sql, &[(&doc_id, docpipe_db::Type::VARCHAR)])
             .await
             .unwrap()
             .get(0)
@@ -368,29 +375,31 @@ impl Pipeline {
 pub async fn stored(
     db: &TestDb,
     aws: &TestAws,
-    store: &docpipe::services::StoreService,
+    store: &docpipe_pipeline::services::StoreService,
     key: &str,
     body: &[u8],
-) -> docpipe::model::JobMessage {
+) -> docpipe_core::model::JobMessage {
     aws.put(key, body).await;
-    let notified =
-        docpipe::handlers::store::handle_notification(store, &s3_put_event(&aws.bucket, key))
-            .await
-            .expect("store");
+    let notified = docpipe_pipeline::handlers::store::handle_notification(
+        store,
+        &s3_put_event(&aws.bucket, key),
+    )
+    .await
+    .expect("store");
     assert!(
         matches!(
             notified.only(),
-            docpipe::stages::store::StoreOutcome::Stored { .. }
+            docpipe_pipeline::stages::store::StoreOutcome::Stored { .. }
         ),
         "{notified}"
     );
-    let doc_id = docpipe::ids::derived_doc_id(&aws.bucket, key);
-    let doc = docpipe::db::documents::get(&**db.client().await, &doc_id)
+    let doc_id = docpipe_core::ids::derived_doc_id(&aws.bucket, key);
+    let doc = docpipe_db::documents::get(&**db.client().await, &doc_id)
         .await
         .unwrap()
         .expect("stored document");
     aws.drain(&aws.parse_queue, 10).await;
-    docpipe::model::JobMessage::new(doc_id, doc.current_run_id.expect("a run"))
+    docpipe_core::model::JobMessage::new(doc_id, doc.current_run_id.expect("a run"))
 }
 
 /// The `docpipe` binary the dev runner runs as (`make up` and `scripts/test.sh` build it).
@@ -500,13 +509,13 @@ pub async fn wait_terminal(
     db: &TestDb,
     doc_ids: &[String],
     limit: std::time::Duration,
-) -> std::collections::HashMap<String, docpipe::model::DocStatus> {
+) -> std::collections::HashMap<String, docpipe_core::model::DocStatus> {
     let started = std::time::Instant::now();
     loop {
         let mut statuses = std::collections::HashMap::new();
         let client = db.client().await;
         for doc_id in doc_ids {
-            if let Some(doc) = docpipe::db::documents::get(&**client, doc_id)
+            if let Some(doc) = docpipe_db::documents::get(&**client, doc_id)
                 .await
                 .expect("read the document")
             {

@@ -6,7 +6,7 @@
 use crate::context::RequestMeta;
 use crate::problem::ApiError;
 use crate::state::ApiState;
-use docpipe::db::audit::{self, AuditEntry};
+use docpipe_db::audit::{self, AuditEntry};
 use serde_json::{json, Value};
 
 pub const SUCCEEDED: &str = "succeeded";
@@ -88,7 +88,7 @@ impl Audit {
                 result,
                 target_id,
                 detail = %detail,
-                error = %docpipe::error::chain(&e),
+                error = %docpipe_core::error::chain(&e),
                 "audit record not closed"
             );
         }

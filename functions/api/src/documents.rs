@@ -12,10 +12,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
-use docpipe::db::views::{BlockFilter, DocumentFilter};
-use docpipe::db::{documents, idempotency, runs, views as db_views, Db};
-use docpipe::model::DocStatus;
-use docpipe::stages::{delete, register, retry};
+use docpipe_core::model::DocStatus;
+use docpipe_db::views as db_views;
+use docpipe_db::views::{BlockFilter, DocumentFilter};
+use docpipe_db::{documents, idempotency, runs, Db};
+use docpipe_pipeline::stages::{delete, register, retry};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -316,7 +317,7 @@ pub async fn get_document(
         None => None,
     };
     let progress = run.as_ref().map(|r| {
-        docpipe::progress::of(
+        crate::progress::of(
             r,
             doc.status,
             chrono::Utc::now(),
@@ -356,7 +357,7 @@ pub async fn history(
     ensure_exists(&state.db, &doc_id).await?;
     let client = state.db.client().await?;
     let events = runs::history(&**client, &doc_id).await?;
-    let run_events = docpipe::db::run_events::list_for_doc(&**client, &doc_id).await?;
+    let run_events = docpipe_db::run_events::list_for_doc(&**client, &doc_id).await?;
     Ok(Json(
         json!({ "doc_id": doc_id, "history": events, "run_events": run_events }),
     ))
@@ -645,7 +646,7 @@ async fn answer_retry(
             tracing::error!(
                 request_id = meta.request_id,
                 doc_id,
-                error = %docpipe::error::chain(&e),
+                error = %docpipe_core::error::chain(&e),
                 "the retry succeeded but its idempotency record was not saved"
             );
         }
@@ -672,7 +673,7 @@ async fn release_retry_key(state: &ApiState, meta: &RequestMeta, doc_id: &str, i
         tracing::warn!(
             request_id = meta.request_id,
             doc_id,
-            error = %docpipe::error::chain(&err),
+            error = %docpipe_core::error::chain(&err),
             "idempotency key not released; it frees itself after {IDEMPOTENCY_STALE_SECS}s"
         );
     }
@@ -710,7 +711,7 @@ pub async fn delete_document(
         Err(delete::DeleteError::NotFound(_)) => {
             let deleted_before = async {
                 let client = state.db.client().await?;
-                Ok::<_, ApiError>(docpipe::db::audit::was_deleted(&**client, &doc_id).await?)
+                Ok::<_, ApiError>(docpipe_db::audit::was_deleted(&**client, &doc_id).await?)
             }
             .await;
             match deleted_before {

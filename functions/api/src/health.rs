@@ -72,11 +72,11 @@ async fn probe(state: &ApiState) -> Health {
             .db
             .client()
             .await
-            .map_err(|e| docpipe::error::chain(&e))?;
+            .map_err(|e| docpipe_core::error::chain(&e))?;
         client
             .query_typed("SELECT 1", &[])
             .await
-            .map_err(|e| format!("statement failed: {}", docpipe::error::chain(&e)))?;
+            .map_err(|e| format!("statement failed: {}", docpipe_core::error::chain(&e)))?;
         Ok::<_, String>(())
     });
     let s3 = check("s3", async {
@@ -94,7 +94,7 @@ async fn probe(state: &ApiState) -> Health {
             .vectors
             .count(PROBE_DOC_ID, None)
             .await
-            .map_err(|e| docpipe::error::chain(&e))?;
+            .map_err(|e| docpipe_core::error::chain(&e))?;
         Ok::<_, String>(())
     });
     let (database, s3, milvus) = tokio::join!(database, s3, milvus);

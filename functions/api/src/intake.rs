@@ -33,7 +33,7 @@ pub async fn list_intake_failures(
         ),
     };
     let client = state.db.client().await?;
-    let mut failures = docpipe::db::intake::list(&**client, limit + 1, before).await?;
+    let mut failures = docpipe_db::intake::list(&**client, limit + 1, before).await?;
     let next_cursor = if failures.len() as i64 > limit {
         failures.truncate(limit as usize);
         failures.last().map(|f| f.failure_id.to_string())

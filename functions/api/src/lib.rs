@@ -28,6 +28,7 @@ pub mod intake;
 pub mod lazy_index;
 pub mod notifications;
 pub mod problem;
+pub mod progress;
 pub mod search;
 pub mod state;
 pub mod views;

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    docpipe::telemetry::init();
+    docpipe_core::telemetry::init();
     let state = match ApiState::from_env(ActorSource::Lambda).await {
         Ok(state) => Arc::new(state),
         Err(e) => {
-            let error = docpipe::error::chain(&e);
+            let error = docpipe_core::error::chain(&e);
             tracing::error!(error, "the API cannot start");
             return Err(error.into());
         }

@@ -8,9 +8,9 @@ use crate::state::ApiState;
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::Json;
-use docpipe::events::Notification;
-use docpipe::ids::UPLOAD_PREFIX;
-use docpipe::StageError;
+use docpipe_core::events::Notification;
+use docpipe_core::ids::UPLOAD_PREFIX;
+use docpipe_pipeline::error::StageError;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -63,7 +63,7 @@ pub async fn s3_notification(
     // bucket's own notification watches): a token holder cannot point the store stage at another
     // bucket the function's role can read, nor at the parse artifacts beside the uploads. The
     // whole notification is refused, so a sender configured for the whole bucket learns it.
-    if let Ok(Notification::Created(objects)) = docpipe::events::decode_notification(&value) {
+    if let Ok(Notification::Created(objects)) = docpipe_core::events::decode_notification(&value) {
         if let Some(other) = objects.iter().find(|o| o.bucket != state.config.bucket) {
             return Err(ApiError::validation(
                 "Records",
@@ -84,7 +84,7 @@ pub async fn s3_notification(
             ));
         }
     }
-    match docpipe::handlers::store::handle_notification(&state.store, &value).await {
+    match docpipe_pipeline::handlers::store::handle_notification(&state.store, &value).await {
         Ok(notified) => Ok(Json(json!({ "result": notified.to_string() }))),
         Err(StageError::Failed { reason, .. }) => Err(ApiError::InvalidBody(reason)),
         Err(e @ StageError::Transient { .. }) => Err(ApiError::unavailable("the store stage", e)),

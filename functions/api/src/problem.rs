@@ -8,12 +8,12 @@ use axum::http::header::{self, HeaderValue};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use docpipe::adapters::{QueueError, StorageError};
-use docpipe::db::DbError;
-use docpipe::search::SearchError;
-use docpipe::stages::delete::DeleteError;
-use docpipe::stages::register::RegisterError;
-use docpipe::stages::retry::RetryError;
+use docpipe_db::DbError;
+use docpipe_pipeline::adapters::{QueueError, StorageError};
+use docpipe_pipeline::stages::delete::DeleteError;
+use docpipe_pipeline::stages::register::RegisterError;
+use docpipe_pipeline::stages::retry::RetryError;
+use docpipe_search::SearchError;
 use docpipe_vector::VectorError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -215,7 +215,7 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             response
                 .extensions_mut()
-                .insert(ErrorChain(docpipe::error::chain(&self)));
+                .insert(ErrorChain(docpipe_core::error::chain(&self)));
         }
         response.extensions_mut().insert(ProblemType(self.kind()));
         response
@@ -390,7 +390,7 @@ impl<S: Send + Sync> FromRequestParts<S> for DocId {
             axum::extract::Path::<String>::from_request_parts(parts, state)
                 .await
                 .map_err(|e: PathRejection| ApiError::invalid(e.body_text()))?;
-        if !docpipe::ids::is_addressable_doc_id(&id) {
+        if !docpipe_core::ids::is_addressable_doc_id(&id) {
             return Err(ApiError::invalid(
                 "doc_id must be \"doc_\" followed by 32 lowercase hexadecimal digits",
             ));

@@ -1,11 +1,12 @@
 //! `POST /search`: articles by dense, keyword or hybrid retrieval, every hit vouched for by
-//! PostgreSQL before it is returned (`docpipe::search`).
+//! PostgreSQL before it is returned (`docpipe_search`).
 
 use crate::problem::{ApiError, ApiJson};
 use crate::state::ApiState;
 use axum::extract::State;
 use axum::Json;
-use docpipe::search::{search, Filters, Mode, Query, SearchDeps, SearchResult, MAX_TOP_K};
+use docpipe_core::filters::Filters;
+use docpipe_search::{search, Mode, Query, SearchDeps, SearchResult, MAX_TOP_K};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -90,7 +91,7 @@ fn check(request: &SearchRequest) -> Result<usize, ApiError> {
         if let Some(bad) = filters
             .doc_ids
             .iter()
-            .find(|id| !docpipe::ids::is_addressable_doc_id(id))
+            .find(|id| !docpipe_core::ids::is_addressable_doc_id(id))
         {
             return Err(ApiError::validation(
                 "filters.doc_ids",

@@ -3,13 +3,12 @@
 //! for the webhook, and the configuration read from the environment and validated at start.
 
 use crate::lazy_index::LazyMilvus;
-use docpipe::adapters::{aws, secrets, JobQueue, ObjectStore, S3ObjectStore, SqsJobQueue};
-use docpipe::config::{
-    AwsConfig, ConfigError, DbConfig, EnvReader, MilvusConfig, Secret, StoreConfig,
-};
-use docpipe::db::Db;
-use docpipe::services::{connect_db, AwsClients, InitError, StoreService};
+use docpipe_core::config::{AwsConfig, DbConfig, MilvusConfig, Secret, StoreConfig};
+use docpipe_core::env::{ConfigError, EnvReader};
+use docpipe_db::Db;
 use docpipe_embed::Embedder;
+use docpipe_pipeline::adapters::{aws, secrets, JobQueue, ObjectStore, S3ObjectStore, SqsJobQueue};
+use docpipe_pipeline::services::{connect_db, AwsClients, InitError, StoreService};
 use docpipe_vector::VectorIndex;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,7 +68,7 @@ impl ApiConfig {
             webhook_token: env.optional("DOCPIPE_WEBHOOK_TOKEN").map(Secret::new),
             webhook_token_secret_arn: env.optional("DOCPIPE_WEBHOOK_TOKEN_SECRET_ARN"),
             stage_deadline_secs: env.parsed_or("DOCPIPE_STAGE_DEADLINE_SECS", 900i64),
-            max_bytes: env.parsed_or("DOCPIPE_MAX_BYTES", docpipe::config::DEFAULT_MAX_BYTES),
+            max_bytes: env.parsed_or("DOCPIPE_MAX_BYTES", docpipe_core::config::DEFAULT_MAX_BYTES),
             max_body_bytes: env.parsed_or("DOCPIPE_API_MAX_BODY_BYTES", 64 * 1024usize),
             max_receive_count: env
                 .optional("DOCPIPE_MAX_RECEIVE_COUNT")
@@ -127,7 +126,7 @@ pub struct ApiState {
     pub embedder: Arc<dyn Embedder>,
     pub vectors: Arc<dyn VectorIndex>,
     /// Law titles and BM25's N, shared by searches for a few seconds.
-    pub search_cache: docpipe::search::SearchCache,
+    pub search_cache: docpipe_search::SearchCache,
     /// `/healthz`'s last answer, shared by callers for a few seconds.
     pub health: crate::health::HealthCache,
     /// The store stage, for the S3-compatible webhook.
@@ -162,7 +161,7 @@ impl ApiState {
         let db = connect_db(&db_config, &aws_config).await?;
         let clients = AwsClients::new(&aws_config).await;
         // Secrets come from Secrets Manager once per container when their ARN is configured.
-        let milvus_token = docpipe::services::milvus_token(&milvus).await?;
+        let milvus_token = docpipe_pipeline::services::milvus_token(&milvus).await?;
         if let (None, Some(arn)) = (&config.webhook_token, &config.webhook_token_secret_arn) {
             let sdk = aws::sdk_config(&aws_config).await;
             config.webhook_token = Some(Secret::new(secrets::fetch_string(&sdk, arn).await?));

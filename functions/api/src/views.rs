@@ -4,10 +4,10 @@ use crate::problem::ApiError;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use chrono::{DateTime, Utc};
-use docpipe::db::documents::Document;
-use docpipe::db::runs::Run;
-use docpipe::db::views::DocumentCursor;
-use docpipe::model::{DocStatus, RunStatus};
+use docpipe_core::model::{DocStatus, RunStatus};
+use docpipe_db::documents::Document;
+use docpipe_db::runs::Run;
+use docpipe_db::views::DocumentCursor;
 use serde::Serialize;
 
 #[derive(Debug, Serialize)]
@@ -212,7 +212,7 @@ pub fn decode_doc_cursor(cursor: &str) -> Result<DocumentCursor, ApiError> {
     let (micros, doc_id) = text.split_once(':').ok_or_else(bad_cursor)?;
     let micros: i64 = micros.parse().map_err(|_| bad_cursor())?;
     let updated_at = DateTime::from_timestamp_micros(micros).ok_or_else(bad_cursor)?;
-    if !docpipe::ids::is_addressable_doc_id(doc_id) {
+    if !docpipe_core::ids::is_addressable_doc_id(doc_id) {
         return Err(bad_cursor());
     }
     Ok(DocumentCursor {
@@ -239,7 +239,7 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_refuse_junk() {
-        let id = docpipe::ids::random_doc_id();
+        let id = docpipe_core::ids::random_doc_id();
         let at = DateTime::from_timestamp_micros(1_700_000_000_123_456).unwrap();
         let token = URL_SAFE_NO_PAD.encode(format!("d1:{}:{id}", at.timestamp_micros()));
         let c = decode_doc_cursor(&token).unwrap();

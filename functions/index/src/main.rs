@@ -1,8 +1,8 @@
-//! The index Lambda: index jobs in, indexed documents out (see `docpipe::handlers::index`).
+//! The index Lambda: index jobs in, indexed documents out (see `docpipe_pipeline::handlers::index`).
 
-use docpipe::services::IndexService;
+use docpipe_pipeline::services::IndexService;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    docpipe::handlers::lambda::serve::<IndexService>().await
+    docpipe_pipeline::handlers::lambda::serve::<IndexService>().await
 }

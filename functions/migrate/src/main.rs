@@ -1,16 +1,16 @@
 //! The migrate Lambda, the stack's `Custom::Migrations` resource: runs the migrations on every
-//! create and update and answers CloudFormation (see `docpipe::handlers::migrate`).
+//! create and update and answers CloudFormation (see `docpipe_pipeline::handlers::migrate`).
 // The handler's future (reqwest, the SDK's secret read, tokio-postgres) nests deeper than rustc's
 // default layout limit.
 #![recursion_limit = "256"]
 
-use docpipe::handlers::migrate::{CustomResourceEvent, MigrateService};
+use docpipe_pipeline::handlers::migrate::{CustomResourceEvent, MigrateService};
 use lambda_runtime::{service_fn, LambdaEvent};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    docpipe::telemetry::init();
+    docpipe_core::telemetry::init();
     let (service, init_problem) = MigrateService::from_env();
     let (service, init_problem) = (&service, init_problem.as_deref());
     lambda_runtime::run(service_fn(
@@ -20,7 +20,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
                 .handle(&event.payload, deadline, init_problem)
                 .await
                 .map(|_| ())
-                .map_err(|e| lambda_runtime::Error::from(docpipe::error::chain(&e)))
+                .map_err(|e| lambda_runtime::Error::from(docpipe_core::error::chain(&e)))
         },
     ))
     .await

@@ -1,8 +1,8 @@
-//! The parse Lambda: parse jobs in, parsed documents out (see `docpipe::handlers::parse`).
+//! The parse Lambda: parse jobs in, parsed documents out (see `docpipe_pipeline::handlers::parse`).
 
-use docpipe::services::ParseService;
+use docpipe_pipeline::services::ParseService;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    docpipe::handlers::lambda::serve::<ParseService>().await
+    docpipe_pipeline::handlers::lambda::serve::<ParseService>().await
 }

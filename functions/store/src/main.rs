@@ -1,8 +1,8 @@
-//! The store Lambda: upload notifications in, stored documents out (see `docpipe::handlers::store`).
+//! The store Lambda: upload notifications in, stored documents out (see `docpipe_pipeline::handlers::store`).
 
-use docpipe::services::StoreService;
+use docpipe_pipeline::services::StoreService;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    docpipe::handlers::lambda::serve::<StoreService>().await
+    docpipe_pipeline::handlers::lambda::serve::<StoreService>().await
 }

@@ -1,0 +1,267 @@
+//! The `documents` table: the current state of each document.
+
+use super::{DbError, Type};
+use chrono::{DateTime, Utc};
+use docpipe_core::model::DocStatus;
+use serde::Serialize;
+use tokio_postgres::{GenericClient, Row};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Document {
+    pub doc_id: String,
+    pub doc_name: String,
+    pub file_name: String,
+    pub object_name: String,
+    pub content_type: String,
+    pub size_bytes: i64,
+    pub status: DocStatus,
+    pub regulation_type: String,
+    pub version: String,
+    pub chunk_count: i32,
+    pub parser_name: String,
+    pub index_name: String,
+    pub error_message: String,
+    pub metadata: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub current_run_id: Option<i64>,
+    pub source_bucket: String,
+    pub content_sha256: String,
+    pub source_etag: String,
+    /// Set when a delete has begun: every stage treats the document as gone.
+    pub deleting_at: Option<DateTime<Utc>>,
+}
+
+pub const COLUMNS: &str =
+    "doc_id, doc_name, file_name, object_name, content_type, size_bytes, status, \
+    regulation_type, version, chunk_count, parser_name, index_name, error_message, metadata, \
+    created_at, updated_at, current_run_id, source_bucket, content_sha256, source_etag, deleting_at";
+
+impl Document {
+    pub fn from_row(row: &Row) -> Document {
+        let status: String = row.get("status");
+        Document {
+            doc_id: row.get("doc_id"),
+            doc_name: row.get("doc_name"),
+            file_name: row.get("file_name"),
+            object_name: row.get("object_name"),
+            content_type: row.get("content_type"),
+            size_bytes: row.get("size_bytes"),
+            // The CHECK constraint admits only the five statuses.
+            status: DocStatus::parse(&status).unwrap_or(DocStatus::Failed),
+            regulation_type: row.get("regulation_type"),
+            version: row.get("version"),
+            chunk_count: row.get("chunk_count"),
+            parser_name: row.get("parser_name"),
+            index_name: row.get("index_name"),
+            error_message: row.get("error_message"),
+            metadata: row.get("metadata"),
+            created_at: row.get("created_at"),
+            updated_at: row.get("updated_at"),
+            current_run_id: row.get("current_run_id"),
+            source_bucket: row.get("source_bucket"),
+            content_sha256: row.get("content_sha256"),
+            source_etag: row.get("source_etag"),
+            deleting_at: row.get("deleting_at"),
+        }
+    }
+}
+
+pub async fn get(c: &impl GenericClient, doc_id: &str) -> Result<Option<Document>, DbError> {
+    let row = c
+        .query_typed_opt(
+            &format!("SELECT {COLUMNS} FROM documents WHERE doc_id = $1"),
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await?;
+    Ok(row.as_ref().map(Document::from_row))
+}
+
+/// Finds the document for an object, creating its row if this is the first event for it, and locks
+/// the row until the transaction ends: concurrent deliveries of one event serialise here.
+pub async fn lock_or_create(
+    c: &impl GenericClient,
+    doc_id: &str,
+    bucket: &str,
+    key: &str,
+    file_name: &str,
+) -> Result<Document, DbError> {
+    c.execute_typed(
+        "INSERT INTO documents (doc_id, doc_name, file_name, object_name, source_bucket)
+         VALUES ($1, $2, $2, $3, $4)
+         ON CONFLICT (doc_id) DO NOTHING",
+        &[
+            (&doc_id, Type::VARCHAR),
+            (&file_name, Type::VARCHAR),
+            (&key, Type::VARCHAR),
+            (&bucket, Type::VARCHAR),
+        ],
+    )
+    .await?;
+    let row = c
+        .query_typed_one(
+            &format!("SELECT {COLUMNS} FROM documents WHERE doc_id = $1 FOR UPDATE"),
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await?;
+    Ok(Document::from_row(&row))
+}
+
+/// Locks an existing document's row for the rest of the transaction.
+pub async fn lock(c: &impl GenericClient, doc_id: &str) -> Result<Option<Document>, DbError> {
+    let row = c
+        .query_typed_opt(
+            &format!("SELECT {COLUMNS} FROM documents WHERE doc_id = $1 FOR UPDATE"),
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await?;
+    Ok(row.as_ref().map(Document::from_row))
+}
+
+/// A document registered through the API before its upload (seed 000 §6.1 happens when the object
+/// arrives). Every column not given keeps its default.
+pub struct NewRegistration<'a> {
+    pub doc_id: &'a str,
+    pub doc_name: &'a str,
+    pub file_name: &'a str,
+    pub object_name: &'a str,
+    pub content_type: &'a str,
+    pub regulation_type: &'a str,
+    pub version: &'a str,
+    /// A JSON object, as text.
+    pub metadata: &'a str,
+    pub source_bucket: &'a str,
+}
+
+pub async fn insert_registered(
+    c: &impl GenericClient,
+    d: &NewRegistration<'_>,
+) -> Result<(), DbError> {
+    c.execute_typed(
+        "INSERT INTO documents (doc_id, doc_name, file_name, object_name, content_type,
+                                regulation_type, version, metadata, source_bucket)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9)",
+        &[
+            (&d.doc_id, Type::VARCHAR),
+            (&d.doc_name, Type::VARCHAR),
+            (&d.file_name, Type::VARCHAR),
+            (&d.object_name, Type::VARCHAR),
+            (&d.content_type, Type::VARCHAR),
+            (&d.regulation_type, Type::VARCHAR),
+            (&d.version, Type::VARCHAR),
+            (&d.metadata, Type::TEXT),
+            (&d.source_bucket, Type::VARCHAR),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// What the store stage read of an object it then refused to store.
+pub struct RejectedObject<'a> {
+    pub object_name: &'a str,
+    pub file_name: &'a str,
+    pub size_bytes: i64,
+    pub source_etag: &'a str,
+    pub content_type: &'a str,
+    /// Merged into `metadata` (a JSON object, as text): the full names a column cut short.
+    pub metadata: &'a str,
+}
+
+/// Records the object a document's failed run was refused for, so its row says what arrived.
+pub async fn record_rejected_object(
+    c: &impl GenericClient,
+    doc_id: &str,
+    o: &RejectedObject<'_>,
+) -> Result<(), DbError> {
+    c.execute_typed(
+        "UPDATE documents SET object_name = $2, file_name = $3, size_bytes = $4, source_etag = $5,
+                content_type = $6, content_sha256 = '', updated_at = NOW(),
+                metadata = metadata || $7::jsonb
+         WHERE doc_id = $1",
+        &[
+            (&doc_id, Type::VARCHAR),
+            (&o.object_name, Type::VARCHAR),
+            (&o.file_name, Type::VARCHAR),
+            (&o.size_bytes, Type::INT8),
+            (&o.source_etag, Type::VARCHAR),
+            (&o.content_type, Type::VARCHAR),
+            (&o.metadata, Type::TEXT),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Marks the document as being deleted (seed 001: from then on nothing of it is served). False
+/// when there is no such document. Marking twice keeps the first time.
+pub async fn mark_deleting(c: &impl GenericClient, doc_id: &str) -> Result<bool, DbError> {
+    let marked = c
+        .query_typed_opt(
+            "UPDATE documents SET deleting_at = COALESCE(deleting_at, NOW()), updated_at = NOW()
+             WHERE doc_id = $1 RETURNING doc_id",
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await?;
+    Ok(marked.is_some())
+}
+
+/// Removes the row; its runs, history, nodes and blocks go with it (foreign keys cascade).
+pub async fn remove(c: &impl GenericClient, doc_id: &str) -> Result<(), DbError> {
+    c.execute_typed(
+        "DELETE FROM documents WHERE doc_id = $1",
+        &[(&doc_id, Type::VARCHAR)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Inserts legacy records (a JSON array of `documents` rows, as text) in one statement; a record
+/// whose doc_id exists is left untouched. Returns the doc_ids inserted.
+pub async fn import_legacy(c: &impl GenericClient, records: &str) -> Result<Vec<String>, DbError> {
+    let inserted = c
+        .query_typed(
+            "INSERT INTO documents (doc_id, doc_name, file_name, object_name, content_type,
+                 size_bytes, status, regulation_type, version, summary, summary_latency_ms,
+                 chunk_count, parser_name, index_name, error_message, metadata, created_at,
+                 updated_at, source_bucket)
+             SELECT doc_id, doc_name, file_name, object_name, content_type, size_bytes, status,
+                    regulation_type, version, summary, summary_latency_ms, 0,
+                    parser_name, index_name, error_message, metadata, created_at, updated_at,
+                    source_bucket
+             FROM jsonb_populate_recordset(NULL::documents, $1::jsonb)
+             ON CONFLICT (doc_id) DO NOTHING
+             RETURNING doc_id",
+            &[(&records, Type::TEXT)],
+        )
+        .await?;
+    Ok(inserted.iter().map(|r| r.get(0)).collect())
+}
+
+/// Gives each imported document its run (failed at `import`) and its history row. A second
+/// statement: a statement's own CTEs cannot see the rows it inserts.
+pub async fn open_imported_runs(c: &impl GenericClient, doc_ids: &[String]) -> Result<(), DbError> {
+    c.execute_typed(
+        "WITH run AS (
+             INSERT INTO document_processing_runs (doc_id, trigger_type, run_status,
+                 failure_stage, error_message, finished_at, metadata)
+             SELECT doc_id, 'upload', 'failed', 'import', error_message, NOW(),
+                    jsonb_build_object('import', metadata->'import')
+             FROM documents WHERE doc_id = ANY($1)
+             RETURNING run_id, doc_id, error_message),
+         history AS (
+             INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
+             SELECT doc_id, run_id, '', 'failed', 'import', error_message FROM run)
+         UPDATE documents d SET current_run_id = run.run_id FROM run WHERE d.doc_id = run.doc_id",
+        &[(&doc_ids, Type::VARCHAR_ARRAY)],
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn count(c: &impl GenericClient) -> Result<i64, DbError> {
+    let row = c
+        .query_typed_one("SELECT count(*) FROM documents", &[])
+        .await?;
+    Ok(row.get(0))
+}

@@ -1,0 +1,73 @@
+//! The index function: index jobs in, indexed documents out.
+
+use super::sqs::{handle_jobs, Backoff, BatchReport, Ending, JobHandler, JobOutcome};
+use crate::error::StageError;
+use crate::services::IndexService;
+use crate::stages::index::{index_job, IndexOutcome};
+use aws_lambda_events::event::sqs::SqsEvent;
+use docpipe_core::metrics;
+use docpipe_core::model::{JobMessage, Stage};
+
+pub async fn handle_sqs(service: &IndexService, batch: SqsEvent) -> BatchReport<IndexOutcome> {
+    handle_jobs(service, batch).await
+}
+
+#[async_trait::async_trait]
+impl JobHandler for IndexService {
+    type Outcome = IndexOutcome;
+    const STAGE: Stage = Stage::Index;
+
+    fn backoff(&self) -> Option<Backoff<'_>> {
+        Some(Backoff {
+            db: &self.db,
+            queue: self.queue.as_ref(),
+            queue_url: Some(&self.config.index_queue_url),
+            clock: &self.config.clock,
+        })
+    }
+
+    async fn run(&self, job: &JobMessage) -> Result<IndexOutcome, StageError> {
+        index_job(&self.deps(), job).await
+    }
+}
+
+impl JobOutcome for IndexOutcome {
+    fn ending(&self) -> Ending {
+        match self {
+            IndexOutcome::Indexed { .. } => Ending::Completed,
+            IndexOutcome::Failed { .. } => Ending::Failed,
+            IndexOutcome::Stale { .. } => Ending::Neither,
+        }
+    }
+
+    fn record_metrics(&self) {
+        if let IndexOutcome::Indexed { chunks, .. } = self {
+            metrics::chunks_indexed(*chunks);
+        }
+    }
+}
+
+impl std::fmt::Display for IndexOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IndexOutcome::Indexed {
+                doc_id,
+                run_id,
+                chunks,
+            } => write!(f, "{doc_id} run {run_id}: indexed ({chunks} chunks)"),
+            IndexOutcome::Failed {
+                doc_id,
+                run_id,
+                reason,
+            } => write!(f, "{doc_id} run {run_id}: failed at index: {reason}"),
+            IndexOutcome::Stale {
+                doc_id,
+                run_id,
+                why,
+            } => write!(
+                f,
+                "{doc_id} run {run_id}: stale index message dropped: {why}"
+            ),
+        }
+    }
+}

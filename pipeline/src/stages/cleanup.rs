@@ -1,0 +1,211 @@
+//! Carrying out the clean-up outbox ([`docpipe_db::cleanups`]). A stage that lost its run records
+//! what it wrote and tries the removal at once; the sweeper works off whatever is left. Each
+//! removal checks PostgreSQL first, so it never takes what a run that did commit wrote.
+
+use crate::adapters::{ObjectStore, StorageError};
+use crate::stages::delete::{self, DeleteDeps, DeleteError};
+use docpipe_core::artifacts;
+use docpipe_core::clock::Clock;
+use docpipe_core::model::RunStatus;
+use docpipe_db::cleanups::{self, Cleanup, Kind};
+use docpipe_db::{documents, runs, Db, DbError};
+use docpipe_vector::{VectorError, VectorIndex};
+
+pub struct CleanupDeps<'a> {
+    pub db: &'a Db,
+    pub objects: &'a dyn ObjectStore,
+    /// `None` in a function that has no Milvus client (parse): a vector clean-up is then left to
+    /// the sweeper.
+    pub vectors: Option<&'a dyn VectorIndex>,
+    pub artifacts_bucket: &'a str,
+    pub clock: &'a Clock,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CleanupError {
+    #[error("the database is unavailable")]
+    Db(#[from] DbError),
+    #[error("object storage is unavailable")]
+    Storage(#[from] StorageError),
+    #[error("the vector index is unavailable")]
+    Vector(#[from] VectorError),
+    #[error("the delete could not be finished")]
+    Delete(#[from] DeleteError),
+    #[error("this function has no vector index client; the sweeper does it")]
+    NoVectorIndex,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Carried {
+    Removed,
+    /// Nothing to remove: what was written belongs to a run that committed, or is gone already.
+    NotNeeded(&'static str),
+    /// The run is still in flight; decide when it has ended.
+    Postponed(&'static str),
+}
+
+/// What one pass over the outbox did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CleanupReport {
+    pub removed: usize,
+    pub not_needed: usize,
+    pub postponed: usize,
+    /// `kind doc run: error`, for each removal that failed (it stays and is tried again).
+    pub failed: Vec<String>,
+}
+
+/// Records the clean-up, tries it, and keeps the record if it fails: the caller goes on either way.
+pub async fn record_and_try(
+    deps: &CleanupDeps<'_>,
+    kind: Kind,
+    doc_id: &str,
+    run_id: Option<i64>,
+    reason: &str,
+) -> Result<Carried, DbError> {
+    let client = deps.db.client().await?;
+    let id = cleanups::record(&**client, kind, doc_id, run_id, reason).await?;
+    drop(client);
+    let cleanup = Cleanup {
+        cleanup_id: id,
+        kind,
+        doc_id: doc_id.to_string(),
+        run_id,
+        reason: reason.to_string(),
+        attempts: 0,
+    };
+    match settle(deps, &cleanup).await {
+        Ok(carried) => Ok(carried),
+        Err(e) => {
+            tracing::warn!(doc_id, run_id, kind = kind.as_str(), error = %docpipe_core::error::chain(&e), "clean-up failed: the sweeper will retry it");
+            Ok(Carried::Postponed(
+                "the removal failed; the sweeper retries it",
+            ))
+        }
+    }
+}
+
+/// One pass over the due clean-ups, at most `limit`.
+pub async fn run_due(deps: &CleanupDeps<'_>, limit: i64) -> Result<CleanupReport, DbError> {
+    let client = deps.db.client().await?;
+    let due = cleanups::due(&**client, limit).await?;
+    drop(client);
+    let mut report = CleanupReport::default();
+    for cleanup in &due {
+        match settle(deps, cleanup).await {
+            Ok(Carried::Removed) => report.removed += 1,
+            Ok(Carried::NotNeeded(_)) => report.not_needed += 1,
+            Ok(Carried::Postponed(_)) => report.postponed += 1,
+            Err(e) => report.failed.push(format!(
+                "{} {} {}: {}",
+                cleanup.kind.as_str(),
+                cleanup.doc_id,
+                cleanup.run_id.map(|r| r.to_string()).unwrap_or_default(),
+                docpipe_core::error::chain(&e)
+            )),
+        }
+    }
+    Ok(report)
+}
+
+/// Carries one clean-up out and updates its record: gone when done, later when postponed or failed.
+async fn settle(deps: &CleanupDeps<'_>, cleanup: &Cleanup) -> Result<Carried, CleanupError> {
+    let result = carry_out(deps, cleanup).await;
+    let client = deps.db.client().await?;
+    match &result {
+        Ok(Carried::Removed | Carried::NotNeeded(_)) => {
+            cleanups::done(&**client, cleanup.cleanup_id).await?
+        }
+        Ok(Carried::Postponed(why)) => {
+            let later = docpipe_core::clock::whole_secs(deps.clock.sweep_period) as i64;
+            cleanups::failed(&**client, cleanup.cleanup_id, why, later).await?
+        }
+        Err(e) => {
+            let wait = deps.clock.backoff(cleanup.attempts as u32 + 1).as_secs() as i64;
+            cleanups::failed(
+                &**client,
+                cleanup.cleanup_id,
+                &docpipe_core::error::chain(e),
+                wait,
+            )
+            .await?
+        }
+    }
+    result
+}
+
+async fn carry_out(deps: &CleanupDeps<'_>, cleanup: &Cleanup) -> Result<Carried, CleanupError> {
+    let doc_id = cleanup.doc_id.as_str();
+    match (cleanup.kind, cleanup.run_id) {
+        (Kind::Document, _) => finish_delete(deps, doc_id).await,
+        (Kind::VectorsRun, Some(run_id)) => {
+            if let Some(keep) = keep_run(deps.db, doc_id, run_id).await? {
+                return Ok(keep);
+            }
+            let vectors = deps.vectors.ok_or(CleanupError::NoVectorIndex)?;
+            vectors.delete_run(doc_id, run_id).await?;
+            tracing::info!(
+                doc_id,
+                run_id,
+                stage = "cleanup",
+                "vectors of a lost run removed"
+            );
+            Ok(Carried::Removed)
+        }
+        (Kind::ArtifactsRun, Some(run_id)) => {
+            if let Some(keep) = keep_run(deps.db, doc_id, run_id).await? {
+                return Ok(keep);
+            }
+            let removed = deps
+                .objects
+                .delete_prefix(
+                    deps.artifacts_bucket,
+                    &artifacts::run_prefix(doc_id, run_id),
+                )
+                .await?;
+            tracing::info!(
+                doc_id,
+                run_id,
+                removed,
+                stage = "cleanup",
+                "artifacts of a lost run removed"
+            );
+            Ok(Carried::Removed)
+        }
+        (_, None) => Ok(Carried::NotNeeded("a run clean-up without a run")),
+    }
+}
+
+/// `Some` when what the run wrote must stay (for now). A run that committed keeps its vectors
+/// (they serve search until a newer run commits and prunes them); the current run still in flight
+/// is decided once it ends. A failed or superseded run, or a document gone or going, keeps nothing.
+async fn keep_run(db: &Db, doc_id: &str, run_id: i64) -> Result<Option<Carried>, DbError> {
+    let client = db.client().await?;
+    let Some(doc) = documents::get(&**client, doc_id).await? else {
+        return Ok(None);
+    };
+    if doc.deleting_at.is_some() {
+        return Ok(None);
+    }
+    let run = runs::get(&**client, run_id).await?;
+    Ok(match run.map(|r| r.run_status) {
+        Some(RunStatus::Succeeded) => Some(Carried::NotNeeded("the run committed")),
+        Some(RunStatus::Running) if doc.current_run_id == Some(run_id) => {
+            Some(Carried::Postponed("the run is still in flight"))
+        }
+        _ => None,
+    })
+}
+
+async fn finish_delete(deps: &CleanupDeps<'_>, doc_id: &str) -> Result<Carried, CleanupError> {
+    let delete_deps = DeleteDeps {
+        db: deps.db,
+        objects: deps.objects,
+        vectors: deps.vectors.ok_or(CleanupError::NoVectorIndex)?,
+        artifacts_bucket: deps.artifacts_bucket,
+    };
+    match delete::finish(&delete_deps, doc_id).await {
+        Ok(_) => Ok(Carried::Removed),
+        Err(DeleteError::NotFound(_)) => Ok(Carried::NotNeeded("the delete had finished")),
+        Err(e) => Err(e.into()),
+    }
+}
