@@ -8,11 +8,9 @@ use docpipe_core::model::{DocStatus, JobMessage, RunStatus};
 use docpipe_pipeline::adapters::{JobQueue, QueueError};
 use docpipe_pipeline::stages::index::{index_job, IndexOutcome};
 use docpipe_pipeline::stages::parse::{parse_job, ParseOutcome};
-use docpipe_tests::{law_paths, read_law};
-use docpipe_tests::{
-    s3_put_event, sqs_batch, stack, HookedObjectStore, HookedVectorIndex, Pipeline,
-};
 use docpipe_vector::VectorIndex;
+use helpers::{law_paths, read_law};
+use helpers::{s3_put_event, sqs_batch, stack, HookedObjectStore, HookedVectorIndex, Pipeline};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -314,9 +312,9 @@ async fn moto_frozen_in_the_middle_of_a_store_batch() {
 #[tokio::test]
 async fn milvus_down_for_two_visibility_periods_while_documents_index() {
     let p = Pipeline::new(Pipeline::hash()).await;
-    let runner = docpipe_tests::DevRunner::spawn(
+    let runner = helpers::DevRunner::spawn(
         &p,
-        docpipe_tests::TEST_TIME_SCALE,
+        helpers::TEST_TIME_SCALE,
         &[("DOCPIPE_HASH_DELAY_MS", "100".into())],
     );
     let mut doc_ids = Vec::new();
@@ -356,7 +354,7 @@ async fn milvus_down_for_two_visibility_periods_while_documents_index() {
     tokio::time::sleep(outage).await;
     stack("up", "");
 
-    let statuses = docpipe_tests::wait_terminal(&p.db, &doc_ids, Duration::from_secs(300)).await;
+    let statuses = helpers::wait_terminal(&p.db, &doc_ids, Duration::from_secs(300)).await;
     for doc_id in &doc_ids {
         let doc = p.doc(doc_id).await.unwrap();
         assert_eq!(

@@ -8,11 +8,11 @@ use docpipe_pipeline::handlers::sqs::BatchReport;
 use docpipe_pipeline::stages::index::IndexOutcome;
 use docpipe_pipeline::stages::parse::ParseOutcome;
 use docpipe_pipeline::upkeep::sweep::{sweep, SweepDeps, Swept};
-use docpipe_tests::{
+use docpipe_vector::VectorIndex;
+use helpers::{
     law_paths, read_law, run_event_kinds, stored, vector_outage, wait_terminal, DevRunner,
     HookedVectorIndex, Pipeline, TestAws,
 };
-use docpipe_vector::VectorIndex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -71,7 +71,7 @@ async fn a_run_queued_behind_others_is_left_alone_however_long_it_waits() {
     p.aws.put(&key, text.as_bytes()).await;
     docpipe_pipeline::handlers::store::handle_notification(
         &p.store,
-        &docpipe_tests::s3_put_event(&p.aws.bucket, &key),
+        &helpers::s3_put_event(&p.aws.bucket, &key),
     )
     .await
     .expect("store");
@@ -336,7 +336,7 @@ async fn assert_given_up(
     clock: &docpipe_core::clock::Clock,
 ) {
     let service = p.dead_letters();
-    let mut batch = docpipe_tests::sqs_batch(dead);
+    let mut batch = helpers::sqs_batch(dead);
     batch.records[0]
         .attributes
         .insert("ApproximateReceiveCount".into(), "9".into());
@@ -392,7 +392,7 @@ async fn a_backlog_of_150_documents_waits_longer_than_any_lease_and_all_end_inde
     // queue for many leases and grace periods.
     let runner = DevRunner::spawn(
         &p,
-        docpipe_tests::TEST_TIME_SCALE,
+        helpers::TEST_TIME_SCALE,
         &[("DOCPIPE_HASH_DELAY_MS", "12".into())],
     );
     let mut doc_ids = Vec::new();
@@ -462,14 +462,14 @@ async fn a_backlog_of_150_documents_waits_longer_than_any_lease_and_all_end_inde
 #[tokio::test]
 async fn an_invocation_past_its_timeout_is_stopped_and_the_document_still_ends_indexed() {
     let p = Pipeline::new(Pipeline::hash()).await;
-    let marker = std::env::temp_dir().join(docpipe_tests::unique("docpipe-hang-"));
+    let marker = std::env::temp_dir().join(helpers::unique("docpipe-hang-"));
     // The floor this test needs: a small law with the hashing embedder indexes in well under a
     // second in a debug build.
     let floor = 5.0;
     // The first index call blocks its thread for an hour: only killing the process ends it.
     let runner = DevRunner::spawn(
         &p,
-        docpipe_tests::TEST_TIME_SCALE,
+        helpers::TEST_TIME_SCALE,
         &[
             ("DOCPIPE_HASH_HANG_ONCE", marker.display().to_string()),
             ("DOCPIPE_TIMEOUT_FLOOR_SECS", floor.to_string()),
@@ -477,12 +477,11 @@ async fn an_invocation_past_its_timeout_is_stopped_and_the_document_still_ends_i
     );
     // The dev runner's clock: the template's, scaled, with this floor. The index function's
     // timeout is the one it cuts the invocation off at.
-    let mut vars: std::collections::HashMap<_, _> =
-        docpipe_tests::clock_env(docpipe_tests::TEST_TIME_SCALE)
-            .into_iter()
-            .collect();
+    let mut vars: std::collections::HashMap<_, _> = helpers::clock_env(helpers::TEST_TIME_SCALE)
+        .into_iter()
+        .collect();
     vars.insert("DOCPIPE_TIMEOUT_FLOOR_SECS".into(), floor.to_string());
-    let timeout = docpipe_tests::clock_from(vars).index.function_timeout;
+    let timeout = helpers::clock_from(vars).index.function_timeout;
     assert!(
         timeout.as_secs_f64() > floor,
         "the scaled timeout ({timeout:?}), not the floor, is what applies"
@@ -526,12 +525,11 @@ async fn an_invocation_past_its_timeout_is_stopped_and_the_document_still_ends_i
 
 #[tokio::test]
 async fn the_templates_clock_is_consistent_and_reaches_every_resource() {
-    let template = docpipe_cli::template::Template::load(
-        &docpipe_tests::workspace_root().join("template.yaml"),
-    )
-    .unwrap();
+    let template =
+        docpipe_cli::template::Template::load(&helpers::workspace_root().join("template.yaml"))
+            .unwrap();
     // The deployed values, unscaled, pass the rules every function checks at start.
-    let clock = docpipe_tests::template_clock(1.0);
+    let clock = helpers::template_clock(1.0);
     assert!(clock.problems().is_empty(), "{:?}", clock.problems());
     // Each queue and function takes its value from the same parameter the environment carries.
     let env: std::collections::HashMap<_, _> = template.clock_env().unwrap().into_iter().collect();
@@ -611,7 +609,7 @@ async fn poison_documents_fail_with_their_reason_and_do_not_hold_back_a_healthy_
     let floor = 5.0;
     let runner = DevRunner::spawn(
         &p,
-        docpipe_tests::TEST_TIME_SCALE,
+        helpers::TEST_TIME_SCALE,
         &[
             // Two poisons whose index call never returns, two whose index call grows past the
             // index function's MemorySize: killed at the timeout, and at the memory limit.
@@ -621,12 +619,11 @@ async fn poison_documents_fail_with_their_reason_and_do_not_hold_back_a_healthy_
         ],
     );
     // The dev runner's clock: the template's, scaled, with this floor.
-    let mut vars: std::collections::HashMap<_, _> =
-        docpipe_tests::clock_env(docpipe_tests::TEST_TIME_SCALE)
-            .into_iter()
-            .collect();
+    let mut vars: std::collections::HashMap<_, _> = helpers::clock_env(helpers::TEST_TIME_SCALE)
+        .into_iter()
+        .collect();
     vars.insert("DOCPIPE_TIMEOUT_FLOOR_SECS".into(), floor.to_string());
-    let clock = docpipe_tests::clock_from(vars);
+    let clock = helpers::clock_from(vars);
     let (name, law) = read_law(&law_paths()[4]);
     let mut poisons = Vec::new();
     for (i, marker) in [HANGS, BALLOONS, HANGS, BALLOONS].iter().enumerate() {
@@ -703,7 +700,7 @@ async fn a_retry_whose_send_failed_is_sent_by_the_sweeper_even_on_a_busy_queue()
     let p = Pipeline::new(Pipeline::hash()).await;
     let (name, law) = read_law(&law_paths()[4]);
     let doc_id = p.ingest(&format!("uploads/{name}"), law.as_bytes()).await;
-    let flaky = docpipe_tests::FlakyQueue {
+    let flaky = helpers::FlakyQueue {
         inner: p.store.queue.clone(),
         failing: true.into(),
     };
@@ -773,10 +770,10 @@ async fn a_retried_index_attempt_goes_on_from_what_the_last_one_recorded() {
         .parsed("uploads/resume.md", largest_law().as_bytes())
         .await;
     // The third batch reaches Milvus, then the call "fails": in Milvus, but never recorded.
-    let mut failing = docpipe_tests::HookedVectorIndex::new(p.milvus.clone());
+    let mut failing = helpers::HookedVectorIndex::new(p.milvus.clone());
     failing.after_insert = Box::new(|n| {
         if n == 3 {
-            Err(docpipe_tests::vector_outage("insert"))
+            Err(helpers::vector_outage("insert"))
         } else {
             Ok(())
         }
@@ -789,7 +786,7 @@ async fn a_retried_index_attempt_goes_on_from_what_the_last_one_recorded() {
     assert!(err.is_retryable(), "{err}");
     assert_eq!(run(&p, job.run_id).await.index_progress, 8);
 
-    let counting = docpipe_tests::HookedVectorIndex::new(p.milvus.clone());
+    let counting = helpers::HookedVectorIndex::new(p.milvus.clone());
     let mut deps = p.index.deps();
     deps.vectors = &counting;
     let done = docpipe_pipeline::stages::index::index_job(&deps, &job)

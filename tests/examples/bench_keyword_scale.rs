@@ -13,7 +13,7 @@ use docpipe_core::analyzer::Analyzer;
 use docpipe_core::filters::Filters;
 use docpipe_db::keyword;
 use docpipe_search::{CANDIDATES, MAX_QUERY_TERMS, POSTINGS_PER_TERM};
-use docpipe_tests::{corpus_dir, database_url, TestDb};
+use helpers::{corpus_dir, database_url, TestDb};
 use serde_json::json;
 use std::time::Instant;
 

@@ -29,12 +29,12 @@ use docpipe_pipeline::services::{AwsClients, IndexService, ParseService, StoreSe
 use docpipe_pipeline::stages::index::{index_job, IndexOutcome};
 use docpipe_pipeline::stages::parse::{parse_job, ParseOutcome};
 use docpipe_search::{search, Mode, Query, SearchCache, SearchDeps};
-use docpipe_tests::{article_lines, article_probe, law_paths, read_law};
-use docpipe_tests::{
+use docpipe_vector::{ChunkRecord, MilvusIndex, SearchFilters, VectorIndex};
+use helpers::{article_lines, article_probe, law_paths, read_law};
+use helpers::{
     aws_config, corpus_dir, ensure_pdfium_env, milvus_url, s3_put_event, unique, Pipeline, TestAws,
     TestDb,
 };
-use docpipe_vector::{ChunkRecord, MilvusIndex, SearchFilters, VectorIndex};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -922,7 +922,7 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
                     store_queue_url: None,
                     max_bytes: docpipe_core::config::DEFAULT_MAX_BYTES,
                     stage_deadline_secs: 900,
-                    clock: docpipe_tests::template_clock(1.0),
+                    clock: helpers::template_clock(1.0),
                 },
             );
             docpipe_pipeline::handlers::store::handle_notification(
@@ -948,7 +948,7 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
                     max_bytes: docpipe_core::config::DEFAULT_MAX_BYTES,
                     chunk: Default::default(),
                     limits: Default::default(),
-                    clock: docpipe_tests::template_clock(1.0),
+                    clock: helpers::template_clock(1.0),
                 },
             );
             let (job, _) = current_job(db.clone(), doc_id.clone()).await?;
@@ -984,7 +984,7 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
                     bucket: bucket.clone(),
                     index_queue_url: get("index_queue"),
                     embed_batch: 32,
-                    clock: docpipe_tests::template_clock(1.0),
+                    clock: helpers::template_clock(1.0),
                 },
             };
             let (job, _) = current_job(db.clone(), doc_id.clone()).await?;

@@ -14,7 +14,7 @@ use docpipe_pipeline::handlers::store::Notified;
 use docpipe_pipeline::services::StoreService;
 use docpipe_pipeline::stages::parse::ParseOutcome;
 use docpipe_pipeline::stages::store::StoreOutcome;
-use docpipe_tests::{
+use helpers::{
     s3_put_event, serve_api, sha256_hex, sqs_batch, HookedObjectStore, Pipeline, TestAws,
 };
 use serde_json::{json, Value};
@@ -509,7 +509,7 @@ async fn assert_the_list_filter_takes_text_as_a_value(
 /// Uploads `size` bytes of zeros from a sparse file (streamed by the SDK, never in this process's
 /// memory); moto spools large bodies to disk.
 async fn put_sparse(aws: &TestAws, key: &str, size: u64) {
-    let path = std::env::temp_dir().join(docpipe_tests::unique("docpipe-sparse-"));
+    let path = std::env::temp_dir().join(helpers::unique("docpipe-sparse-"));
     let file = std::fs::File::create(&path).unwrap();
     file.set_len(size).unwrap();
     drop(file);

@@ -5,9 +5,9 @@ use docpipe_core::filters::Filters;
 use docpipe_core::model::{DocStatus, RunStatus};
 use docpipe_pipeline::stages::index::{index_job, IndexOutcome};
 use docpipe_search::Mode;
-use docpipe_tests::{article_lines, law_paths, law_probe, read_law};
-use docpipe_tests::{vector_outage, HookedVectorIndex, Pipeline};
 use docpipe_vector::VectorIndex;
+use helpers::{article_lines, law_paths, law_probe, read_law};
+use helpers::{vector_outage, HookedVectorIndex, Pipeline};
 
 fn laws(n: usize) -> Vec<(String, String)> {
     // Laws with articles: a few entries are decisions without 第X条 lines.
@@ -82,7 +82,7 @@ async fn a_retry_reads_the_original_again_rather_than_trust_the_old_digest() {
     let replaced = format!("{text}\n\n第九百九十九条 替换后的条款。\n");
     p.aws.put(&key, replaced.as_bytes()).await;
     let retried = p.retry(&doc_id).await.unwrap();
-    let want = docpipe_tests::sha256_hex(replaced.as_bytes());
+    let want = helpers::sha256_hex(replaced.as_bytes());
     let doc = p.doc(&doc_id).await.unwrap();
     assert_eq!(doc.content_sha256, want);
     assert_eq!(doc.size_bytes, replaced.len() as i64);
@@ -391,7 +391,7 @@ async fn the_reconcile_never_takes_the_current_runs_artifacts() {
 #[tokio::test]
 async fn the_sweepers_reconcile_pages_through_the_collection_and_the_artifacts_across_sweeps() {
     use docpipe_pipeline::upkeep::reconcile::{self, Budget};
-    use docpipe_tests::HookedObjectStore;
+    use helpers::HookedObjectStore;
     use std::sync::atomic::Ordering;
     let p = Pipeline::new(Pipeline::hash()).await;
     let mut docs = Vec::new();
@@ -530,7 +530,7 @@ async fn e5_small_finds_laws_by_chinese_and_english_questions() {
         .and_then(|e| e.with_query_adapter(Some(docpipe_embed::e5::builtin_query_adapter())))
         .expect("the e5 model loads");
     let p = Pipeline::new(std::sync::Arc::new(e5)).await;
-    let dir = docpipe_tests::corpus_dir().join("laws-formats/md");
+    let dir = helpers::corpus_dir().join("laws-formats/md");
     let mut ids = std::collections::HashMap::new();
     for (file, short) in [
         ("law-15978a0e.md", "wetland"),

@@ -7,10 +7,10 @@
 use docpipe_core::events::{decode_notification, Notification};
 use docpipe_core::model::DocStatus;
 use docpipe_pipeline::stages::index::{index_job, IndexOutcome};
-use docpipe_tests::{
+use docpipe_vector::VectorIndex;
+use helpers::{
     law_paths, read_law, s3_put_event, DevRunner, HookedObjectStore, HookedVectorIndex, Pipeline,
 };
-use docpipe_vector::VectorIndex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -271,7 +271,7 @@ async fn vectors_left_by_a_racing_delete_while_milvus_was_down_are_removed_by_th
     let down = milvus_down.clone();
     hooked.before_delete = Box::new(move |_| {
         if down.load(Ordering::SeqCst) {
-            Err(docpipe_tests::vector_outage("delete"))
+            Err(helpers::vector_outage("delete"))
         } else {
             Ok(())
         }
@@ -301,7 +301,7 @@ async fn vectors_left_by_a_racing_delete_while_milvus_was_down_are_removed_by_th
     assert!(orphans > 0, "the insert after the delete left vectors");
     assert_eq!(pending_cleanups(&p, &job.doc_id).await, 1);
 
-    let runner = DevRunner::spawn(&p, docpipe_tests::TEST_TIME_SCALE, &[]);
+    let runner = DevRunner::spawn(&p, helpers::TEST_TIME_SCALE, &[]);
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     while p.milvus.count(&job.doc_id, None).await.unwrap() > 0 {
         assert!(
@@ -341,7 +341,7 @@ async fn a_delete_finished_late_leaves_a_reupload_to_the_same_key_alone() {
     let doc_id = p.ingest(key, v1.as_bytes()).await;
 
     let mut down = HookedVectorIndex::new(p.milvus.clone());
-    down.before_delete = Box::new(|_| Err(docpipe_tests::vector_outage("delete")));
+    down.before_delete = Box::new(|_| Err(helpers::vector_outage("delete")));
     let mut deps = p.delete_deps();
     deps.vectors = &down;
     docpipe_pipeline::stages::delete::delete(&deps, &doc_id)
@@ -606,7 +606,7 @@ async fn an_overwrite_stored_out_of_order_gives_way_to_the_newer_upload() {
         "A gives way: {outcome_a:?}"
     );
     let doc = p.doc_at(key).await.unwrap();
-    assert_eq!(doc.content_sha256, docpipe_tests::sha256_hex(b.as_bytes()));
+    assert_eq!(doc.content_sha256, helpers::sha256_hex(b.as_bytes()));
     p.drive(&doc.doc_id).await;
     assert_current_vectors(&p, &doc.doc_id).await;
     p.cleanup().await;
@@ -619,7 +619,7 @@ async fn a_parse_never_reads_another_uploads_bytes_under_its_runs_digest() {
     let p = Pipeline::new(Pipeline::hash()).await;
     let key = "race/overwrite-before-parse.md";
     let (_, law) = read_law(&law_paths()[3]);
-    let job = docpipe_tests::stored(&p.db, &p.aws, &p.store, key, law.as_bytes()).await;
+    let job = helpers::stored(&p.db, &p.aws, &p.store, key, law.as_bytes()).await;
     p.aws
         .put(key, format!("{law}\n\n第九百九十九条 覆盖。\n").as_bytes())
         .await;

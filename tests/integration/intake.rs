@@ -10,7 +10,7 @@ use docpipe_pipeline::handlers::dlq::{DeadLetterOutcome, GaveUp};
 use docpipe_pipeline::handlers::store::{handle_notification, ObjectStored};
 use docpipe_pipeline::stages::store::StoreOutcome;
 use docpipe_pipeline::upkeep::give_up::GiveUpOutcome;
-use docpipe_tests::{law_paths, read_law, s3_put_event, Pipeline};
+use helpers::{law_paths, read_law, s3_put_event, Pipeline};
 use serde_json::json;
 
 async fn intake_failures(p: &Pipeline) -> Vec<intake::IntakeFailure> {
@@ -319,8 +319,7 @@ async fn a_dead_lettered_upload_with_no_run_is_an_intake_failure_and_a_healthy_r
 
 /// `MaximumRetryAttempts` of the store function's asynchronous invocations, from template.yaml.
 fn template_async_retries() -> u32 {
-    let text =
-        std::fs::read_to_string(docpipe_tests::workspace_root().join("template.yaml")).unwrap();
+    let text = std::fs::read_to_string(helpers::workspace_root().join("template.yaml")).unwrap();
     // serde_yaml keeps the template's short-form tags (`!Ref`, `!GetAtt`) as tagged values.
     let template: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
     template["Resources"]["StoreFunction"]["Properties"]["EventInvokeConfig"]

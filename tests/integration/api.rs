@@ -9,9 +9,9 @@ use docpipe_api_fn::{ActorSource, ApiConfig, ApiState};
 use docpipe_core::config::Secret;
 use docpipe_core::model::{DocStatus, JobMessage};
 use docpipe_db::Type;
-use docpipe_tests::{law_paths, law_probe, read_law};
-use docpipe_tests::{sha256_hex, sqs_batch, workspace_root, Pipeline};
 use docpipe_vector::VectorIndex;
+use helpers::{law_paths, law_probe, read_law};
+use helpers::{sha256_hex, sqs_batch, workspace_root, Pipeline};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -67,7 +67,7 @@ impl Api {
     async fn new() -> Api {
         let p = Pipeline::new(Pipeline::hash()).await;
         let config = config_for(&p);
-        let base = docpipe_tests::serve_state(state_for(
+        let base = helpers::serve_state(state_for(
             &p,
             config.clone(),
             ActorSource::Local,
@@ -920,7 +920,7 @@ async fn a_delete_racing_parse_and_index_leaves_no_orphan_object_vector_or_row()
         api.p.aws.put(&key, text.as_bytes()).await;
         docpipe_pipeline::handlers::store::handle_notification(
             &api.p.store,
-            &docpipe_tests::s3_put_event(&api.p.aws.bucket, &key),
+            &helpers::s3_put_event(&api.p.aws.bucket, &key),
         )
         .await
         .unwrap();
@@ -1551,7 +1551,7 @@ async fn the_webhook_takes_only_keys_under_uploads(api: &Api, sample: &str, text
 async fn the_webhook_does_not_exist_without_a_token(api: &Api) {
     let mut config = api.config.clone();
     config.webhook_token = None;
-    let base = docpipe_tests::serve_state(state_for(
+    let base = helpers::serve_state(state_for(
         &api.p,
         config,
         ActorSource::Local,
@@ -1590,8 +1590,7 @@ async fn healthz_reports_each_dependency_and_fails_when_one_is_down() {
     let mut config = api.config.clone();
     config.bucket = format!("{}-missing", api.p.aws.bucket);
     let nowhere = Arc::new(LazyMilvus::new("http://127.0.0.1:9", None, "nowhere"));
-    let base =
-        docpipe_tests::serve_state(state_for(&api.p, config, ActorSource::Local, nowhere)).await;
+    let base = helpers::serve_state(state_for(&api.p, config, ActorSource::Local, nowhere)).await;
     let r = read(
         api.http
             .get(format!("{base}/healthz"))
@@ -1672,13 +1671,13 @@ async fn a_missing_collection_is_a_503_naming_it_once_documents_are_indexed() {
     api.p
         .ingest_indexed(&format!("uploads/{name}"), text.as_bytes())
         .await;
-    let wrong = docpipe_tests::unique("t_no_such_");
+    let wrong = helpers::unique("t_no_such_");
     let elsewhere = Arc::new(
-        docpipe_vector::MilvusIndex::connect(&docpipe_tests::milvus_url(), None, &wrong)
+        docpipe_vector::MilvusIndex::connect(&helpers::milvus_url(), None, &wrong)
             .await
             .unwrap(),
     );
-    let base = docpipe_tests::serve_state(state_for(
+    let base = helpers::serve_state(state_for(
         &api.p,
         api.config.clone(),
         ActorSource::Local,
@@ -1708,14 +1707,14 @@ async fn healthz_probes_its_dependencies_once_per_interval_however_many_ask() {
     use docpipe_api_fn::health::HEALTH_TTL;
     use std::sync::atomic::Ordering;
     let api = Api::new().await;
-    let counted = Arc::new(docpipe_tests::HookedVectorIndex::new(api.p.milvus.clone()));
+    let counted = Arc::new(helpers::HookedVectorIndex::new(api.p.milvus.clone()));
     let state = state_for(
         &api.p,
         api.config.clone(),
         ActorSource::Local,
         counted.clone(),
     );
-    let base = docpipe_tests::serve_state(state).await;
+    let base = helpers::serve_state(state).await;
     let get = || async {
         read(
             api.http
@@ -1782,7 +1781,7 @@ async fn api_gateway_events_reach_the_same_router_and_the_authorizer_names_the_a
 
     // The generic sample event (an unknown path) is answered with a problem by the fallback.
     let sample = std::fs::read_to_string(
-        docpipe_tests::shared_dir().join("events/apigateway-http-api-proxy.json"),
+        helpers::shared_dir().join("events/apigateway-http-api-proxy.json"),
     )
     .unwrap();
     let a = api.lambda(&sample).await;

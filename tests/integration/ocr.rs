@@ -10,7 +10,7 @@ use docpipe_core::filters::Filters;
 use docpipe_core::model::DocStatus;
 use docpipe_parse::{parse, Hint, Limits};
 use docpipe_search::Mode;
-use docpipe_tests::{
+use helpers::{
     corpus_dir, ensure_pdfium_env, law_probe, unique, wait_terminal, DevRunner, Pipeline, TestAws,
     TestDb,
 };
@@ -76,7 +76,7 @@ async fn ocr_of(p: &Pipeline, doc_id: &str) -> serde_json::Value {
 
 /// `GET /documents/{doc_id}` from the API, served over HTTP as the dev runner serves it.
 async fn api_document(p: &Pipeline, doc_id: &str) -> serde_json::Value {
-    let base = docpipe_tests::serve_api(p).await;
+    let base = helpers::serve_api(p).await;
     let response = reqwest::get(format!("{base}/documents/{doc_id}"))
         .await
         .unwrap();
@@ -136,7 +136,7 @@ async fn scanned_law(law: &str, pages: &[u32]) {
     let top = hits
         .first()
         .unwrap_or_else(|| panic!("{law}: nothing for {probe}"));
-    let article = docpipe_tests::article_lines(&markdown)
+    let article = helpers::article_lines(&markdown)
         .into_iter()
         .find(|a| a.contains(&probe))
         .and_then(|a| a.split_whitespace().next())
@@ -378,10 +378,9 @@ async fn without_the_ocr_files_a_scan_fails_with_the_reason_and_the_runner_goes_
 /// falls back to are the same number.
 #[test]
 fn the_ocr_page_limit_default_is_the_templates() {
-    let template = docpipe_cli::template::Template::load(
-        &docpipe_tests::workspace_root().join("template.yaml"),
-    )
-    .expect("template.yaml");
+    let template =
+        docpipe_cli::template::Template::load(&helpers::workspace_root().join("template.yaml"))
+            .expect("template.yaml");
     let from_template: u32 = template
         .parameter_default("MaxOcrPages")
         .expect("MaxOcrPages has a default")

@@ -6,8 +6,8 @@ use docpipe_core::analyzer::ANALYZER;
 use docpipe_core::filters::Filters;
 use docpipe_core::model::DocStatus;
 use docpipe_search::{Mode, SearchResult, ARTICLE_EXCERPT_CHARS};
-use docpipe_tests::{corpus_dir, Pipeline};
 use docpipe_vector::VectorIndex;
+use helpers::{corpus_dir, Pipeline};
 
 const MODES: [Mode; 3] = [Mode::Dense, Mode::Keyword, Mode::Hybrid];
 

@@ -1,7 +1,7 @@
 //! Every fixture made by a real client decodes to what it says, and junk is refused with a reason.
 
 use docpipe_core::events::{decode_notification, is_sqs_batch, Notification};
-use docpipe_tests::{shared_dir, workspace_root};
+use helpers::{shared_dir, workspace_root};
 use serde_json::Value;
 
 fn load(path: &std::path::Path) -> Value {

@@ -3,7 +3,7 @@
 //! bucket, so a retry indexes one and a delete removes it.
 
 use docpipe_pipeline::legacy_import::import;
-use docpipe_tests::TestDb;
+use helpers::TestDb;
 
 #[tokio::test]
 async fn legacy_records_load_once_without_runs_and_bad_ones_are_refused_with_reasons() {
@@ -86,8 +86,8 @@ async fn legacy_records_load_once_without_runs_and_bad_ones_are_refused_with_rea
 
 #[tokio::test]
 async fn an_imported_record_is_indexed_by_a_retry_and_its_original_goes_with_a_delete() {
-    let p = docpipe_tests::Pipeline::new(docpipe_tests::Pipeline::hash()).await;
-    let (_, law) = docpipe_tests::read_law(&docpipe_tests::law_paths()[0]);
+    let p = helpers::Pipeline::new(helpers::Pipeline::hash()).await;
+    let (_, law) = helpers::read_law(&helpers::law_paths()[0]);
     p.aws.put("raw/imported.md", law.as_bytes()).await;
     let file = serde_json::json!([{"doc_id": "legacy-law", "file_name": "imported.md",
         "object_name": "raw/imported.md", "content_type": "text/markdown", "status": "indexed"}])
@@ -103,10 +103,7 @@ async fn an_imported_record_is_indexed_by_a_retry_and_its_original_goes_with_a_d
     let doc = p.doc("legacy-law").await.unwrap();
     assert_eq!(doc.status, docpipe_core::model::DocStatus::Indexed);
     assert_eq!(doc.current_run_id, Some(retried.run_id));
-    assert_eq!(
-        doc.content_sha256,
-        docpipe_tests::sha256_hex(law.as_bytes())
-    );
+    assert_eq!(doc.content_sha256, helpers::sha256_hex(law.as_bytes()));
     assert!(
         docpipe_vector::VectorIndex::count(p.milvus.as_ref(), "legacy-law", None)
             .await

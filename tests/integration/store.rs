@@ -8,7 +8,7 @@ use docpipe_pipeline::handlers::sqs::Handled;
 use docpipe_pipeline::handlers::store::{handle_notification, handle_sqs, Notified};
 use docpipe_pipeline::services::StoreService;
 use docpipe_pipeline::stages::store::{store_object, StoreOutcome};
-use docpipe_tests::{s3_put_event, sha256_hex, sqs_batch, FlakyQueue, Pipeline};
+use helpers::{s3_put_event, sha256_hex, sqs_batch, FlakyQueue, Pipeline};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -7,11 +7,11 @@ use docpipe_pipeline::adapters::StorageError;
 use docpipe_pipeline::error::StageError;
 use docpipe_pipeline::stages::index::{index_job, IndexOutcome};
 use docpipe_pipeline::stages::parse::parse_job;
-use docpipe_tests::{law_paths, read_law};
-use docpipe_tests::{
+use docpipe_vector::VectorIndex;
+use helpers::{law_paths, read_law};
+use helpers::{
     s3_put_event, vector_outage, FlakyQueue, HookedObjectStore, HookedVectorIndex, Pipeline,
 };
-use docpipe_vector::VectorIndex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

@@ -7,7 +7,7 @@
 
 use docpipe_cli::client::ClientError;
 use docpipe_core::model::DocStatus;
-use docpipe_tests::{corpus_dir, sha256_hex, sqs_batch, Pipeline};
+use helpers::{corpus_dir, sha256_hex, sqs_batch, Pipeline};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,8 +22,8 @@ struct Cli {
 impl Cli {
     async fn new() -> Cli {
         let p = Pipeline::new(Pipeline::hash()).await;
-        let base = docpipe_tests::serve_api(&p).await;
-        let dir = std::env::temp_dir().join(docpipe_tests::unique("docpipe-cli-"));
+        let base = helpers::serve_api(&p).await;
+        let dir = std::env::temp_dir().join(helpers::unique("docpipe-cli-"));
         std::fs::create_dir_all(&dir).unwrap();
         Cli { p, base, dir }
     }
@@ -449,7 +449,7 @@ async fn intake_failures_are_listed_by_the_api_and_the_cli_newest_first() {
     for key in ["intake/first\u{0}.md", "intake/second\u{0}.md"] {
         docpipe_pipeline::handlers::store::handle_notification(
             &cli.p.store,
-            &docpipe_tests::s3_put_event(&cli.p.aws.bucket, key),
+            &helpers::s3_put_event(&cli.p.aws.bucket, key),
         )
         .await
         .expect_err("a key with a NUL is refused");

@@ -1,7 +1,7 @@
 //! The schema is seed 000's DDL, applied by a runner that is safe to repeat and to race.
 
 use docpipe_db::migrate::{self, MIGRATIONS};
-use docpipe_tests::{shared_dir, workspace_root, TestDb};
+use helpers::{shared_dir, workspace_root, TestDb};
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 

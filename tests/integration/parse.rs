@@ -4,7 +4,7 @@
 use docpipe_core::model::{DocStatus, JobMessage, RunStatus};
 use docpipe_db::{documents, runs};
 use docpipe_pipeline::stages::parse::{parse_job, ParseOutcome};
-use docpipe_tests::{corpus_dir, sha256_hex, Pipeline};
+use helpers::{corpus_dir, sha256_hex, Pipeline};
 
 async fn fixture() -> Pipeline {
     Pipeline::new(Pipeline::hash()).await

@@ -5,7 +5,7 @@
 use docpipe_core::config::{DbConfig, MilvusConfig, Secret};
 use docpipe_db::upkeep;
 use docpipe_pipeline::services::{connect_db, DeadLetterService, Service, SWEEPER_LEASE};
-use docpipe_tests::*;
+use helpers::*;
 use std::time::{Duration, Instant};
 
 async fn secrets_client_sdk() -> aws_sdk_secretsmanager::Client {
