@@ -30,7 +30,7 @@ Rules (the --list option prints them with their documents):
   alarm-cannot-fire      no alarm watches a count its queue's consumer drains or a redrive skips
   alarm-coverage         dead letters, queue age, errors, throttles, API 5xx, access logs, actions
   network-path           each AWS service a function in a VPC calls has a path (endpoint or NAT)
-  clock                  the clock the functions check at start (shared/src/clock.rs), on every queue
+  clock                  the clock the functions check at start (core/src/clock.rs), on every queue
   scheduled-overlap      a scheduled function cannot overlap itself
 """
 from __future__ import annotations
@@ -116,7 +116,7 @@ RULES: dict[str, tuple[str, list[str]]] = {
          "https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-lambda-function-loggingconfig.html"]),
     "alarm-metric": (
         "each alarm's namespace, metric and dimension set is one that is emitted: AWS/SQS, AWS/Lambda and AWS/ApiGateway "
-        "(HTTP APIs) as AWS documents them, the docpipe namespace as shared/src/metrics.rs emits it (EMF)",
+        "(HTTP APIs) as AWS documents them, the docpipe namespace as core/src/metrics.rs emits it (EMF)",
         ["https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html",
          "https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-types.html",
          "https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-metrics.html",
@@ -142,7 +142,7 @@ RULES: dict[str, tuple[str, list[str]]] = {
          "https://docs.aws.amazon.com/vpc/latest/privatelink/create-interface-endpoint.html",
          "https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref-responses.html"]),
     "clock": (
-        "the clock every function checks at start (shared/src/clock.rs, mirrored here) holds, on every queue with an event "
+        "the clock every function checks at start (core/src/clock.rs, mirrored here) holds, on every queue with an event "
         "source: the functions' variables are the resources' values; SQS's limits (visibility <= 12 h, retention 60 s to "
         "14 days); a dead-letter queue keeps a message longer than its source",
         ["https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html",
@@ -875,9 +875,9 @@ REST_API_METRICS = {"4XXError", "5XXError", "CacheHitCount", "CacheMissCount", "
 
 
 def rust_metrics(root: str = ROOT) -> tuple[str, dict[str, list[dict]]]:
-    """The namespace and, per metric, the dimension sets shared/src/metrics.rs emits, for the emitting
+    """The namespace and, per metric, the dimension sets core/src/metrics.rs emits, for the emitting
     functions the code calls: {metric: [{dimension: literal value or None (computed)}]}."""
-    path = os.path.join(root, "shared", "src", "metrics.rs")
+    path = os.path.join(root, "core", "src", "metrics.rs")
     with open(path, encoding="utf-8") as f:
         text = f.read()
     ns = re.search(r'const NAMESPACE: &str = "([^"]+)"', text)
@@ -900,12 +900,12 @@ def rust_metrics(root: str = ROOT) -> tuple[str, dict[str, list[dict]]]:
 
 
 def called_functions(root: str) -> set[str]:
-    """`metrics::<fn>(` calls anywhere in the Rust sources (shared, functions, cli) besides metrics.rs."""
+    """`metrics::<fn>(` calls anywhere in the Rust sources (the library crates, functions, cli) besides metrics.rs."""
     called: set[str] = set()
-    for base in ("shared/src", "functions", "cli/src"):
+    for base in ("core/src", "db/src", "search/src", "pipeline/src", "functions", "cli/src"):
         for d, _, files in os.walk(os.path.join(root, base)):
             for name in files:
-                if name.endswith(".rs") and not (name == "metrics.rs" and d.endswith("shared/src")):
+                if name.endswith(".rs") and not (name == "metrics.rs" and d.endswith("core/src")):
                     with open(os.path.join(d, name), encoding="utf-8") as f:
                         called |= set(re.findall(r"metrics::(\w+)\s*\(", f.read()))
     return called
@@ -1008,7 +1008,7 @@ def rule_alarms(ctx: Ctx, emitted_ns: str, emitted: dict[str, list[dict]]) -> li
             elif ns == emitted_ns:
                 sets = emitted.get(name)
                 if not sets:
-                    out.append(Finding("alarm-metric", aid, f"{what}: shared/src/metrics.rs emits no {name} (from a function the code calls); "
+                    out.append(Finding("alarm-metric", aid, f"{what}: core/src/metrics.rs emits no {name} (from a function the code calls); "
                                                             f"it emits {', '.join(sorted(emitted)) or 'nothing'}"))
                     continue
                 if not any(set(s) == set(dims) and all(s[k] is None or s[k] == dims[k] for k in s) for s in sets):
@@ -1127,7 +1127,7 @@ def endpoint_admits(ctx: Ctx, eid: str, fn_groups: set[str]) -> bool:
 # ── the clock ──
 
 def clock_variables(root: str = ROOT) -> list[str]:
-    path = os.path.join(root, "shared", "src", "clock.rs")
+    path = os.path.join(root, "core", "src", "clock.rs")
     with open(path, encoding="utf-8") as f:
         m = re.search(r"pub const VARIABLES: &\[&str\] = &\[(.*?)\];", f.read(), re.S)
     if not m:
@@ -1199,7 +1199,7 @@ def rule_clock(ctx: Ctx, variables: list[str]) -> list[Finding]:
 
 
 def clock_problems(env: dict[str, str]) -> list[str]:
-    """shared/src/clock.rs `Clock::problems`, at scale 1, for every stage the environment names."""
+    """core/src/clock.rs `Clock::problems`, at scale 1, for every stage the environment names."""
     n = lambda k: number(env.get(k), 0.0)  # noqa: E731
     p = []
     stages = sorted({m.group(1) for k in env for m in [re.fullmatch(r"DOCPIPE_(\w+)_TIMEOUT_SECS", k)] if m

@@ -3,6 +3,7 @@
 //! The answers stay [`Value`]s so that `--json` prints exactly what the API said; the commands
 //! read the fields they show through the typed views in [`crate::model`].
 
+use clap::Args;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -418,5 +419,22 @@ mod tests {
             json!({"query": "q", "mode": "keyword", "top_k": 3,
                    "filters": {"doc_ids": ["doc_1"], "regulation_type": "law", "tags": ["a"]}})
         );
+    }
+}
+
+/// Where the API is, and how to print.
+#[derive(Args, Clone, Debug)]
+pub struct Conn {
+    /// The API's base URL.
+    #[arg(long, env = "DOCPIPE_API_URL", default_value = DEFAULT_API_URL)]
+    pub api_url: String,
+    /// Print the API's JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Conn {
+    pub fn client(&self) -> Client {
+        Client::new(&self.api_url)
     }
 }

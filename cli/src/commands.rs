@@ -2,7 +2,7 @@
 //! `summary` (and `watch`, in [`crate::watch`]). Each prints a table for people, or with `--json`
 //! the API's own JSON for scripts; an error answer becomes `error: <title>: <detail>`.
 
-use crate::client::{search_request, Client, ClientError, ListFilter, DEFAULT_API_URL};
+use crate::client::{search_request, Client, ClientError, Conn, ListFilter};
 use crate::model::{Doc, Hit, Node};
 use crate::text::{excerpt, human_bytes, local_time, seconds, truncate};
 use anyhow::{bail, Context};
@@ -13,23 +13,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// Where the API is, and how to print.
-#[derive(Args, Clone, Debug)]
-pub struct Conn {
-    /// The API's base URL.
-    #[arg(long, env = "DOCPIPE_API_URL", default_value = DEFAULT_API_URL)]
-    pub api_url: String,
-    /// Print the API's JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-}
-
-impl Conn {
-    pub fn client(&self) -> Client {
-        Client::new(&self.api_url)
-    }
-}
 
 #[derive(Subcommand, Debug)]
 pub enum ApiCommand {

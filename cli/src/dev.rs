@@ -15,6 +15,7 @@
 //! `DOCPIPE_TIME_SCALE` shrinks every wait (not the work); see `docpipe_core::clock`.
 
 use crate::lambda_host::{FunctionProcess, Invocation};
+use crate::roles::{role_access_key, role_keys, ROLE_KEYS_VAR};
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsEvent};
 use clap::Args;
 use docpipe_cli::dev_runner::{apply_queue_clock, pump_once};
@@ -278,24 +279,6 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         _ = futures::future::select_all(workers) => println!("dev runner: a worker stopped"),
     }
     Ok(())
-}
-
-/// `DOCPIPE_DEV_ROLE_KEYS=1`: every role the dev runner plays signs its requests with an access
-/// key id of its own, `docpipe-<role>`, as each function has a role of its own in AWS: each
-/// function process (`store`, `parse`, `index`, `dlq`), each queue's poller (Lambda's event source
-/// mapping, which uses its function's role), the sweeper, and the API (which then must be a process
-/// of its own, `docpipe dev --api-only`); the runner's own set-up of the queues signs as
-/// `docpipe-dev-runner`.
-/// The emulator accepts any key, so its request log tells which function made each call:
-/// `scripts/iam-check.sh` replays them against the template's policies. Off by default.
-pub const ROLE_KEYS_VAR: &str = "DOCPIPE_DEV_ROLE_KEYS";
-
-pub fn role_keys() -> bool {
-    std::env::var(ROLE_KEYS_VAR).is_ok_and(|v| v == "1")
-}
-
-pub fn role_access_key(role: &str) -> String {
-    format!("docpipe-{role}")
 }
 
 /// With role keys, this process signs as the sweeper (which runs in it) or, with `--api-only`, as

@@ -34,8 +34,8 @@ impl FunctionProcess {
             .arg("lambda")
             .arg(function)
             .envs(
-                crate::dev::role_keys()
-                    .then(|| ("AWS_ACCESS_KEY_ID", crate::dev::role_access_key(function))),
+                crate::roles::role_keys()
+                    .then(|| ("AWS_ACCESS_KEY_ID", crate::roles::role_access_key(function))),
             )
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())

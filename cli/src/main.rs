@@ -6,6 +6,7 @@ mod dev;
 mod lambda_host;
 mod local;
 mod ops;
+mod roles;
 
 use clap::{Parser, Subcommand};
 

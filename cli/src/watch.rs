@@ -11,8 +11,8 @@
 //! its transaction's start and may commit later. When nothing changed for a while it asks for each
 //! unfinished document by id, so a document deleted meanwhile does not keep it waiting.
 
+use crate::client::Conn;
 use crate::client::{ClientError, ListFilter};
-use crate::commands::Conn;
 use crate::model::{is_terminal, step, Doc};
 use crate::text::truncate_middle;
 use anyhow::bail;

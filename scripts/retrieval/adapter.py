@@ -52,7 +52,7 @@ LAM, TAU, EPOCHS, LR, BATCH, SEEDS = 0.3, 0.02, 30, 1e-3, 128, (0, 1, 2)
 # The weight of the within-law term of the loss (see fit).
 WITHIN = 2.0
 CACHE = os.path.join(os.path.dirname(__file__), "..", "..", ".local", "retrieval-cache")
-WORD_LISTS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "src", "analyzer")
+WORD_LISTS = os.path.join(os.path.dirname(__file__), "..", "..", "core", "src", "analyzer")
 
 
 def embedding_text(a):
@@ -141,7 +141,7 @@ def fit_averaged(P, Q, qrows, questions, rows_of, lam=LAM):
     return sum(fit(P, X, targets, own, s, lam) for s in SEEDS) / len(SEEDS)
 
 
-# --- the keyword side, as shared/src/analyzer builds it ----------------------------------------
+# --- the keyword side, as core/src/analyzer builds it ----------------------------------------
 
 def keyword_rankings(articles, questions):
     import jieba

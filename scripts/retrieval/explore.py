@@ -30,9 +30,9 @@ K = 50
 WORDY = re.compile(r"[\w\u3400-\u9fff]")
 
 
-# The word lists docpipe's keyword analyzer uses (shared/src/analyzer/), so these figures and the
+# The word lists docpipe's keyword analyzer uses (core/src/analyzer/), so these figures and the
 # Rust index drop the same words.
-WORD_LISTS = os.path.join(HERE, "..", "..", "shared", "src", "analyzer")
+WORD_LISTS = os.path.join(HERE, "..", "..", "core", "src", "analyzer")
 
 
 def word_list(name):

@@ -18,7 +18,7 @@ first relevant one. Every figure is given for all questions and for the tune and
 
 --tune-fusion fuses the dense and keyword lists of rankings.jsonl by reciprocal rank over a grid of
 k and weights and reports each on tune and check: how the defaults in
-shared/src/search/fusion.rs were chosen (on tune only). With candidates.jsonl (both rankings
+search/src/fusion.rs were chosen (on tune only). With candidates.jsonl (both rankings
 before fusion, with scores) it also compares score-level fusion (a convex mix of the per-query
 min-max or z-normalised scores) with RRF on the same candidates.
 """

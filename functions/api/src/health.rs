@@ -7,6 +7,7 @@
 //! answer is kept for [`HEALTH_TTL`] and shared, and concurrent callers wait for one probe, so a
 //! flood of requests costs at most one probe of each dependency per [`HEALTH_TTL`].
 
+use crate::health_cache::Health;
 use crate::state::ApiState;
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -23,25 +24,6 @@ pub const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 pub const HEALTH_TTL: Duration = Duration::from_secs(10);
 /// A well-formed id that no document has: Milvus is asked to count its vectors.
 const PROBE_DOC_ID: &str = "doc_00000000000000000000000000000000";
-
-/// The last answer, shared by every request of the container.
-#[derive(Default)]
-pub struct HealthCache {
-    last: tokio::sync::Mutex<Option<(Instant, Health)>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Health {
-    database: bool,
-    s3: bool,
-    milvus: bool,
-}
-
-impl Health {
-    fn all_up(&self) -> bool {
-        self.database && self.s3 && self.milvus
-    }
-}
 
 /// Runs one probe; logs why it failed. True when the dependency answered.
 async fn check<F, E>(dependency: &'static str, probe: F) -> bool

@@ -24,6 +24,7 @@ pub mod audit;
 pub mod context;
 pub mod documents;
 pub mod health;
+mod health_cache;
 pub mod intake;
 pub mod lazy_index;
 pub mod notifications;

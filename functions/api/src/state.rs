@@ -128,7 +128,7 @@ pub struct ApiState {
     /// Law titles and BM25's N, shared by searches for a few seconds.
     pub search_cache: docpipe_search::SearchCache,
     /// `/healthz`'s last answer, shared by callers for a few seconds.
-    pub health: crate::health::HealthCache,
+    pub health: crate::health_cache::HealthCache,
     /// The store stage, for the S3-compatible webhook.
     pub store: StoreService,
     pub config: ApiConfig,
