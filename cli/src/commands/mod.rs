@@ -1,0 +1,101 @@
+//! The commands that talk to the API: `upload`, `ls`, `status`, `retry`, `rm`, `search`, `tree`,
+//! `summary` (and `watch`, in [`crate::watch`]), one file each. Each prints a table for people, or with `--json`
+//! the API's own JSON for scripts; an error answer becomes `error: <title>: <detail>`.
+
+mod intake_failures;
+mod ls;
+mod retry;
+mod rm;
+mod search;
+mod status;
+mod summary;
+mod tree;
+mod upload;
+
+pub use intake_failures::{intake_failures, IntakeArgs};
+pub use ls::{ls, LsArgs};
+pub use retry::retry;
+pub use rm::rm;
+pub use search::{search, SearchArgs};
+pub use status::status;
+pub use summary::{summary, summary_value, SummaryArgs};
+pub use tree::{tree, TreeArgs};
+pub use upload::{content_type_of, upload, UploadArgs};
+
+use crate::client::{ClientError, Conn};
+use clap::{Args, Subcommand};
+use serde_json::Value;
+use std::io::Write;
+
+#[derive(Subcommand, Debug)]
+pub enum ApiCommand {
+    /// Upload files through presigned URLs (POST /documents, then PUT); prints each doc_id.
+    Upload(UploadArgs),
+    /// List documents, most recently updated first.
+    Ls(LsArgs),
+    /// A document, its current run with per-stage times, and why it failed.
+    Status(IdArgs),
+    /// Live progress of documents until each is indexed or failed.
+    Watch(crate::watch::WatchArgs),
+    /// Process a document again in a new run (from failed or indexed).
+    Retry(IdArgs),
+    /// Delete a document, its objects and its vectors.
+    Rm(IdArgs),
+    /// Search the indexed articles (hybrid by default: dense and keyword, fused).
+    Search(SearchArgs),
+    /// A document's heading tree.
+    Tree(TreeArgs),
+    /// Documents by status, chunks, and the median time of each stage.
+    Summary(SummaryArgs),
+    /// Uploads that did not become a document (GET /intake-failures), newest first.
+    IntakeFailures(IntakeArgs),
+}
+
+/// Runs one command, printing to `out`.
+pub async fn run(cmd: ApiCommand, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
+    match cmd {
+        ApiCommand::Upload(a) => upload(a, out).await,
+        ApiCommand::Ls(a) => ls(a, out).await,
+        ApiCommand::Status(a) => status(a, out).await,
+        ApiCommand::Watch(a) => crate::watch::watch(a, out).await,
+        ApiCommand::Retry(a) => retry(a, out).await,
+        ApiCommand::Rm(a) => rm(a, out).await,
+        ApiCommand::Search(a) => search(a, out).await,
+        ApiCommand::Tree(a) => tree(a, out).await,
+        ApiCommand::Summary(a) => summary(a, out).await,
+        ApiCommand::IntakeFailures(a) => intake_failures(a, out).await,
+    }
+}
+
+/// The line an error ends the command with: `error: <title>: <detail>` for an API problem.
+pub fn error_line(e: &anyhow::Error) -> String {
+    format!("error: {}", error_text(e))
+}
+
+fn error_text(e: &anyhow::Error) -> String {
+    match e.downcast_ref::<ClientError>() {
+        Some(c) => c.to_string(),
+        None => format!("{e:#}"),
+    }
+}
+
+fn print_json(out: &mut (dyn Write + Send), v: &Value) -> anyhow::Result<()> {
+    writeln!(out, "{}", serde_json::to_string_pretty(v)?)?;
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct IdArgs {
+    /// The document's id (doc_…).
+    pub doc_id: String,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+fn or_dash(s: &str) -> &str {
+    if s.is_empty() {
+        "-"
+    } else {
+        s
+    }
+}
