@@ -33,7 +33,9 @@ pub use model::{
     BlockKind, ChunkConfig, Format, Hint, LayoutBlock, Limits, OcrReport, ParsedDocument,
     SemanticBlock, StructureNode, VectorChunk, ARTIFACT_SCHEMA_VERSION, DEFAULT_MAX_CHUNKS,
 };
-pub use pdf::{pdfium_library_path, pdfium_status, PDFIUM_DEFAULT_PATH, PDFIUM_ENV};
+pub use pdf::{
+    pdfium_library_path, pdfium_status, process_pdfium, PDFIUM_DEFAULT_PATH, PDFIUM_ENV,
+};
 pub use pdf::{MAX_OCR_PIXELS, MIN_OCR_DPI, OCR_DPI};
 pub use structure::{recognise_heading, MAX_TREE_DEPTH};
 

@@ -35,6 +35,13 @@ pub fn pdfium_library_path() -> PathBuf {
 // reason for failure, is kept for the life of the process.
 static PDFIUM: OnceLock<Result<Pdfium, String>> = OnceLock::new();
 
+/// The process's pdfium, as docpipe runs it: bound once, with no font of the host (see
+/// [`fonts`]). Anything that measures pdfium against docpipe must use this one, or it measures a
+/// pdfium that loads the host's fonts.
+pub fn process_pdfium() -> Result<&'static Pdfium, &'static str> {
+    pdfium()
+}
+
 fn pdfium() -> Result<&'static Pdfium, &'static str> {
     PDFIUM
         .get_or_init(|| {
