@@ -830,14 +830,12 @@ async fn a_document_too_large_for_one_invocation_indexes_across_deliveries() {
         assert!(deliveries <= 50, "no end in sight: {progress:?}");
         match docpipe_pipeline::stages::index::index_job(&p.index.deps(), &job).await {
             Ok(IndexOutcome::Indexed { chunks, .. }) => break chunks,
-            Ok(other) => panic!("{other:?}"),
-            Err(e) => {
-                assert!(
-                    e.is_retryable() && e.to_string().contains("the next delivery goes on"),
-                    "{e}"
-                );
-                progress.push(run(&p, job.run_id).await.index_progress);
+            Ok(IndexOutcome::Continued { done, .. }) => {
+                let recorded = run(&p, job.run_id).await.index_progress;
+                assert_eq!(recorded as usize, done, "the run records how far it got");
+                progress.push(recorded);
             }
+            other => panic!("{other:?}"),
         }
     };
     assert!(
@@ -848,6 +846,68 @@ async fn a_document_too_large_for_one_invocation_indexes_across_deliveries() {
     assert_eq!(p.milvus.count(&job.doc_id, None).await.unwrap(), chunks);
     assert_eq!(p.doc(&job.doc_id).await.unwrap().status, DocStatus::Indexed);
     println!("{chunks} chunks in {deliveries} deliveries: {progress:?}");
+    p.cleanup().await;
+}
+
+/// A document that needs more deliveries than its queue's `MaxReceiveCount` still ends indexed:
+/// a delivery that made progress sends the job on as a fresh message, so progress never spends the
+/// receives after which SQS moves a message to the dead-letter queue. Through the dev runner, on
+/// the template's clock (scaled), with the queue's redrive policy as the template sets it.
+#[tokio::test]
+async fn a_document_needing_more_deliveries_than_max_receive_count_ends_indexed() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    // The floor a small debug build needs, so the index function's timeout is the scaled one.
+    let floor = 5.0;
+    let mut vars: std::collections::HashMap<_, _> = helpers::clock_env(helpers::TEST_TIME_SCALE)
+        .into_iter()
+        .collect();
+    vars.insert("DOCPIPE_TIMEOUT_FLOOR_SECS".into(), floor.to_string());
+    let clock = helpers::clock_from(vars);
+    // Embedding slowed so that three batches of four passages fill a delivery's working time (four
+    // fifths of the function's timeout): the longest law then needs many more deliveries than
+    // the queue allows receives.
+    let passage_ms = clock.index.function_timeout.mul_f64(0.8).as_millis() / 12;
+    let runner = DevRunner::spawn(
+        &p,
+        helpers::TEST_TIME_SCALE,
+        &[
+            ("DOCPIPE_TIMEOUT_FLOOR_SECS", floor.to_string()),
+            ("DOCPIPE_EMBED_BATCH", "4".into()),
+            ("DOCPIPE_HASH_DELAY_MS", passage_ms.to_string()),
+        ],
+    );
+    let key = "uploads/many-deliveries.md";
+    p.aws.put(key, largest_law().as_bytes()).await;
+    let doc_id = docpipe_core::ids::derived_doc_id(&p.aws.bucket, key);
+    assert_all_indexed(&p, std::slice::from_ref(&doc_id), Duration::from_secs(600)).await;
+
+    let deliveries: i64 = p
+        .db
+        .client()
+        .await
+        .query_typed_one(
+            "SELECT COUNT(*) FROM run_events e JOIN document_processing_runs r ON r.run_id = e.run_id
+             WHERE r.doc_id = $1 AND e.kind = 'attempt' AND e.stage = 'index'",
+            &[(&doc_id, tokio_postgres::types::Type::TEXT)],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        deliveries > i64::from(clock.max_receive_count),
+        "the document needed {deliveries} deliveries, not more than MaxReceiveCount ({}): the test proves nothing",
+        clock.max_receive_count
+    );
+    let doc = p.doc(&doc_id).await.unwrap();
+    assert_eq!(
+        p.milvus.count(&doc_id, doc.current_run_id).await.unwrap(),
+        doc.chunk_count as usize
+    );
+    println!(
+        "{} chunks in {deliveries} deliveries (MaxReceiveCount {})",
+        doc.chunk_count, clock.max_receive_count
+    );
+    drop(runner);
     p.cleanup().await;
 }
 

@@ -36,8 +36,12 @@ impl JobOutcome for IndexOutcome {
         match self {
             IndexOutcome::Indexed { .. } => Ending::Completed,
             IndexOutcome::Failed { .. } => Ending::Failed,
-            IndexOutcome::Stale { .. } => Ending::Neither,
+            IndexOutcome::Stale { .. } | IndexOutcome::Continued { .. } => Ending::Neither,
         }
+    }
+
+    fn continues(&self) -> bool {
+        matches!(self, IndexOutcome::Continued { .. })
     }
 
     fn record_metrics(&self) {
@@ -67,6 +71,15 @@ impl std::fmt::Display for IndexOutcome {
             } => write!(
                 f,
                 "{doc_id} run {run_id}: stale index message dropped: {why}"
+            ),
+            IndexOutcome::Continued {
+                doc_id,
+                run_id,
+                done,
+                total,
+            } => write!(
+                f,
+                "{doc_id} run {run_id}: indexed {done} of {total} chunks; the next delivery goes on from chunk {done}"
             ),
         }
     }

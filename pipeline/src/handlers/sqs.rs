@@ -150,6 +150,13 @@ pub trait JobOutcome: std::fmt::Display {
     fn ending(&self) -> Ending;
     /// Counts of its own beyond completed and failed (the index stage's chunks).
     fn record_metrics(&self) {}
+    /// Whether the job made progress and goes on in another delivery (the index stage's work
+    /// that does not fit one invocation). The lifter sends the job again as a fresh message and
+    /// acknowledges this one: SQS counts every receive of a message towards its dead-letter
+    /// queue, and progress must not spend that budget.
+    fn continues(&self) -> bool {
+        false
+    }
 }
 
 /// A stage that takes job messages (parse, index), one job at a time. [`handle_jobs`] lifts it to
@@ -191,7 +198,16 @@ pub async fn handle_jobs<H: JobHandler>(handler: &H, batch: SqsEvent) -> BatchRe
             backoff.arm(&delivery, H::STAGE).await;
         }
         let started = std::time::Instant::now();
-        match handler.run(&job).await {
+        let result = match handler.run(&job).await {
+            Ok(outcome) if outcome.continues() => {
+                let progress = outcome.to_string();
+                continue_in_fresh_message(backoff, &job, H::STAGE, progress)
+                    .await
+                    .map(|()| outcome)
+            }
+            other => other,
+        };
+        match result {
             Ok(outcome) => {
                 match outcome.ending() {
                     Ending::Completed => {
@@ -215,6 +231,24 @@ pub async fn handle_jobs<H: JobHandler>(handler: &H, batch: SqsEvent) -> BatchRe
         }
     })
     .await
+}
+
+/// Sends `job` again to the queue it came from, so its next delivery is a fresh message. A job
+/// that came from no queue, or a send that fails, is a transient failure instead: its message
+/// comes back (counting a receive) and backs off, as any failed delivery does.
+async fn continue_in_fresh_message(
+    backoff: Option<&Backoff<'_>>,
+    job: &JobMessage,
+    stage: Stage,
+    progress: String,
+) -> Result<(), StageError> {
+    let Some((queue, url)) = backoff.and_then(|b| b.queue_url.map(|url| (b.queue, url))) else {
+        return Err(StageError::transient(stage, progress));
+    };
+    queue
+        .send(url, job.encode())
+        .await
+        .map_err(|e| StageError::transient(stage, e))
 }
 
 /// A function that takes each message as it is (store: an upload notification; DLQ: a dead

@@ -54,6 +54,16 @@ pub enum IndexOutcome {
         run_id: i64,
         why: String,
     },
+    /// The work did not fit this delivery: `done` of `total` chunks are in, recorded on the run,
+    /// and the next delivery goes on from there. Progress, not a failure: the caller sends the
+    /// job again as a fresh message, so a large document does not spend its queue's receives
+    /// (and reach the dead-letter queue) by the number of deliveries it needs.
+    Continued {
+        doc_id: String,
+        run_id: i64,
+        done: usize,
+        total: usize,
+    },
 }
 
 fn db_err(e: DbError) -> StageError {
@@ -119,6 +129,7 @@ pub async fn index_job(deps: &IndexDeps<'_>, job: &JobMessage) -> Result<IndexOu
         return outcome;
     }
     let outcome = match write_vectors(deps, &doc, &lease).await {
+        Ok(Some(outcome @ IndexOutcome::Continued { .. })) => Ok(outcome),
         Ok(Some(outcome)) => {
             prune_other_runs(deps, doc_id, run_id, lease.attempt.other_runs).await;
             Ok(outcome)
@@ -175,15 +186,15 @@ async fn write_vectors(
                 stage = "index",
                 done,
                 total = chunks.len(),
+                resume_from,
                 "index goes on in the next delivery"
             );
-            return Err(StageError::transient(
-                Stage::Index,
-                format!(
-                    "indexed {done} of {} chunks within this delivery's time (from chunk {resume_from}); the next delivery goes on from chunk {done}",
-                    chunks.len()
-                ),
-            ));
+            return Ok(Some(IndexOutcome::Continued {
+                doc_id: doc_id.to_string(),
+                run_id,
+                done,
+                total: chunks.len(),
+            }));
         }
     }
     verify_run(deps, doc_id, lease, chunks.len(), &mut timings).await?;
