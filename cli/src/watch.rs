@@ -59,31 +59,136 @@ struct Entry {
 }
 
 pub async fn watch(args: WatchArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
-    let client = args.conn.client();
     let started = Instant::now();
-    let follow_new = args.ids.is_empty();
-    let mut order: Vec<String> = Vec::new();
-    let mut docs: HashMap<String, Entry> = HashMap::new();
-    // The newest `updated_at` the API has shown: the next poll starts a margin before it.
-    let mut newest: Option<DateTime<Utc>> = None;
-    // Without ids, a terminal document that appears in a poll is watched only if it was
-    // created after the watch began (it went all the way between two polls).
-    let mut new_after: Option<DateTime<Utc>> = None;
-
-    if follow_new {
-        for v in client.list(&ListFilter::default(), None).await?.documents {
-            let doc = Doc::from_value(&v);
-            newest = newest.max(doc.updated_at);
-            if !doc.is_terminal() {
-                order.push(doc.doc_id.clone());
-                docs.insert(doc.doc_id.clone(), Entry { doc, raw: v });
-            }
+    let mut watched = Watched::start(&args).await?;
+    let json = args.conn.json;
+    if watched.order.is_empty() {
+        if !json {
+            writeln!(out, "nothing to watch: every document is indexed or failed")?;
         }
-        new_after = newest;
+        return Ok(());
+    }
+    let bars = !json && !args.lines && std::io::stdout().is_terminal();
+    let mut ui = if bars {
+        Ui::Bars(Bars::new(watched.order.len()))
     } else {
+        Ui::Lines { json, started }
+    };
+    for id in &watched.order {
+        ui.add(&watched.docs[id], out)?;
+    }
+    ui.progress(&watched.order, &watched.docs);
+
+    let interval = Duration::from_millis(args.interval_ms);
+    let mut last_change = Instant::now();
+    let mut last_check = Instant::now();
+    let mut failing_since: Option<Instant> = None;
+    while !watched.all_terminal() {
+        if let Some(t) = args
+            .timeout
+            .filter(|t| started.elapsed() > Duration::from_secs(*t))
+        {
+            let left = watched.open().len();
+            ui.finish(&watched.order, &watched.docs, out, started)?;
+            bail!("gave up after {t}s: {left} documents are not indexed or failed yet");
+        }
+        sleep_ticking(&mut ui, interval).await;
+        let listed = match watched.poll_listing(&mut ui, out).await {
+            Ok(changed) => {
+                if failing_since.take().is_some() {
+                    ui.note("the API answers again", out)?;
+                }
+                changed
+            }
+            Err(Polled::Unanswered(e)) => {
+                if failing_since.is_none() {
+                    ui.note(&format!("warning: {e} (still trying)"), out)?;
+                }
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > OUTAGE {
+                    ui.finish(&watched.order, &watched.docs, out, started)?;
+                    return Err(e.into());
+                }
+                continue;
+            }
+            Err(Polled::Output(e)) => return Err(e),
+        };
+        let detailed = watched.poll_details(&mut ui, out).await?;
+        if listed || detailed {
+            last_change = Instant::now();
+        } else if last_change.elapsed() > STALL && last_check.elapsed() > STALL {
+            last_check = Instant::now();
+            watched.ask_each_open(&mut ui, out).await?;
+        }
+        ui.progress(&watched.order, &watched.docs);
+    }
+    ui.finish(&watched.order, &watched.docs, out, started)
+}
+
+/// Sleeps one interval, keeping the spinners turning.
+async fn sleep_ticking(ui: &mut Ui, interval: Duration) {
+    let wake = Instant::now() + interval;
+    while Instant::now() < wake {
+        ui.tick();
+        tokio::time::sleep((wake - Instant::now()).min(Duration::from_millis(100))).await;
+    }
+}
+
+/// Why a listing poll brought nothing: the API did not answer (the watch tries again), or the
+/// output could not be written (the watch ends).
+enum Polled {
+    Unanswered(ClientError),
+    Output(anyhow::Error),
+}
+
+/// The documents being watched, in the order they are shown, and where the polls stand.
+struct Watched {
+    client: crate::client::Client,
+    /// Without ids, documents that arrive while watching are watched too.
+    follow_new: bool,
+    order: Vec<String>,
+    docs: HashMap<String, Entry>,
+    /// The newest `updated_at` the API has shown: the next poll starts a margin before it.
+    newest: Option<DateTime<Utc>>,
+    /// Without ids, a terminal document that appears in a poll is watched only if it was
+    /// created after the watch began (it went all the way between two polls).
+    new_after: Option<DateTime<Utc>>,
+    /// Where the next poll of details starts among the open documents.
+    detail_turn: usize,
+}
+
+impl Watched {
+    /// The documents to watch: the ids given, or every document not yet terminal.
+    async fn start(args: &WatchArgs) -> anyhow::Result<Watched> {
+        let mut watched = Watched {
+            client: args.conn.client(),
+            follow_new: args.ids.is_empty(),
+            order: Vec::new(),
+            docs: HashMap::new(),
+            newest: None,
+            new_after: None,
+            detail_turn: 0,
+        };
+        if watched.follow_new {
+            for v in watched
+                .client
+                .list(&ListFilter::default(), None)
+                .await?
+                .documents
+            {
+                let doc = Doc::from_value(&v);
+                watched.newest = watched.newest.max(doc.updated_at);
+                if !doc.is_terminal() {
+                    watched.insert(doc, v);
+                }
+            }
+            watched.new_after = watched.newest;
+            return Ok(watched);
+        }
         let mut ids = args.ids.clone();
         let mut seen = std::collections::HashSet::new();
         ids.retain(|id| seen.insert(id.clone()));
+        let client = watched.client.clone();
         let fetched: Vec<Result<Value, ClientError>> = futures::stream::iter(ids.clone())
             .map(|id| {
                 let client = client.clone();
@@ -95,166 +200,138 @@ pub async fn watch(args: WatchArgs, out: &mut (dyn Write + Send)) -> anyhow::Res
         for (id, r) in ids.iter().zip(fetched) {
             let v = r.map_err(|e| anyhow::Error::new(e).context(id.clone()))?;
             let doc = Doc::from_value(&v);
-            newest = newest.max(doc.updated_at);
-            order.push(doc.doc_id.clone());
-            docs.insert(doc.doc_id.clone(), Entry { doc, raw: v });
+            watched.newest = watched.newest.max(doc.updated_at);
+            watched.insert(doc, v);
         }
+        Ok(watched)
     }
 
-    let json = args.conn.json;
-    let bars = !json && !args.lines && std::io::stdout().is_terminal();
-    if order.is_empty() {
-        if !json {
-            writeln!(out, "nothing to watch: every document is indexed or failed")?;
-        }
-        return Ok(());
+    fn insert(&mut self, doc: Doc, raw: Value) {
+        self.order.push(doc.doc_id.clone());
+        self.docs.insert(doc.doc_id.clone(), Entry { doc, raw });
     }
-    let mut ui = if bars {
-        Ui::Bars(Bars::new(order.len()))
-    } else {
-        Ui::Lines { json, started }
-    };
-    for id in &order {
-        ui.add(&docs[id], out)?;
+
+    fn all_terminal(&self) -> bool {
+        self.order.iter().all(|id| self.docs[id].doc.is_terminal())
     }
-    ui.progress(&order, &docs);
 
-    let interval = Duration::from_millis(args.interval_ms);
-    let mut last_change = Instant::now();
-    let mut last_check = Instant::now();
-    let mut failing_since: Option<Instant> = None;
-    let mut detail_turn = 0usize;
-    loop {
-        if order.iter().all(|id| docs[id].doc.is_terminal()) {
-            break;
-        }
-        if let Some(t) = args.timeout {
-            if started.elapsed() > Duration::from_secs(t) {
-                let left = order
-                    .iter()
-                    .filter(|id| !docs[*id].doc.is_terminal())
-                    .count();
-                ui.finish(&order, &docs, out, started)?;
-                bail!("gave up after {t}s: {left} documents are not indexed or failed yet");
-            }
-        }
-        // Sleep one interval, keeping the spinners turning.
-        let wake = Instant::now() + interval;
-        while Instant::now() < wake {
-            ui.tick();
-            tokio::time::sleep((wake - Instant::now()).min(Duration::from_millis(100))).await;
-        }
+    /// The documents not yet indexed or failed, in order.
+    fn open(&self) -> Vec<String> {
+        self.order
+            .iter()
+            .filter(|id| !self.docs[*id].doc.is_terminal())
+            .cloned()
+            .collect()
+    }
 
+    /// What changed since a margin before the newest change seen: one request, whatever the
+    /// number of documents. True when something shown changed.
+    async fn poll_listing(
+        &mut self,
+        ui: &mut Ui,
+        out: &mut (dyn Write + Send),
+    ) -> Result<bool, Polled> {
         let filter = ListFilter {
-            updated_since: newest
+            updated_since: self
+                .newest
                 .map(|t| (t - MARGIN).to_rfc3339_opts(SecondsFormat::Micros, true)),
             ..Default::default()
         };
-        let page = match client.list(&filter, None).await {
-            Ok(p) => {
-                if failing_since.take().is_some() {
-                    ui.note("the API answers again", out)?;
-                }
-                p
-            }
-            Err(e) => {
-                if failing_since.is_none() {
-                    ui.note(&format!("warning: {e} (still trying)"), out)?;
-                }
-                let since = *failing_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > OUTAGE {
-                    ui.finish(&order, &docs, out, started)?;
-                    return Err(e.into());
-                }
-                continue;
-            }
-        };
+        let page = self
+            .client
+            .list(&filter, None)
+            .await
+            .map_err(Polled::Unanswered)?;
         let mut changed = false;
         for v in page.documents {
             let doc = Doc::from_value(&v);
-            newest = newest.max(doc.updated_at);
-            if docs.contains_key(&doc.doc_id) {
-                changed |= update(&mut docs, &mut ui, doc, v, out)?;
-            } else if follow_new
-                && (!doc.is_terminal() || new_after.is_none_or(|t| doc.created_at > Some(t)))
+            self.newest = self.newest.max(doc.updated_at);
+            if self.docs.contains_key(&doc.doc_id) {
+                changed |= update(&mut self.docs, ui, doc, v, out).map_err(Polled::Output)?;
+            } else if self.follow_new
+                && (!doc.is_terminal() || self.new_after.is_none_or(|t| doc.created_at > Some(t)))
             {
-                order.push(doc.doc_id.clone());
-                docs.insert(doc.doc_id.clone(), Entry { doc, raw: v });
-                ui.add(&docs[order.last().expect("just pushed")], out)?;
+                self.insert(doc, v);
+                let last = self.order.last().expect("just pushed");
+                ui.add(&self.docs[last], out).map_err(Polled::Output)?;
                 changed = true;
             }
         }
-        // A listing says where each document is, not where its run is (queued, or running, and
-        // which attempt): the details of a few open documents per poll, in turn, say that.
-        let open: Vec<String> = order
+        Ok(changed)
+    }
+
+    /// A listing says where each document is, not where its run is (queued, or running, and
+    /// which attempt): the details of a few open documents per poll, in turn, say that.
+    async fn poll_details(
+        &mut self,
+        ui: &mut Ui,
+        out: &mut (dyn Write + Send),
+    ) -> anyhow::Result<bool> {
+        let open = self.open();
+        if open.is_empty() {
+            return Ok(false);
+        }
+        let start = self.detail_turn % open.len();
+        let turn: Vec<String> = open
             .iter()
-            .filter(|id| !docs[*id].doc.is_terminal())
+            .cycle()
+            .skip(start)
+            .take(open.len().min(DETAILS_PER_POLL))
             .cloned()
             .collect();
-        if !open.is_empty() {
-            let start = detail_turn % open.len();
-            let turn: Vec<String> = open
-                .iter()
-                .cycle()
-                .skip(start)
-                .take(open.len().min(DETAILS_PER_POLL))
-                .cloned()
-                .collect();
-            detail_turn = start + turn.len();
-            let answers: Vec<Result<Value, ClientError>> = futures::stream::iter(turn)
-                .map(|id| {
-                    let client = client.clone();
-                    async move { client.document(&id).await }
-                })
-                .buffer_unordered(8)
-                .collect()
-                .await;
-            for v in answers.into_iter().flatten() {
+        self.detail_turn = start + turn.len();
+        let mut changed = false;
+        for (_, answer) in self.ask(turn).await {
+            if let Ok(v) = answer {
                 let doc = Doc::from_value(&v);
-                if docs.contains_key(&doc.doc_id) {
-                    changed |= update(&mut docs, &mut ui, doc, v, out)?;
+                if self.docs.contains_key(&doc.doc_id) {
+                    changed |= update(&mut self.docs, ui, doc, v, out)?;
                 }
             }
         }
-        if changed {
-            last_change = Instant::now();
-        } else if last_change.elapsed() > STALL && last_check.elapsed() > STALL {
-            last_check = Instant::now();
-            let open: Vec<String> = order
-                .iter()
-                .filter(|id| !docs[*id].doc.is_terminal())
-                .cloned()
-                .collect();
-            let answers: Vec<(String, Result<Value, ClientError>)> = futures::stream::iter(open)
-                .map(|id| {
-                    let client = client.clone();
-                    async move {
-                        let r = client.document(&id).await;
-                        (id, r)
-                    }
-                })
-                .buffer_unordered(8)
-                .collect()
-                .await;
-            for (id, r) in answers {
-                match r {
-                    Ok(v) => {
-                        let doc = Doc::from_value(&v);
-                        update(&mut docs, &mut ui, doc, v, out)?;
-                    }
-                    Err(ClientError::Problem { status: 404, .. }) => {
-                        let mut doc = docs[&id].doc.clone();
-                        doc.status = "deleted".into();
-                        let raw = docs[&id].raw.clone();
-                        update(&mut docs, &mut ui, doc, raw, out)?;
-                    }
-                    Err(_) => {}
-                }
-            }
-        }
-        ui.progress(&order, &docs);
+        Ok(changed)
     }
-    ui.finish(&order, &docs, out, started)
+
+    /// After a while without a change, every open document is asked for by id, so a document
+    /// deleted meanwhile (404) does not keep the watch waiting.
+    async fn ask_each_open(
+        &mut self,
+        ui: &mut Ui,
+        out: &mut (dyn Write + Send),
+    ) -> anyhow::Result<()> {
+        for (id, answer) in self.ask(self.open()).await {
+            match answer {
+                Ok(v) => {
+                    let doc = Doc::from_value(&v);
+                    update(&mut self.docs, ui, doc, v, out)?;
+                }
+                Err(ClientError::Problem { status: 404, .. }) => {
+                    let mut doc = self.docs[&id].doc.clone();
+                    doc.status = "deleted".into();
+                    let raw = self.docs[&id].raw.clone();
+                    update(&mut self.docs, ui, doc, raw, out)?;
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The API's answer for each id, eight requests at a time.
+    async fn ask(&self, ids: Vec<String>) -> Vec<(String, Result<Value, ClientError>)> {
+        let client = self.client.clone();
+        futures::stream::iter(ids)
+            .map(|id| {
+                let client = client.clone();
+                async move {
+                    let r = client.document(&id).await;
+                    (id, r)
+                }
+            })
+            .buffer_unordered(8)
+            .collect()
+            .await
+    }
 }
 
 /// Records a document's new state; tells the UI when what it shows changed.

@@ -25,6 +25,7 @@ pub enum Handled<O> {
 
 impl<O> Handled<O> {
     /// The outcome, when the message had one.
+    #[cfg(any(test, feature = "testing"))]
     pub fn done(&self) -> Option<&O> {
         match self {
             Handled::Done(outcome) => Some(outcome),
@@ -33,6 +34,7 @@ impl<O> Handled<O> {
     }
 
     /// Why it was dropped, when it was.
+    #[cfg(any(test, feature = "testing"))]
     pub fn dropped(&self) -> Option<&StageError> {
         match self {
             Handled::Dropped(e) => Some(e),
@@ -72,6 +74,7 @@ impl<O> BatchReport<O> {
     }
 
     /// Each message's outcome, `None` for one without.
+    #[cfg(any(test, feature = "testing"))]
     pub fn done(&self) -> Vec<Option<&O>> {
         self.outcomes.iter().map(Handled::done).collect()
     }

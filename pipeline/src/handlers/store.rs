@@ -122,6 +122,7 @@ impl Notified {
     }
 
     /// The store outcome of its only object; panics when it named none, several, or one refused.
+    #[cfg(any(test, feature = "testing"))]
     pub fn only(&self) -> &StoreOutcome {
         match self.objects() {
             [ObjectStored {
