@@ -120,36 +120,48 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let mut env = EnvReader::from_process();
     let aws = AwsConfig::read(&mut env);
     let clock = Clock::read(&mut env);
-    let store_queue = env.url("DOCPIPE_STORE_QUEUE_URL");
-    let parse_queue = env.url("DOCPIPE_PARSE_QUEUE_URL");
-    let index_queue = env.url("DOCPIPE_INDEX_QUEUE_URL");
-    let store_dlq = env.optional("DOCPIPE_STORE_DLQ_URL");
-    let parse_dlq = env.optional("DOCPIPE_PARSE_DLQ_URL");
-    let index_dlq = env.optional("DOCPIPE_INDEX_DLQ_URL");
+    let feeds = feeds(&mut env);
     env.finish()?;
     // The queues' set-up is CloudFormation's part; each poller is its function's event source.
     let base_sqs = AwsClients::new(&aws).await.sqs;
-    let sqs = sqs_as(&base_sqs, "dev-runner");
+    print_clock(&clock);
+    let mut workers = Vec::new();
+    for feed in feeds {
+        workers.extend(start_feed(&feed, &template, &clock, &aws, &base_sqs, &args).await?);
+    }
+    workers.push(start_sweeper(clock.sweep_period).await?);
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => println!("dev runner: stopping"),
+        _ = futures::future::select_all(workers) => println!("dev runner: a worker stopped"),
+    }
+    Ok(())
+}
 
+/// The queues the functions take their events from, as the environment names them: the three
+/// stages, and the dead-letter queues that are set.
+fn feeds<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Vec<Feed> {
+    let store_dlq = env.optional("DOCPIPE_STORE_DLQ_URL");
+    let parse_dlq = env.optional("DOCPIPE_PARSE_DLQ_URL");
+    let index_dlq = env.optional("DOCPIPE_INDEX_DLQ_URL");
     let mut feeds = vec![
         Feed {
             name: "store",
             function: "store",
-            queue_url: store_queue,
+            queue_url: env.url("DOCPIPE_STORE_QUEUE_URL"),
             template_queue: "StoreEventsQueue",
             dead_letter_queue: store_dlq.clone(),
         },
         Feed {
             name: "parse",
             function: "parse",
-            queue_url: parse_queue,
+            queue_url: env.url("DOCPIPE_PARSE_QUEUE_URL"),
             template_queue: "ParseQueue",
             dead_letter_queue: parse_dlq.clone(),
         },
         Feed {
             name: "index",
             function: "index",
-            queue_url: index_queue,
+            queue_url: env.url("DOCPIPE_INDEX_QUEUE_URL"),
             template_queue: "IndexQueue",
             dead_letter_queue: index_dlq.clone(),
         },
@@ -169,7 +181,10 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             });
         }
     }
+    feeds
+}
 
+fn print_clock(clock: &Clock) {
     println!(
         "dev runner: clock ×{} · visibility store {} s, parse {} s, index {} s · timeouts {:.0}/{:.0}/{:.0} s · {} receives · backoff {}–{} s · lease {} s · sweep every {} s",
         clock.scale,
@@ -185,51 +200,63 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         clock.lease.as_secs(),
         clock.sweep_period.as_secs(),
     );
-    let mut workers = Vec::new();
-    for feed in feeds {
-        let source = template.event_source(feed.template_queue)?;
-        let stage = match feed.function {
-            "store" => clock.store,
-            "parse" => clock.parse,
-            "index" => clock.index,
-            _ => clock.dead_letter,
-        };
-        let function_timeout = stage.function_timeout;
-        let memory_mb = template.function_memory_mb(&source.function)?;
-        // A dead-letter queue keeps its messages for 14 days (the template's), not the work
-        // queues' retention, and has no dead-letter queue of its own.
-        let retention = if feed.function == "dlq" {
-            clock.scaled_secs(DEAD_LETTER_RETENTION_SECS)
-        } else {
-            clock.retention
-        };
-        apply_queue_clock(
-            &sqs,
-            &feed.queue_url,
-            feed.dead_letter_queue.as_deref(),
-            stage.visibility,
-            retention,
-            clock.max_receive_count,
-        )
-        .await?;
-        // A source without a maximum (the dead-letter queues) gets one worker: what it does is rare
-        // and small, and this machine's cores are better spent on the stages.
-        let count = args
-            .workers
-            .filter(|_| feed.function != "dlq")
-            .or(source.max_concurrency)
-            .unwrap_or(1)
-            .max(1);
-        println!(
-            "dev runner: {} ← {} ({count} workers, batch {}, window {} s, timeout {:.0} s, memory {memory_mb} MB)",
-            feed.name,
-            feed.queue_url,
-            source.batch_size,
-            source.batching_window_secs,
-            function_timeout.as_secs_f64()
-        );
-        for _ in 0..count {
-            workers.push(tokio::spawn(poll(
+}
+
+/// One queue as its event source mapping runs it: the queue given the template's clock (its
+/// visibility, retention and redrive), then as many pollers as the mapping allows, each handing
+/// batches to a function process of its own.
+async fn start_feed(
+    feed: &Feed,
+    template: &Template,
+    clock: &Clock,
+    aws: &AwsConfig,
+    base_sqs: &aws_sdk_sqs::Client,
+    args: &DevArgs,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let source = template.event_source(feed.template_queue)?;
+    let stage = match feed.function {
+        "store" => clock.store,
+        "parse" => clock.parse,
+        "index" => clock.index,
+        _ => clock.dead_letter,
+    };
+    let function_timeout = stage.function_timeout;
+    let memory_mb = template.function_memory_mb(&source.function)?;
+    // A dead-letter queue keeps its messages for 14 days (the template's), not the work
+    // queues' retention, and has no dead-letter queue of its own.
+    let retention = if feed.function == "dlq" {
+        clock.scaled_secs(DEAD_LETTER_RETENTION_SECS)
+    } else {
+        clock.retention
+    };
+    apply_queue_clock(
+        &sqs_as(base_sqs, "dev-runner"),
+        &feed.queue_url,
+        feed.dead_letter_queue.as_deref(),
+        stage.visibility,
+        retention,
+        clock.max_receive_count,
+    )
+    .await?;
+    // A source without a maximum (the dead-letter queues) gets one worker: what it does is rare
+    // and small, and this machine's cores are better spent on the stages.
+    let count = args
+        .workers
+        .filter(|_| feed.function != "dlq")
+        .or(source.max_concurrency)
+        .unwrap_or(1)
+        .max(1);
+    println!(
+        "dev runner: {} ← {} ({count} workers, batch {}, window {} s, timeout {:.0} s, memory {memory_mb} MB)",
+        feed.name,
+        feed.queue_url,
+        source.batch_size,
+        source.batching_window_secs,
+        function_timeout.as_secs_f64()
+    );
+    Ok((0..count)
+        .map(|_| {
+            tokio::spawn(poll(
                 feed.name,
                 feed.function,
                 feed.queue_url.clone(),
@@ -239,14 +266,16 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
                 Duration::from_secs(source.batching_window_secs),
                 function_timeout,
                 memory_mb,
-                sqs_as(&base_sqs, feed.function),
-            )));
-        }
-    }
-    // The schedule that runs the sweeper in AWS.
+                sqs_as(base_sqs, feed.function),
+            ))
+        })
+        .collect())
+}
+
+/// The schedule that runs the sweeper in AWS: a sweep every `period`, its actions printed.
+async fn start_sweeper(period: Duration) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let sweeper = SweepService::from_env().await?;
-    let period = clock.sweep_period;
-    workers.push(tokio::spawn(async move {
+    Ok(tokio::spawn(async move {
         let mut tick = tokio::time::interval(period);
         tick.tick().await;
         loop {
@@ -273,12 +302,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
                 Err(e) => eprintln!("[sweep] {}", docpipe_core::error::chain(&e)),
             }
         }
-    }));
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => println!("dev runner: stopping"),
-        _ = futures::future::select_all(workers) => println!("dev runner: a worker stopped"),
-    }
-    Ok(())
+    }))
 }
 
 /// With role keys, this process signs as the sweeper (which runs in it) or, with `--api-only`, as
