@@ -46,6 +46,32 @@ where
         operation,
         source: e,
     };
+    let messages = gather(sqs, queue_url, wait_seconds, batch_size, batching_window)
+        .await
+        .map_err(|e| poll_err("ReceiveMessage", Box::new(e.into_service_error())))?;
+    if messages.is_empty() {
+        return Ok(None);
+    }
+    let (event, receipts) = lambda_event(messages, &queue_arn(queue_url, region), region);
+    let report = handler(event).await;
+    delete_succeeded(sqs, queue_url, &receipts, &report.failed_ids())
+        .await
+        .map_err(|e| poll_err("DeleteMessageBatch", Box::new(e.into_service_error())))?;
+    Ok(Some(report))
+}
+
+/// Up to `batch_size` messages, gathered for up to `batching_window` after the first arrives;
+/// none when the long poll found nothing.
+async fn gather(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    wait_seconds: i32,
+    batch_size: i32,
+    batching_window: std::time::Duration,
+) -> Result<
+    Vec<aws_sdk_sqs::types::Message>,
+    aws_sdk_sqs::error::SdkError<aws_sdk_sqs::operation::receive_message::ReceiveMessageError>,
+> {
     let gathering = std::time::Instant::now();
     let mut messages = Vec::new();
     loop {
@@ -59,22 +85,28 @@ where
             .wait_time_seconds(if messages.is_empty() { wait_seconds } else { 0 })
             .message_system_attribute_names(MessageSystemAttributeName::All)
             .send()
-            .await
-            .map_err(|e| poll_err("ReceiveMessage", Box::new(e.into_service_error())))?;
+            .await?;
         let got = received.messages.unwrap_or_default();
         let none = got.is_empty();
         messages.extend(got);
-        if messages.is_empty() {
-            return Ok(None);
-        }
-        if messages.len() >= batch_size as usize || gathering.elapsed() >= batching_window {
-            break;
+        if messages.is_empty()
+            || messages.len() >= batch_size as usize
+            || gathering.elapsed() >= batching_window
+        {
+            return Ok(messages);
         }
         if none {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
     }
-    let arn = queue_arn(queue_url, region);
+}
+
+/// The batch as Lambda's poller hands it to the function, and each message's id and receipt.
+fn lambda_event(
+    messages: Vec<aws_sdk_sqs::types::Message>,
+    arn: &str,
+    region: &str,
+) -> (SqsEvent, Vec<(String, String)>) {
     let mut event = SqsEvent::default();
     let mut receipts = Vec::with_capacity(messages.len());
     for m in messages {
@@ -90,7 +122,7 @@ where
             .map(|(k, v)| (k.as_str().to_string(), v))
             .collect();
         record.event_source = Some("aws:sqs".into());
-        record.event_source_arn = Some(arn.clone());
+        record.event_source_arn = Some(arn.to_string());
         record.aws_region = Some(region.to_string());
         receipts.push((
             m.message_id.unwrap_or_default(),
@@ -98,8 +130,22 @@ where
         ));
         event.records.push(record);
     }
-    let report = handler(event).await;
-    let failed = report.failed_ids();
+    (event, receipts)
+}
+
+/// Deletes the messages the function did not report as failed, as Lambda does with a partial
+/// batch response.
+async fn delete_succeeded(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    receipts: &[(String, String)],
+    failed: &[&str],
+) -> Result<
+    (),
+    aws_sdk_sqs::error::SdkError<
+        aws_sdk_sqs::operation::delete_message_batch::DeleteMessageBatchError,
+    >,
+> {
     let entries: Vec<_> = receipts
         .iter()
         .enumerate()
@@ -117,10 +163,9 @@ where
             .queue_url(queue_url)
             .set_entries(Some(entries))
             .send()
-            .await
-            .map_err(|e| poll_err("DeleteMessageBatch", Box::new(e.into_service_error())))?;
+            .await?;
     }
-    Ok(Some(report))
+    Ok(())
 }
 
 /// What CloudFormation sets on a queue from the template, set here on a local queue: the
