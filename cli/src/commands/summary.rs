@@ -61,49 +61,8 @@ pub async fn summary_value(client: &Client, filter: &ListFilter) -> anyhow::Resu
         .filter(|d| d.status == "indexed")
         .map(|d| d.chunk_count)
         .sum();
-    let ids: Vec<String> = docs
-        .iter()
-        .filter(|d| d.current_run_id.is_some())
-        .map(|d| d.doc_id.clone())
-        .collect();
-    let detailed: Vec<Doc> = futures::stream::iter(ids)
-        .map(|id| {
-            let client = client.clone();
-            async move {
-                match client.document(&id).await {
-                    Ok(v) => Ok(Some(Doc::from_value(&v))),
-                    // Deleted since the listing: it no longer counts.
-                    Err(ClientError::Problem { status: 404, .. }) => Ok(None),
-                    Err(e) => Err(e),
-                }
-            }
-        })
-        .buffer_unordered(8)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?
-        .into_iter()
-        .flatten()
-        .collect();
-    let (mut store, mut parse, mut index, mut total) = (vec![], vec![], vec![], vec![]);
-    let mut first_start = None;
-    let mut last_end = None;
-    for d in &detailed {
-        let Some(run) = &d.current_run else { continue };
-        store.extend(run.stages.stored.duration_ms);
-        parse.extend(run.stages.parsed.duration_ms);
-        index.extend(run.stages.indexed.duration_ms);
-        if let (Some(start), Some(end)) = (run.started_at, run.stages.indexed.at) {
-            total.push((end - start).num_milliseconds());
-            first_start = first_start.min(Some(start)).or(Some(start));
-            last_end = last_end.max(Some(end));
-        }
-    }
-    let span_ms = match (first_start, last_end) {
-        (Some(a), Some(b)) => Some((b - a).num_milliseconds()),
-        _ => None,
-    };
+    let detailed = current_runs(client, &docs).await?;
+    let times = StageTimes::of(&detailed);
     let failed: Vec<Value> = detailed
         .iter()
         .filter(|d| d.status == "failed")
@@ -122,14 +81,77 @@ pub async fn summary_value(client: &Client, filter: &ListFilter) -> anyhow::Resu
         "by_status": by_status,
         "chunks": chunks,
         "stages": {
-            "store": spread(store),
-            "parse": spread(parse),
-            "index": spread(index),
-            "total": spread(total),
+            "store": spread(times.store),
+            "parse": spread(times.parse),
+            "index": spread(times.index),
+            "total": spread(times.total),
         },
-        "span_ms": span_ms,
+        "span_ms": times.span_ms,
         "failed": failed,
     }))
+}
+
+/// Each listed document with a run, read again for its current run (eight at a time); one
+/// deleted since the listing no longer counts.
+async fn current_runs(client: &Client, docs: &[Doc]) -> anyhow::Result<Vec<Doc>> {
+    let ids: Vec<String> = docs
+        .iter()
+        .filter(|d| d.current_run_id.is_some())
+        .map(|d| d.doc_id.clone())
+        .collect();
+    Ok(futures::stream::iter(ids)
+        .map(|id| {
+            let client = client.clone();
+            async move {
+                match client.document(&id).await {
+                    Ok(v) => Ok(Some(Doc::from_value(&v))),
+                    Err(ClientError::Problem { status: 404, .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
+        .collect())
+}
+
+/// The current runs' stage durations, and the span from the first start to the last index.
+#[derive(Default)]
+struct StageTimes {
+    store: Vec<i64>,
+    parse: Vec<i64>,
+    index: Vec<i64>,
+    total: Vec<i64>,
+    span_ms: Option<i64>,
+}
+
+impl StageTimes {
+    fn of(detailed: &[Doc]) -> StageTimes {
+        let mut times = StageTimes::default();
+        let mut first_start = None;
+        let mut last_end = None;
+        for d in detailed {
+            let Some(run) = &d.current_run else { continue };
+            times.store.extend(run.stages.stored.duration_ms);
+            times.parse.extend(run.stages.parsed.duration_ms);
+            times.index.extend(run.stages.indexed.duration_ms);
+            if let (Some(start), Some(end)) = (run.started_at, run.stages.indexed.at) {
+                times.total.push((end - start).num_milliseconds());
+                first_start = first_start.min(Some(start)).or(Some(start));
+                last_end = last_end.max(Some(end));
+            }
+        }
+        times.span_ms = match (first_start, last_end) {
+            (Some(a), Some(b)) => Some((b - a).num_milliseconds()),
+            _ => None,
+        };
+        times
+    }
 }
 
 pub async fn summary(args: SummaryArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
@@ -162,6 +184,35 @@ pub async fn summary(args: SummaryArgs, out: &mut (dyn Write + Send)) -> anyhow:
         }
     )?;
     writeln!(out, "chunks     {} (indexed documents)", s["chunks"])?;
+    write_stage_table(&s, out)?;
+    if let Some(span) = s["span_ms"].as_i64() {
+        let chunks = s["chunks"].as_i64().unwrap_or(0);
+        let rate = if span > 0 {
+            format!(", {:.1} chunks/s", chunks as f64 * 1000.0 / span as f64)
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "span       {} from the first run's start to the last index{rate}",
+            seconds(span as f64)
+        )?;
+    }
+    for f in s["failed"].as_array().into_iter().flatten() {
+        writeln!(
+            out,
+            "failed     {}  {}  {}: {}",
+            f["doc_id"].as_str().unwrap_or(""),
+            f["doc_name"].as_str().unwrap_or(""),
+            or_dash(f["failure_stage"].as_str().unwrap_or("")),
+            truncate(&excerpt(f["error_message"].as_str().unwrap_or("")), 80)
+        )?;
+    }
+    Ok(())
+}
+
+/// One line per stage: the median, p90 and maximum of the current runs' durations.
+fn write_stage_table(s: &Value, out: &mut dyn Write) -> anyhow::Result<()> {
     writeln!(
         out,
         "{:<34}  {:>8}  {:>8}  {:>8}  {:>5}",
@@ -187,29 +238,6 @@ pub async fn summary(args: SummaryArgs, out: &mut (dyn Write + Send)) -> anyhow:
             fmt("p90_ms"),
             fmt("max_ms"),
             st["runs"]
-        )?;
-    }
-    if let Some(span) = s["span_ms"].as_i64() {
-        let chunks = s["chunks"].as_i64().unwrap_or(0);
-        let rate = if span > 0 {
-            format!(", {:.1} chunks/s", chunks as f64 * 1000.0 / span as f64)
-        } else {
-            String::new()
-        };
-        writeln!(
-            out,
-            "span       {} from the first run's start to the last index{rate}",
-            seconds(span as f64)
-        )?;
-    }
-    for f in s["failed"].as_array().into_iter().flatten() {
-        writeln!(
-            out,
-            "failed     {}  {}  {}: {}",
-            f["doc_id"].as_str().unwrap_or(""),
-            f["doc_name"].as_str().unwrap_or(""),
-            or_dash(f["failure_stage"].as_str().unwrap_or("")),
-            truncate(&excerpt(f["error_message"].as_str().unwrap_or("")), 80)
         )?;
     }
     Ok(())
