@@ -41,7 +41,6 @@ pub struct Progress {
 
 /// The progress of `run`, the current run of a document in `status`, at `now`.
 pub fn of(run: &Run, status: DocStatus, now: DateTime<Utc>, max_attempts: Option<u32>) -> Progress {
-    let ago = |t: Option<DateTime<Utc>>| t.map(|t| (now - t).num_seconds().max(0));
     let mut p = Progress {
         state: RunState::Queued,
         stage: None,
@@ -58,7 +57,7 @@ pub fn of(run: &Run, status: DocStatus, now: DateTime<Utc>, max_attempts: Option
         RunStatus::Succeeded => {
             p.state = RunState::Succeeded;
             p.since = run.finished_at;
-            p.summary = match ago(run.finished_at) {
+            p.summary = match secs_since(now, run.finished_at) {
                 Some(s) => format!("indexed {} ago", duration(s)),
                 None => "indexed".into(),
             };
@@ -77,7 +76,7 @@ pub fn of(run: &Run, status: DocStatus, now: DateTime<Utc>, max_attempts: Option
             p.state = RunState::AwaitingUpload;
             p.stage = Some("store");
             p.since = Some(run.started_at);
-            p.for_secs = ago(p.since);
+            p.for_secs = secs_since(now, p.since);
             p.summary = format!(
                 "waiting for the upload, {}",
                 duration(p.for_secs.unwrap_or(0))
@@ -89,35 +88,49 @@ pub fn of(run: &Run, status: DocStatus, now: DateTime<Utc>, max_attempts: Option
     };
     p.stage = Some(stage);
     p.attempts = attempts;
-    let leased = !run.lease_owner.is_empty() && run.lease_expires_at.is_some_and(|t| t > now);
-    let of_max = |n: i32| match max_attempts {
-        Some(max) => format!("attempt {n} of {max}"),
-        None => format!("attempt {n}"),
+    running_stage(&mut p, run, now, stage, verb);
+    if run.redrives > 0 {
+        p.summary
+            .push_str(&format!(", re-driven {}×", run.redrives));
+    }
+    p
+}
+
+fn secs_since(now: DateTime<Utc>, t: Option<DateTime<Utc>>) -> Option<i64> {
+    t.map(|t| (now - t).num_seconds().max(0))
+}
+
+/// A running run at `stage`: held by a worker (its lease is live), backing off until its message
+/// comes back, or queued.
+fn running_stage(p: &mut Progress, run: &Run, now: DateTime<Utc>, stage: &str, verb: &str) {
+    let attempts = p.attempts;
+    let of_max = match p.max_attempts {
+        Some(max) => format!("attempt {attempts} of {max}"),
+        None => format!("attempt {attempts}"),
     };
+    let leased = !run.lease_owner.is_empty() && run.lease_expires_at.is_some_and(|t| t > now);
     if leased {
         p.state = RunState::Running;
         p.since = run.lease_renewed_at.or(run.queued_at);
-        p.lease_renewed_secs_ago = ago(run.lease_renewed_at);
-        p.for_secs = ago(p.since);
+        p.lease_renewed_secs_ago = secs_since(now, run.lease_renewed_at);
+        p.for_secs = secs_since(now, p.since);
         p.summary = format!(
-            "{verb}, {}, lease renewed {} ago",
-            of_max(attempts),
+            "{verb}, {of_max}, lease renewed {} ago",
             duration(p.lease_renewed_secs_ago.unwrap_or(0))
         );
     } else if let Some(retry_at) = run.visible_at.filter(|t| *t > now) {
         p.state = RunState::BackingOff;
         p.retry_at = Some(retry_at);
         p.since = run.queued_at;
-        p.for_secs = ago(p.since);
+        p.for_secs = secs_since(now, p.since);
         p.summary = format!(
-            "queued for {stage}, backing off after {}: retried in {}",
-            of_max(attempts),
+            "queued for {stage}, backing off after {of_max}: retried in {}",
             duration((retry_at - now).num_seconds().max(0))
         );
     } else {
         p.state = RunState::Queued;
         p.since = run.queued_at;
-        p.for_secs = ago(p.since);
+        p.for_secs = secs_since(now, p.since);
         let waited = duration(p.for_secs.unwrap_or(0));
         p.summary = if attempts > 0 {
             format!("queued for {stage}, {waited} ({} so far)", plural(attempts))
@@ -125,11 +138,6 @@ pub fn of(run: &Run, status: DocStatus, now: DateTime<Utc>, max_attempts: Option
             format!("queued for {stage}, {waited}")
         };
     }
-    if run.redrives > 0 {
-        p.summary
-            .push_str(&format!(", re-driven {}×", run.redrives));
-    }
-    p
 }
 
 fn plural(attempts: i32) -> String {
