@@ -137,6 +137,14 @@ impl Clock {
     /// What makes a set of timings unworkable, in words a deployer can act on.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
+        self.queue_problems(&mut problems);
+        self.limit_problems(&mut problems);
+        problems
+    }
+
+    /// What the queues' timing must satisfy against the functions': visibility against each
+    /// function's timeout and the lease, retention against a whole retry cycle.
+    fn queue_problems(&self, problems: &mut Vec<String>) {
         // Every queue with an event source: Lambda refuses to create the mapping when the queue's
         // visibility timeout is below the function's timeout (InvalidParameterValueException).
         let sources = [
@@ -181,6 +189,11 @@ impl Clock {
                 ));
             }
         }
+    }
+
+    /// The limits each value must keep on its own or against one other: AWS's ranges, the
+    /// abandoned attempts below the receive count, the backoff below its cap.
+    fn limit_problems(&self, problems: &mut Vec<String>) {
         if self.max_abandoned_attempts == 0 || self.max_abandoned_attempts >= self.max_receive_count
         {
             problems.push(format!(
@@ -228,7 +241,6 @@ impl Clock {
                 self.lost_job_grace.as_secs_f64()
             ));
         }
-        problems
     }
 
     /// The longest one message can live while it is retried: each delivery runs to its timeout and
