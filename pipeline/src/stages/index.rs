@@ -198,12 +198,25 @@ async fn write_vectors(
         }
     }
     verify_run(deps, doc_id, lease, chunks.len(), &mut timings).await?;
+    finish_run(deps, doc_id, lease, chunks.len(), started, &timings).await
+}
+
+/// The keyword index analysed, then the run committed with what this attempt measured; `None`
+/// when the run was lost before the commit.
+async fn finish_run(
+    deps: &IndexDeps<'_>,
+    doc_id: &str,
+    lease: &HeldLease,
+    chunks: usize,
+    started: Instant,
+    timings: &IndexTimings,
+) -> Result<Option<IndexOutcome>, StageError> {
     let t = Instant::now();
     let keywords = analyse_keywords(deps, doc_id).await?;
     let keyword_ms = t.elapsed().as_millis() as u64;
     let metadata = serde_json::json!({
         "index": {
-            "chunks": chunks.len(),
+            "chunks": chunks,
             "keyword_blocks": keywords.blocks.len(),
             "keyword_ms": keyword_ms,
             "analyzer": keywords.analyzer,
@@ -214,7 +227,7 @@ async fn write_vectors(
             "duration_ms": started.elapsed().as_millis() as u64,
         }
     });
-    if !commit(deps, doc_id, lease, chunks.len(), &keywords, metadata)
+    if !commit(deps, doc_id, lease, chunks, &keywords, metadata)
         .await
         .map_err(db_err)?
     {
@@ -222,17 +235,17 @@ async fn write_vectors(
     }
     info!(
         doc_id,
-        run_id,
+        run_id = lease.run_id,
         stage = "index",
-        chunks = chunks.len(),
+        chunks,
         embed_ms = timings.embed_ms as u64,
         insert_ms = timings.insert_ms as u64,
         "indexed"
     );
     Ok(Some(IndexOutcome::Indexed {
         doc_id: doc_id.to_string(),
-        run_id,
-        chunks: chunks.len(),
+        run_id: lease.run_id,
+        chunks,
     }))
 }
 
