@@ -1,9 +1,10 @@
-//! An object store in memory, for unit tests of stage logic that needs no real service. The
-//! capability tests run on the real stack; this one answers as S3 does where the stages look
-//! (a missing key is `None` or `NotFound`, a delete of a missing key succeeds, listings are in key
-//! order), and nothing more.
+//! An object store and a job queue in memory, for unit tests of stage logic that needs no real
+//! service. The capability tests run on the real stack; these answer as S3 and SQS do where the
+//! stages look (a missing key is `None` or `NotFound`, a delete of a missing key succeeds,
+//! listings are in key order; a queue that is down refuses every call), and nothing more.
 
 use super::object_store::{ContentDigest, ObjectHead, ObjectStore, StorageError};
+use super::queue::{JobQueue, QueueDepth, QueueError};
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -168,5 +169,80 @@ impl ObjectStore for MemoryObjectStore {
         _expires: std::time::Duration,
     ) -> Result<String, StorageError> {
         Ok(format!("memory://{bucket}/{key}"))
+    }
+}
+
+/// Messages sent, by queue URL, in order; `down` makes every call fail as an unreachable queue.
+#[derive(Debug, Default)]
+pub struct MemoryJobQueue {
+    sent: Mutex<Vec<(String, String)>>,
+    held_back: Mutex<Vec<(String, std::time::Duration)>>,
+    down: std::sync::atomic::AtomicBool,
+}
+
+impl MemoryJobQueue {
+    /// The bodies sent to `queue_url`, in order.
+    pub fn sent_to(&self, queue_url: &str) -> Vec<String> {
+        self.sent
+            .lock()
+            .expect("sent")
+            .iter()
+            .filter(|(url, _)| url == queue_url)
+            .map(|(_, body)| body.clone())
+            .collect()
+    }
+
+    /// The receipts held back, with the delay each got.
+    pub fn held_back(&self) -> Vec<(String, std::time::Duration)> {
+        self.held_back.lock().expect("held back").clone()
+    }
+
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn check(&self, queue_url: &str, operation: &'static str) -> Result<(), QueueError> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(QueueError {
+                queue_url: queue_url.to_string(),
+                operation,
+                source: "the queue is down".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl JobQueue for MemoryJobQueue {
+    async fn send(&self, queue_url: &str, body: String) -> Result<(), QueueError> {
+        self.check(queue_url, "SendMessage")?;
+        self.sent
+            .lock()
+            .expect("sent")
+            .push((queue_url.to_string(), body));
+        Ok(())
+    }
+
+    async fn hold_back(
+        &self,
+        queue_url: &str,
+        receipt_handle: &str,
+        delay: std::time::Duration,
+    ) -> Result<(), QueueError> {
+        self.check(queue_url, "ChangeMessageVisibility")?;
+        self.held_back
+            .lock()
+            .expect("held back")
+            .push((receipt_handle.to_string(), delay));
+        Ok(())
+    }
+
+    async fn depth(&self, queue_url: &str) -> Result<QueueDepth, QueueError> {
+        self.check(queue_url, "GetQueueAttributes")?;
+        Ok(QueueDepth {
+            visible: self.sent_to(queue_url).len() as u64,
+            ..QueueDepth::default()
+        })
     }
 }

@@ -204,7 +204,8 @@ pub async fn handle_jobs<H: JobHandler>(handler: &H, batch: SqsEvent) -> BatchRe
         let result = match handler.run(&job).await {
             Ok(outcome) if outcome.continues() => {
                 let progress = outcome.to_string();
-                continue_in_fresh_message(backoff, &job, H::STAGE, progress)
+                let queue = backoff.and_then(|b| b.queue_url.map(|url| (b.queue, url)));
+                continue_in_fresh_message(queue, &job, H::STAGE, progress)
                     .await
                     .map(|()| outcome)
             }
@@ -240,12 +241,12 @@ pub async fn handle_jobs<H: JobHandler>(handler: &H, batch: SqsEvent) -> BatchRe
 /// that came from no queue, or a send that fails, is a transient failure instead: its message
 /// comes back (counting a receive) and backs off, as any failed delivery does.
 async fn continue_in_fresh_message(
-    backoff: Option<&Backoff<'_>>,
+    queue: Option<(&dyn JobQueue, &str)>,
     job: &JobMessage,
     stage: Stage,
     progress: String,
 ) -> Result<(), StageError> {
-    let Some((queue, url)) = backoff.and_then(|b| b.queue_url.map(|url| (b.queue, url))) else {
+    let Some((queue, url)) = queue else {
         return Err(StageError::transient(stage, progress));
     };
     queue
@@ -670,5 +671,43 @@ mod tests {
             .collect();
         assert_eq!(ids, ["m-1", "m-3"], "no empty identifier");
         assert_eq!(report.lines.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_job_that_goes_on_is_sent_again_as_a_fresh_message() {
+        let queue = crate::adapters::memory::MemoryJobQueue::default();
+        let job = JobMessage::new("doc_0123456789abcdef0123456789abcdef", 3);
+        continue_in_fresh_message(
+            Some((&queue, "index-q")),
+            &job,
+            Stage::Index,
+            "32 of 50".into(),
+        )
+        .await
+        .unwrap();
+        let sent = queue.sent_to("index-q");
+        assert_eq!(sent.len(), 1);
+        assert_eq!(JobMessage::decode(&sent[0]).unwrap(), job);
+    }
+
+    #[tokio::test]
+    async fn without_a_queue_or_with_one_down_it_comes_back_as_a_transient_failure() {
+        let job = JobMessage::new("doc_0123456789abcdef0123456789abcdef", 3);
+        let err = continue_in_fresh_message(None, &job, Stage::Index, "32 of 50".into())
+            .await
+            .unwrap_err();
+        assert!(
+            err.is_retryable() && err.to_string().contains("32 of 50"),
+            "{err}"
+        );
+
+        let queue = crate::adapters::memory::MemoryJobQueue::default();
+        queue.set_down(true);
+        let err =
+            continue_in_fresh_message(Some((&queue, "index-q")), &job, Stage::Index, "x".into())
+                .await
+                .unwrap_err();
+        assert!(err.is_retryable(), "{err}");
+        assert!(queue.sent_to("index-q").is_empty());
     }
 }
