@@ -170,99 +170,155 @@ fn cut_block(block: &SemanticBlock, cfg: &ChunkConfig, scratch: &mut Scratch) {
         ranges,
         scanned,
     } = scratch;
+    measure(&block.text, chars, byte_at, prefix);
+    ranges.clear();
+    let mut cutter = Cutter {
+        chars,
+        prefix,
+        budget: u64::from(cfg.max_tokens.max(1)) * 100,
+        overlap: u64::from(cfg.overlap_tokens.min(cfg.max_tokens / 2)) * 100,
+        known_run: (0, 0),
+        scanned,
+    };
+    let chars = cutter.chars;
+    let mut start = skip_space(chars, 0, chars.len());
+    while start < chars.len() {
+        let word_end = cutter.run_end(start);
+        let end = cutter.furthest_end(start, word_end);
+        let cut = if end == chars.len() {
+            end
+        } else {
+            best_cut(
+                chars,
+                start,
+                end,
+                cutter.prefix,
+                cutter.budget,
+                cutter.scanned,
+            )
+        };
+        let trimmed_end = trim_end(chars, start, cut);
+        if trimmed_end > start {
+            ranges.push((
+                start,
+                trimmed_end,
+                cutter.alone(start, word_end, trimmed_end),
+            ));
+        }
+        if cut >= chars.len() {
+            break;
+        }
+        let next = cutter.overlap_start(start, cut);
+        start = skip_space(chars, next, chars.len());
+    }
+}
+
+/// Fills the per-character arrays in one pass: each character's byte offset (a chunk's text is a
+/// slice of the block's, never rebuilt character by character) and the running cost.
+fn measure(text: &str, chars: &mut Vec<char>, byte_at: &mut Vec<usize>, prefix: &mut Vec<u64>) {
     chars.clear();
     byte_at.clear();
     prefix.clear();
-    ranges.clear();
-    chars.extend(block.text.chars());
-    let chars = &chars[..];
-    // One pass: each character's byte offset (a chunk's text is a slice of the block's, never
-    // rebuilt character by character) and the running cost.
+    chars.extend(text.chars());
     let (mut offset, mut total, mut word_len) = (0usize, 0u64, 0usize);
     prefix.push(0u64);
-    for &c in chars {
+    for &c in chars.iter() {
         byte_at.push(offset);
         offset += c.len_utf8();
         total += u64::from(cost(c, &mut word_len));
         prefix.push(total);
     }
     byte_at.push(offset);
-    let prefix = &prefix[..];
-    let budget = u64::from(cfg.max_tokens.max(1)) * 100;
-    let overlap = u64::from(cfg.overlap_tokens.min(cfg.max_tokens / 2)) * 100;
-    let span = |a: usize, b: usize| prefix[b] - prefix[a];
-    let mid_word = |a: usize| a > 0 && is_word_char(chars[a - 1]) && is_word_char(chars[a]);
-    // What `chars[a..b]` costs on its own, as `estimate_tokens` of the chunk's text counts it: a
-    // chunk that starts inside a word (a hard cut, an overlap) starts that word afresh, which
-    // the block's running costs do not. `run_end` is where the word run starting at `a` ends.
-    let alone = |a: usize, run_end: usize, b: usize| {
-        if !mid_word(a) {
-            return span(a, b);
+}
+
+/// One block's text being cut: its characters, running costs and the limits of a chunk.
+struct Cutter<'a> {
+    chars: &'a [char],
+    prefix: &'a [u64],
+    /// A chunk's most cost, in hundredths of a token.
+    budget: u64,
+    /// How far a chunk may reach back into the previous one, in hundredths of a token.
+    overlap: u64,
+    /// `chars[known_run.0..known_run.1]` is one word run's tail.
+    known_run: (usize, usize),
+    scanned: &'a mut usize,
+}
+
+impl Cutter<'_> {
+    /// What `chars[a..b]` costs by the block's running costs.
+    fn span(&self, a: usize, b: usize) -> u64 {
+        self.prefix[b] - self.prefix[a]
+    }
+
+    /// Whether a chunk starting at `a` would start inside a word.
+    fn mid_word(&self, a: usize) -> bool {
+        a > 0 && is_word_char(self.chars[a - 1]) && is_word_char(self.chars[a])
+    }
+
+    /// What `chars[a..b]` costs on its own, as `estimate_tokens` of the chunk's text counts it.
+    fn alone(&self, a: usize, run_end: usize, b: usize) -> u64 {
+        // A chunk that starts inside a word (a hard cut, an overlap) starts that word afresh,
+        // which the block's running costs do not. `run_end` is where the word run starting at
+        // `a` ends.
+        if !self.mid_word(a) {
+            return self.span(a, b);
         }
         let n = run_end.min(b) - a;
         let fresh = u64::from(WORD_COST) + u64::from(LONG_WORD_EXTRA) * n.saturating_sub(6) as u64;
-        span(a, b) - span(a, a + n) + fresh
-    };
-    // Where the word run that `a` is in ends. Chunks start further on each time, so the end
-    // found for one start holds for every later start inside the same run: a run is scanned once,
-    // not once per chunk cut from it (which made one long run without a break quadratic).
-    let mut known_run = (0usize, 0usize); // chars[known_run.0..known_run.1] is one word run's tail
-    let mut run_end = |a: usize, scanned: &mut usize| {
-        if (known_run.0..known_run.1).contains(&a) {
-            return known_run.1;
+        self.span(a, b) - self.span(a, a + n) + fresh
+    }
+
+    /// Where the word run that `a` is in ends, each run scanned once however many chunks it is
+    /// cut into.
+    fn run_end(&mut self, a: usize) -> usize {
+        // Chunks start further on each time, so the end found for one start holds for every
+        // later start inside the same run: without this one long run without a break was
+        // quadratic.
+        if (self.known_run.0..self.known_run.1).contains(&a) {
+            return self.known_run.1;
         }
         let mut e = a;
-        while e < chars.len() && is_word_char(chars[e]) {
+        while e < self.chars.len() && is_word_char(self.chars[e]) {
             e += 1;
         }
-        *scanned += e - a;
-        known_run = (a, e);
+        *self.scanned += e - a;
+        self.known_run = (a, e);
         e
-    };
+    }
 
-    let mut start = skip_space(chars, 0, chars.len());
-    while start < chars.len() {
-        let word_end = run_end(start, scanned);
-        // Furthest end within budget (at least one character, so progress is guaranteed). The
-        // running cost only grows, so outside a word it is a binary search.
+    /// The furthest end within budget for a chunk at `start`, at least one character on so
+    /// that cutting always progresses.
+    fn furthest_end(&mut self, start: usize, word_end: usize) -> usize {
+        // The running cost only grows, so outside a word it is a binary search.
         let mut end = start + 1;
-        if mid_word(start) {
-            while end < chars.len() && alone(start, word_end, end + 1) <= budget {
+        if self.mid_word(start) {
+            while end < self.chars.len() && self.alone(start, word_end, end + 1) <= self.budget {
                 end += 1;
             }
-            *scanned += end - start;
-        } else if end < chars.len() {
-            let base = prefix[start];
-            end += prefix[end + 1..].partition_point(|&p| p - base <= budget);
+            *self.scanned += end - start;
+        } else if end < self.chars.len() {
+            let base = self.prefix[start];
+            end += self.prefix[end + 1..].partition_point(|&p| p - base <= self.budget);
         }
-        let cut = if end == chars.len() {
-            end
-        } else {
-            best_cut(chars, start, end, prefix, budget, scanned)
-        };
-        let trimmed_end = trim_end(chars, start, cut);
-        if trimmed_end > start {
-            ranges.push((start, trimmed_end, alone(start, word_end, trimmed_end)));
+        end
+    }
+
+    /// Where the chunk after `start..cut` begins: up to `overlap` back into this one, at a
+    /// boundary if one is there, but always forward of `start`.
+    fn overlap_start(&mut self, start: usize, cut: usize) -> usize {
+        if self.overlap == 0 {
+            return cut;
         }
-        if cut >= chars.len() {
-            break;
-        }
-        // Step back into the previous chunk by up to `overlap` tokens, at a boundary if one is
-        // there, but always move forward.
-        let mut next = cut;
-        if overlap > 0 {
-            let mut back = cut;
-            let mut best = None;
-            while back > start + 1 && span(back - 1, cut) <= overlap {
-                back -= 1;
-                if boundary_strength(chars, back) > 0 {
-                    best = Some(back);
-                }
+        let mut back = cut;
+        let mut best = None;
+        while back > start + 1 && self.span(back - 1, cut) <= self.overlap {
+            back -= 1;
+            if boundary_strength(self.chars, back) > 0 {
+                best = Some(back);
             }
-            *scanned += cut - back;
-            next = best.unwrap_or(back).max(start + 1);
         }
-        start = skip_space(chars, next, chars.len());
+        *self.scanned += cut - back;
+        best.unwrap_or(back).max(start + 1)
     }
 }
 

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::io::{Cursor, Read};
 
-use quick_xml::events::{BytesStart, Event};
+use quick_xml::events::{BytesEnd, BytesRef, BytesStart, BytesText, Event};
 use quick_xml::Reader;
 
 use crate::error::ParseError;
@@ -196,130 +196,184 @@ fn body_blocks(
     limits: &Limits,
 ) -> Result<Vec<RawBlock>, ParseError> {
     let mut reader = Reader::from_str(xml);
-    let mut blocks = Vec::new();
-    let mut depth = 0u32;
-    let mut para: Option<Para> = None;
-    let mut in_text = false;
-    // Alternate-content fallbacks repeat the chosen content; skip them whole.
-    let mut skip_depth: Option<u32> = None;
-    let mut table_depth = 0u32;
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut cell: Option<String> = None;
-
+    let mut body = Body::new(styles, limits);
     loop {
         let ev = reader
             .read_event()
             .map_err(|e| ParseError::Corrupt(format!("docx document.xml: {e}")))?;
         match ev {
-            Event::Start(e) => {
-                depth += 1;
-                if depth > limits.max_nesting {
-                    return Err(nesting(limits));
-                }
-                if skip_depth.is_some() {
-                    continue;
-                }
-                match e.local_name().as_ref() {
-                    "Fallback" => skip_depth = Some(depth),
-                    "delText" | "instrText" => skip_depth = Some(depth),
-                    "p" => para = Some(Para::default()),
-                    "t" => in_text = true,
-                    "tbl" => {
-                        table_depth += 1;
-                        if table_depth == 1 {
-                            rows.clear();
-                        }
-                    }
-                    "tr" if table_depth == 1 => rows.push(Vec::new()),
-                    "tc" if table_depth == 1 => cell = Some(String::new()),
-                    _ => para_property(&e, para.as_mut()),
-                }
-            }
-            Event::Empty(e) => {
-                if skip_depth.is_some() {
-                    continue;
-                }
-                match e.local_name().as_ref() {
-                    "tab" => {
-                        if let Some(p) = para.as_mut() {
-                            p.text.push('\t');
-                        }
-                    }
-                    "br" | "cr" => {
-                        if let Some(p) = para.as_mut() {
-                            p.text.push('\n');
-                        }
-                    }
-                    _ => para_property(&e, para.as_mut()),
-                }
-            }
-            Event::Text(t) if in_text && skip_depth.is_none() => {
-                if let Some(p) = para.as_mut() {
-                    p.text.push_str(&t.xml10_content());
-                }
-            }
-            Event::GeneralRef(r) if in_text && skip_depth.is_none() => {
-                if let Some(p) = para.as_mut() {
-                    let c = match r.resolve_char_ref() {
-                        Ok(Some(c)) => Some(c),
-                        _ => match r.xml10_content().as_ref() {
-                            "amp" => Some('&'),
-                            "lt" => Some('<'),
-                            "gt" => Some('>'),
-                            "quot" => Some('"'),
-                            "apos" => Some('\''),
-                            _ => None,
-                        },
-                    };
-                    if let Some(c) = c {
-                        p.text.push(c);
-                    }
-                }
-            }
-            Event::End(e) => {
-                let d = depth;
-                depth = depth.saturating_sub(1);
-                if let Some(s) = skip_depth {
-                    if d == s {
-                        skip_depth = None;
-                    }
-                    continue;
-                }
-                match e.local_name().as_ref() {
-                    "t" => in_text = false,
-                    "p" => {
-                        if let Some(p) = para.take() {
-                            finish_para(p, styles, &mut blocks, cell.as_mut());
-                        }
-                    }
-                    "tc" if table_depth == 1 => {
-                        if let (Some(c), Some(row)) = (cell.take(), rows.last_mut()) {
-                            row.push(c.split_whitespace().collect::<Vec<_>>().join(" "));
-                        }
-                    }
-                    "tbl" => {
-                        table_depth = table_depth.saturating_sub(1);
-                        if table_depth == 0 {
-                            let text = rows
-                                .iter()
-                                .filter(|r| r.iter().any(|c| !c.is_empty()))
-                                .map(|r| r.join(" | "))
-                                .collect::<Vec<_>>()
-                                .join("\n");
-                            if !text.is_empty() {
-                                blocks.push(RawBlock::new(1, BlockKind::Table, text));
-                            }
-                            rows.clear();
-                        }
-                    }
-                    _ => {}
-                }
-            }
+            Event::Start(e) => body.open(&e)?,
+            Event::Empty(e) => body.empty(&e),
+            Event::Text(t) if body.reading_text() => body.push_text(&t),
+            Event::GeneralRef(r) if body.reading_text() => body.push_entity(&r),
+            Event::End(e) => body.close(&e),
             Event::Eof => break,
             _ => {}
         }
     }
-    Ok(blocks)
+    Ok(body.blocks)
+}
+
+/// Where the reader is in document.xml: the open paragraph, table and cell, and what to skip.
+struct Body<'a> {
+    styles: &'a HashMap<String, u8>,
+    limits: &'a Limits,
+    blocks: Vec<RawBlock>,
+    depth: u32,
+    para: Option<Para>,
+    in_text: bool,
+    // Alternate-content fallbacks repeat the chosen content; skip them whole.
+    skip_depth: Option<u32>,
+    table_depth: u32,
+    rows: Vec<Vec<String>>,
+    cell: Option<String>,
+}
+
+impl<'a> Body<'a> {
+    /// Nothing open yet.
+    fn new(styles: &'a HashMap<String, u8>, limits: &'a Limits) -> Self {
+        Body {
+            styles,
+            limits,
+            blocks: Vec::new(),
+            depth: 0,
+            para: None,
+            in_text: false,
+            skip_depth: None,
+            table_depth: 0,
+            rows: Vec::new(),
+            cell: None,
+        }
+    }
+
+    /// Character data counts only inside a `w:t` run that is not being skipped.
+    fn reading_text(&self) -> bool {
+        self.in_text && self.skip_depth.is_none()
+    }
+
+    /// Decides what an opening element starts: a skipped subtree, a paragraph, a run of text, a
+    /// table, row or cell, or a paragraph property.
+    fn open(&mut self, e: &BytesStart) -> Result<(), ParseError> {
+        self.depth += 1;
+        if self.depth > self.limits.max_nesting {
+            return Err(nesting(self.limits));
+        }
+        if self.skip_depth.is_some() {
+            return Ok(());
+        }
+        match e.local_name().as_ref() {
+            "Fallback" => self.skip_depth = Some(self.depth),
+            "delText" | "instrText" => self.skip_depth = Some(self.depth),
+            "p" => self.para = Some(Para::default()),
+            "t" => self.in_text = true,
+            "tbl" => {
+                self.table_depth += 1;
+                if self.table_depth == 1 {
+                    self.rows.clear();
+                }
+            }
+            "tr" if self.table_depth == 1 => self.rows.push(Vec::new()),
+            "tc" if self.table_depth == 1 => self.cell = Some(String::new()),
+            _ => para_property(e, self.para.as_mut()),
+        }
+        Ok(())
+    }
+
+    /// Tabs and breaks are text; other empty elements are paragraph properties.
+    fn empty(&mut self, e: &BytesStart) {
+        if self.skip_depth.is_some() {
+            return;
+        }
+        match e.local_name().as_ref() {
+            "tab" => {
+                if let Some(p) = self.para.as_mut() {
+                    p.text.push('\t');
+                }
+            }
+            "br" | "cr" => {
+                if let Some(p) = self.para.as_mut() {
+                    p.text.push('\n');
+                }
+            }
+            _ => para_property(e, self.para.as_mut()),
+        }
+    }
+
+    /// Text outside a paragraph has nowhere to go and is dropped.
+    fn push_text(&mut self, t: &BytesText) {
+        if let Some(p) = self.para.as_mut() {
+            p.text.push_str(&t.xml10_content());
+        }
+    }
+
+    /// Character references and the five predefined entities become their character; any other
+    /// entity is dropped.
+    fn push_entity(&mut self, r: &BytesRef) {
+        if let Some(p) = self.para.as_mut() {
+            let c = match r.resolve_char_ref() {
+                Ok(Some(c)) => Some(c),
+                _ => match r.xml10_content().as_ref() {
+                    "amp" => Some('&'),
+                    "lt" => Some('<'),
+                    "gt" => Some('>'),
+                    "quot" => Some('"'),
+                    "apos" => Some('\''),
+                    _ => None,
+                },
+            };
+            if let Some(c) = c {
+                p.text.push(c);
+            }
+        }
+    }
+
+    /// Decides what a closing element completes: a skipped subtree, a paragraph, a cell or a
+    /// whole table.
+    fn close(&mut self, e: &BytesEnd) {
+        let d = self.depth;
+        self.depth = self.depth.saturating_sub(1);
+        if let Some(s) = self.skip_depth {
+            if d == s {
+                self.skip_depth = None;
+            }
+            return;
+        }
+        match e.local_name().as_ref() {
+            "t" => self.in_text = false,
+            "p" => {
+                if let Some(p) = self.para.take() {
+                    finish_para(p, self.styles, &mut self.blocks, self.cell.as_mut());
+                }
+            }
+            "tc" if self.table_depth == 1 => {
+                if let (Some(c), Some(row)) = (self.cell.take(), self.rows.last_mut()) {
+                    row.push(c.split_whitespace().collect::<Vec<_>>().join(" "));
+                }
+            }
+            "tbl" => {
+                self.table_depth = self.table_depth.saturating_sub(1);
+                if self.table_depth == 0 {
+                    self.finish_table();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// An outer table becomes one block, a row per line; rows with no text are dropped.
+    fn finish_table(&mut self) {
+        let text = self
+            .rows
+            .iter()
+            .filter(|r| r.iter().any(|c| !c.is_empty()))
+            .map(|r| r.join(" | "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if !text.is_empty() {
+            self.blocks.push(RawBlock::new(1, BlockKind::Table, text));
+        }
+        self.rows.clear();
+    }
 }
 
 fn para_property(e: &BytesStart, para: Option<&mut Para>) {

@@ -2,6 +2,7 @@
 //! exhaust the stack.
 
 use ego_tree::iter::Edge;
+use ego_tree::NodeRef;
 use scraper::{ElementRef, Html, Node};
 
 use crate::model::BlockKind;
@@ -195,101 +196,128 @@ fn scan_tag(bytes: &[u8], mut j: usize) -> Tag {
 
 pub fn parse(text: &str) -> RawDoc {
     let doc = Html::parse_document(text);
-    let mut blocks = Vec::new();
-    let mut loose = String::new();
-    let mut skip_until: Option<ego_tree::NodeId> = None;
-
-    let flush_loose = |loose: &mut String, blocks: &mut Vec<RawBlock>| {
-        for p in split_paragraphs(loose) {
-            blocks.push(RawBlock::new(1, BlockKind::Paragraph, p));
-        }
-        loose.clear();
+    let mut walk = Walk {
+        blocks: Vec::new(),
+        loose: String::new(),
+        skip_until: None,
     };
-
     for edge in doc.root_element().traverse() {
         match edge {
-            Edge::Open(node) => {
-                if skip_until.is_some() {
-                    continue;
-                }
-                match node.value() {
-                    Node::Element(el) => {
-                        let name = el.name();
-                        let Some(elem) = ElementRef::wrap(node) else {
-                            continue;
-                        };
-                        if SKIPPED.contains(&name) {
-                            skip_until = Some(node.id());
-                            continue;
-                        }
-                        if name == "br" {
-                            loose.push('\n');
-                            continue;
-                        }
-                        let heading = match name {
-                            "h1" => Some(1),
-                            "h2" => Some(2),
-                            "h3" => Some(3),
-                            "h4" => Some(4),
-                            "h5" => Some(5),
-                            "h6" => Some(6),
-                            _ => None,
-                        };
-                        if let Some(level) = heading {
-                            flush_loose(&mut loose, &mut blocks);
-                            let t = collapse(&element_text(elem));
-                            if !t.is_empty() {
-                                blocks.push(RawBlock::heading(1, level, t));
-                            }
-                            skip_until = Some(node.id());
-                        } else if name == "table" {
-                            flush_loose(&mut loose, &mut blocks);
-                            let t = table_text(elem);
-                            if !t.is_empty() {
-                                blocks.push(RawBlock::new(1, BlockKind::Table, t));
-                            }
-                            skip_until = Some(node.id());
-                        } else if name == "li" {
-                            flush_loose(&mut loose, &mut blocks);
-                            let t = element_text(elem).trim().to_string();
-                            if !t.is_empty() {
-                                blocks.push(RawBlock::new(1, BlockKind::ListItem, t));
-                            }
-                            skip_until = Some(node.id());
-                        } else if PARAGRAPHS.contains(&name) {
-                            flush_loose(&mut loose, &mut blocks);
-                            for p in split_paragraphs(&element_text(elem)) {
-                                blocks.push(RawBlock::new(1, BlockKind::Paragraph, p));
-                            }
-                            skip_until = Some(node.id());
-                        } else if is_block(name) {
-                            flush_loose(&mut loose, &mut blocks);
-                        }
-                    }
-                    Node::Text(t) => loose.push_str(t),
-                    _ => {}
-                }
-            }
-            Edge::Close(node) => {
-                if skip_until == Some(node.id()) {
-                    skip_until = None;
-                } else if skip_until.is_none() {
-                    if let Node::Element(el) = node.value() {
-                        if is_block(el.name()) {
-                            flush_loose(&mut loose, &mut blocks);
-                        }
-                    }
-                }
-            }
+            Edge::Open(node) => walk.open(node),
+            Edge::Close(node) => walk.close(node),
         }
     }
-    flush_loose(&mut loose, &mut blocks);
+    walk.flush_loose();
     RawDoc {
         parser_name: "html-scraper".into(),
         page_count: 1,
-        blocks,
+        blocks: walk.blocks,
         warnings: Vec::new(),
         ocr: None,
+    }
+}
+
+/// The blocks so far, the loose text not yet in a block, and the subtree already read whole.
+struct Walk {
+    blocks: Vec<RawBlock>,
+    loose: String,
+    skip_until: Option<ego_tree::NodeId>,
+}
+
+impl Walk {
+    /// Loose text between blocks becomes paragraphs, split where a law starts a new article.
+    fn flush_loose(&mut self) {
+        for p in split_paragraphs(&self.loose) {
+            self.blocks.push(RawBlock::new(1, BlockKind::Paragraph, p));
+        }
+        self.loose.clear();
+    }
+
+    /// Nothing inside a subtree read whole (or skipped) is seen again.
+    fn open(&mut self, node: NodeRef<'_, Node>) {
+        if self.skip_until.is_some() {
+            return;
+        }
+        match node.value() {
+            Node::Element(el) => self.open_element(node, el.name()),
+            Node::Text(t) => self.loose.push_str(t),
+            _ => {}
+        }
+    }
+
+    /// Decides whether an element is skipped, read whole as a block, or only ends loose text.
+    fn open_element(&mut self, node: NodeRef<'_, Node>, name: &str) {
+        let Some(elem) = ElementRef::wrap(node) else {
+            return;
+        };
+        if SKIPPED.contains(&name) {
+            self.skip_until = Some(node.id());
+            return;
+        }
+        if name == "br" {
+            self.loose.push('\n');
+            return;
+        }
+        if self.read_whole(name, elem) {
+            self.skip_until = Some(node.id());
+        } else if is_block(name) {
+            self.flush_loose();
+        }
+    }
+
+    /// Headings, tables, list items and paragraph elements become blocks of their own, read
+    /// whole: true when `name` is one of them.
+    fn read_whole(&mut self, name: &str, elem: ElementRef<'_>) -> bool {
+        let heading = match name {
+            "h1" => Some(1),
+            "h2" => Some(2),
+            "h3" => Some(3),
+            "h4" => Some(4),
+            "h5" => Some(5),
+            "h6" => Some(6),
+            _ => None,
+        };
+        if let Some(level) = heading {
+            self.flush_loose();
+            let t = collapse(&element_text(elem));
+            if !t.is_empty() {
+                self.blocks.push(RawBlock::heading(1, level, t));
+            }
+        } else if name == "table" {
+            self.flush_loose();
+            let t = table_text(elem);
+            if !t.is_empty() {
+                self.blocks.push(RawBlock::new(1, BlockKind::Table, t));
+            }
+        } else if name == "li" {
+            self.flush_loose();
+            let t = element_text(elem).trim().to_string();
+            if !t.is_empty() {
+                self.blocks.push(RawBlock::new(1, BlockKind::ListItem, t));
+            }
+        } else if PARAGRAPHS.contains(&name) {
+            self.flush_loose();
+            for p in split_paragraphs(&element_text(elem)) {
+                self.blocks.push(RawBlock::new(1, BlockKind::Paragraph, p));
+            }
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// The end of a subtree read whole resumes the walk; the end of a block element ends the
+    /// loose text inside it.
+    fn close(&mut self, node: NodeRef<'_, Node>) {
+        if self.skip_until == Some(node.id()) {
+            self.skip_until = None;
+        } else if self.skip_until.is_none() {
+            if let Node::Element(el) = node.value() {
+                if is_block(el.name()) {
+                    self.flush_loose();
+                }
+            }
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use pdfium_render::prelude::*;
 
 use crate::error::ParseError;
-use crate::model::{BlockKind, Limits};
+use crate::model::{BlockKind, Limits, OcrReport};
 use crate::normalize::{is_cjk, is_invisible, undo_letter_spacing};
 use crate::quality::{garbage_ratio, GARBLED_PAGE_RATIO};
 use crate::raw::{RawBlock, RawDoc};
@@ -463,104 +463,21 @@ fn assemble(
     scans: Scans,
 ) -> Result<RawDoc, ParseError> {
     let page_count = pages.len() as u32;
-    let mut warnings = Vec::new();
-    let mut garbled = Vec::new();
-    let mut garbled_ratio = 0f32;
-    let mut empty_pages = Vec::new();
-    let mut blocks = Vec::new();
-    let mut next_outline = 0usize;
-    let mut any_objects = false;
-    let mut doubtful = Vec::new();
-    for (i, page) in pages.into_iter().enumerate() {
-        let pno = i as u32 + 1;
-        any_objects |= page.has_objects;
-        if page.chars == 0 {
-            empty_pages.push(pno);
-            continue;
-        }
-        if let Some(confidence) = page.ocr_confidence {
-            if confidence < scanned::MIN_PAGE_CONFIDENCE {
-                doubtful.push((pno, confidence));
-                continue;
-            }
-            paragraphs(pno, page.lines, outline, &mut next_outline, &mut blocks);
-            continue;
-        }
-        let ratio = page.garbage;
-        if ratio > GARBLED_PAGE_RATIO {
-            garbled.push(pno);
-            garbled_ratio = garbled_ratio.max(ratio);
-            continue;
-        }
-        paragraphs(pno, page.lines, outline, &mut next_outline, &mut blocks);
-    }
+    let mut sorted = SortedPages::sort(pages, outline);
     let (mut ocr, unavailable) = match scans {
         Scans::NoneNeeded => (None, None),
         Scans::Unavailable { pages, why } => (None, Some((pages, why))),
         Scans::Read(report) => (Some(report), None),
     };
-    // The one decision of which pages are too doubtful to index is the loop's above; the report
+    // The one decision of which pages are too doubtful to index is the sort's above; the report
     // records it.
     if let Some(report) = &mut ocr {
-        report.low_confidence_pages = doubtful.iter().map(|d| d.0).collect();
+        report.low_confidence_pages = sorted.doubtful.iter().map(|d| d.0).collect();
     }
-    if blocks.is_empty() {
-        if let Some(report) = &ocr {
-            if !doubtful.is_empty() {
-                return Err(ParseError::LowOcrConfidence {
-                    pages: doubtful.iter().map(|d| d.0).collect(),
-                    confidence: report.mean_confidence,
-                    threshold: scanned::MIN_PAGE_CONFIDENCE,
-                });
-            }
-        }
-        if let Some((pages, why)) = &unavailable {
-            return Err(ParseError::NoTextLayer {
-                pages: pages.len() as u32,
-                ocr: why.clone(),
-            });
-        }
-        if !garbled.is_empty() {
-            return Err(ParseError::GarbledText {
-                pages: garbled,
-                ratio: garbled_ratio,
-            });
-        }
-        if any_objects {
-            return Err(ParseError::NoTextLayer {
-                pages: page_count,
-                ocr: "no page needed it".into(),
-            });
-        }
-        return Err(ParseError::Empty);
+    if sorted.blocks.is_empty() {
+        return Err(sorted.nothing_indexed(page_count, ocr.as_ref(), unavailable.as_ref()));
     }
-    if !garbled.is_empty() {
-        warnings.push(format!(
-            "pages {garbled:?}: text layer is glyph garbage (share {garbled_ratio:.2}), not indexed"
-        ));
-    }
-    if !doubtful.is_empty() {
-        let listed: Vec<String> = doubtful
-            .iter()
-            .map(|(p, c)| format!("{p} ({c:.2})"))
-            .collect();
-        warnings.push(format!(
-            "pages {}: OCR confidence below {:.2}, flagged and not indexed",
-            listed.join(", "),
-            scanned::MIN_PAGE_CONFIDENCE
-        ));
-    }
-    if let Some((pages, why)) = &unavailable {
-        warnings.push(format!(
-            "pages {pages:?}: no usable text layer, and OCR not available ({why}); not indexed"
-        ));
-        empty_pages.retain(|p| !pages.contains(p));
-    }
-    if !empty_pages.is_empty() {
-        warnings.push(format!(
-            "pages {empty_pages:?}: no text layer (scanned or blank), not indexed"
-        ));
-    }
+    let warnings = sorted.skipped_page_warnings(unavailable.as_ref());
     let engine = match &ocr {
         Some(_) => format!("{engine}+ocr-ppocrv4"),
         None => engine.to_string(),
@@ -568,10 +485,135 @@ fn assemble(
     Ok(RawDoc {
         parser_name: engine,
         page_count,
-        blocks,
+        blocks: sorted.blocks,
         warnings,
         ocr,
     })
+}
+
+/// The pages' blocks, and the pages left out of them with the reason each was left out.
+struct SortedPages {
+    blocks: Vec<RawBlock>,
+    empty_pages: Vec<u32>,
+    garbled: Vec<u32>,
+    garbled_ratio: f32,
+    /// OCR pages read with too little confidence to index: (page, confidence).
+    doubtful: Vec<(u32, f32)>,
+    any_objects: bool,
+}
+
+impl SortedPages {
+    /// Decides for each page whether its text is indexed, and turns the indexed ones into blocks.
+    fn sort(pages: Vec<PageText>, outline: &[OutlineEntry]) -> Self {
+        let mut sorted = SortedPages {
+            blocks: Vec::new(),
+            empty_pages: Vec::new(),
+            garbled: Vec::new(),
+            garbled_ratio: 0f32,
+            doubtful: Vec::new(),
+            any_objects: false,
+        };
+        let mut next_outline = 0usize;
+        for (i, page) in pages.into_iter().enumerate() {
+            let pno = i as u32 + 1;
+            sorted.any_objects |= page.has_objects;
+            if page.chars == 0 {
+                sorted.empty_pages.push(pno);
+                continue;
+            }
+            if let Some(confidence) = page.ocr_confidence {
+                if confidence < scanned::MIN_PAGE_CONFIDENCE {
+                    sorted.doubtful.push((pno, confidence));
+                    continue;
+                }
+            } else if page.garbage > GARBLED_PAGE_RATIO {
+                sorted.garbled.push(pno);
+                sorted.garbled_ratio = sorted.garbled_ratio.max(page.garbage);
+                continue;
+            }
+            paragraphs(
+                pno,
+                page.lines,
+                outline,
+                &mut next_outline,
+                &mut sorted.blocks,
+            );
+        }
+        sorted
+    }
+
+    /// Why a document with no indexable page failed, most specific reason first.
+    fn nothing_indexed(
+        self,
+        page_count: u32,
+        ocr: Option<&OcrReport>,
+        unavailable: Option<&(Vec<u32>, String)>,
+    ) -> ParseError {
+        if let Some(report) = ocr {
+            if !self.doubtful.is_empty() {
+                return ParseError::LowOcrConfidence {
+                    pages: self.doubtful.iter().map(|d| d.0).collect(),
+                    confidence: report.mean_confidence,
+                    threshold: scanned::MIN_PAGE_CONFIDENCE,
+                };
+            }
+        }
+        if let Some((pages, why)) = unavailable {
+            return ParseError::NoTextLayer {
+                pages: pages.len() as u32,
+                ocr: why.clone(),
+            };
+        }
+        if !self.garbled.is_empty() {
+            return ParseError::GarbledText {
+                pages: self.garbled,
+                ratio: self.garbled_ratio,
+            };
+        }
+        if self.any_objects {
+            return ParseError::NoTextLayer {
+                pages: page_count,
+                ocr: "no page needed it".into(),
+            };
+        }
+        ParseError::Empty
+    }
+
+    /// One warning per reason some pages were left out of an otherwise readable document.
+    fn skipped_page_warnings(&mut self, unavailable: Option<&(Vec<u32>, String)>) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let (garbled, garbled_ratio) = (&self.garbled, self.garbled_ratio);
+        if !garbled.is_empty() {
+            warnings.push(format!(
+                "pages {garbled:?}: text layer is glyph garbage (share {garbled_ratio:.2}), not indexed"
+            ));
+        }
+        if !self.doubtful.is_empty() {
+            let listed: Vec<String> = self
+                .doubtful
+                .iter()
+                .map(|(p, c)| format!("{p} ({c:.2})"))
+                .collect();
+            warnings.push(format!(
+                "pages {}: OCR confidence below {:.2}, flagged and not indexed",
+                listed.join(", "),
+                scanned::MIN_PAGE_CONFIDENCE
+            ));
+        }
+        if let Some((pages, why)) = unavailable {
+            warnings.push(format!(
+                "pages {pages:?}: no usable text layer, and OCR not available ({why}); not indexed"
+            ));
+            self.empty_pages.retain(|p| !pages.contains(p));
+        }
+        let empty_pages = &self.empty_pages;
+        if !empty_pages.is_empty() {
+            warnings.push(format!(
+                "pages {empty_pages:?}: no text layer (scanned or blank), not indexed"
+            ));
+        }
+        warnings
+    }
 }
 
 fn join_lines(acc: &mut String, prev_hyphenated: bool, next: &str) {

@@ -17,6 +17,7 @@
 //! - 款 is deliberately not a node: it is a sub-unit of an article, and it is almost always a
 //!   cross-reference when it starts a line.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -140,71 +141,81 @@ fn looks_like_heading_text(rest: &str, max_chars: usize) -> bool {
 /// Recognises a heading marker at the start of one line. `explicit` relaxes the shape checks:
 /// a styled heading is a heading whatever its length.
 pub fn recognise(line: &str, explicit: bool) -> Option<Marker> {
-    // Fast exit for the common case, a body line: every marker starts with 第, a digit, an
-    // opening parenthesis or a Chinese numeral. Most lines never allocate.
-    if !explicit {
-        let first = line
-            .chars()
-            .find(|c| !is_space(*c) && !crate::normalize::is_invisible(*c));
-        let could_be_marker = first.is_some_and(|c| {
-            c == '第' || c.is_ascii_digit() || c == '（' || c == '(' || NUMERALS.contains(c)
-        });
-        if !could_be_marker {
-            return None;
-        }
+    // Fast exit for the common case, a body line: most lines never allocate.
+    if !explicit && !could_start_marker(line) {
+        return None;
     }
-    // Only a line's opening decides what it is. An article's first line carries its whole body,
-    // often thousands of characters, and a line is examined several times; a recognised line
-    // longer than the prefix can only be an article (every other kind has a length cap far
-    // below it), so the prefix answers exactly.
-    let (line, truncated) = match line.char_indices().nth(LINE_PREFIX_CHARS) {
-        Some((cut, _)) if !explicit => (normalize_line(&line[..cut]), true),
-        _ => (normalize_line(line), false),
-    };
+    let (line, truncated) = line_opening(line, explicit);
     if line.is_empty() {
         return None;
     }
     if let Some((number, unit, end)) = regulation_marker(&line) {
-        let rest = line[end..].trim_matches(is_space);
-        let separated = line[end..]
-            .chars()
-            .next()
-            .is_none_or(|ch| is_space(ch) || "【[［：:".contains(ch));
-        let marker = format!("第{number}{unit}");
-        if unit == '条' || unit == '條' {
-            if !(separated || explicit) {
-                return None;
-            }
-            let title = match bracketed_heading(rest) {
-                Some(h) => format!("{marker} {h}"),
-                None => marker,
-            };
-            return Some(Marker {
-                kind: Kind::Article,
-                title,
-                number: Vec::new(),
-            });
-        }
-        if truncated {
+        return regulation_heading(&line, (number, unit, end), truncated, explicit);
+    }
+    if truncated {
+        return None;
+    }
+    numbered_heading(&line, explicit)
+        .or_else(|| enumerated_heading(&line, explicit))
+        .or_else(|| explicit.then(|| unnumbered(Kind::Explicit, &line)))
+}
+
+/// Whether the line's first visible character can open any marker at all: every marker starts
+/// with 第, a digit, an opening parenthesis or a Chinese numeral.
+fn could_start_marker(line: &str) -> bool {
+    let first = line
+        .chars()
+        .find(|c| !is_space(*c) && !crate::normalize::is_invisible(*c));
+    first.is_some_and(|c| {
+        c == '第' || c.is_ascii_digit() || c == '（' || c == '(' || NUMERALS.contains(c)
+    })
+}
+
+/// The part of the line that decides what it is, normalised, and whether it was cut short.
+fn line_opening(line: &str, explicit: bool) -> (Cow<'_, str>, bool) {
+    // Only a line's opening decides what it is. An article's first line carries its whole body,
+    // often thousands of characters, and a line is examined several times; a recognised line
+    // longer than the prefix can only be an article (every other kind has a length cap far
+    // below it), so the prefix answers exactly.
+    match line.char_indices().nth(LINE_PREFIX_CHARS) {
+        Some((cut, _)) if !explicit => (normalize_line(&line[..cut]), true),
+        _ => (normalize_line(line), false),
+    }
+}
+
+/// A marker with no outline number, titled by the whole line.
+fn unnumbered(kind: Kind, line: &str) -> Marker {
+    Marker {
+        kind,
+        title: compact_title(line),
+        number: Vec::new(),
+    }
+}
+
+/// Decides whether a `第…编/章/节/条` line is a heading or an article rather than a
+/// cross-reference or running text.
+fn regulation_heading(
+    line: &str,
+    (number, unit, end): (String, char, usize),
+    truncated: bool,
+    explicit: bool,
+) -> Option<Marker> {
+    let rest = line[end..].trim_matches(is_space);
+    let separated = line[end..]
+        .chars()
+        .next()
+        .is_none_or(|ch| is_space(ch) || "【[［：:".contains(ch));
+    let marker = format!("第{number}{unit}");
+    if unit == '条' || unit == '條' {
+        if !(separated || explicit) {
             return None;
         }
-        let kind = match unit {
-            '编' | '編' => Kind::Part,
-            '章' => Kind::Chapter,
-            _ => Kind::Section,
-        };
-        let cross_reference =
-            rest.starts_with(|ch: char| "的规之中所和或及至、，。；".contains(ch));
-        if !explicit && (cross_reference || !looks_like_heading_text(rest, MAX_HEADING_CHARS)) {
-            return None;
-        }
-        let title = if rest.is_empty() {
-            marker
-        } else {
-            format!("{marker} {}", compact_title(rest))
+        let title = match bracketed_heading(rest) {
+            Some(h) => format!("{marker} {h}"),
+            None => marker,
         };
         return Some(Marker {
-            kind,
+            kind: Kind::Article,
             title,
             number: Vec::new(),
         });
@@ -212,63 +223,70 @@ pub fn recognise(line: &str, explicit: bool) -> Option<Marker> {
     if truncated {
         return None;
     }
-    // `\d` (Unicode Nd) is a subset of `is_numeric`: the gate only skips lines that cannot match.
-    let numbered = if line.starts_with(|c: char| c.is_numeric()) {
-        NUMBERED.captures(&line)
-    } else {
-        None
+    let kind = match unit {
+        '编' | '編' => Kind::Part,
+        '章' => Kind::Chapter,
+        _ => Kind::Section,
     };
-    if let Some(c) = numbered {
-        let number = &c[1];
-        let has_sep = !c[2].is_empty() || number.contains(['.', '．']);
-        let after_number = &line[number.len()..];
-        let spaced = after_number.starts_with(is_space);
-        let rest = &c[3];
-        let first = rest.chars().next().unwrap_or(' ');
-        // "3 月 1 日", "5 号", "30 %": a quantity, not a heading. Dotted numbers are never dates.
-        let unit_follows = first.is_ascii_digit()
-            || first == '%'
-            || (!number.contains(['.', '．'])
-                && "年月日号时分秒％)）、个项条款章节页元万亿岁度".contains(first));
-        if (has_sep || spaced)
-            && !unit_follows
-            && (explicit || looks_like_heading_text(rest, MAX_NUMBERED_CHARS))
-        {
-            let parts: Vec<u32> = number
-                .split(['.', '．'])
-                .filter_map(|p| p.parse().ok())
-                .collect();
-            return Some(Marker {
-                kind: Kind::Numbered(parts.len().max(1) as u8),
-                title: compact_title(&line),
-                number: parts,
-            });
-        }
+    let cross_reference = rest.starts_with(|ch: char| "的规之中所和或及至、，。；".contains(ch));
+    if !explicit && (cross_reference || !looks_like_heading_text(rest, MAX_HEADING_CHARS)) {
+        return None;
     }
-    if let Some(rest) = cn_enum(&line) {
-        if explicit || looks_like_heading_text(rest, MAX_HEADING_CHARS) {
-            return Some(Marker {
-                kind: Kind::CnEnum,
-                title: compact_title(&line),
-                number: Vec::new(),
-            });
-        }
+    let title = if rest.is_empty() {
+        marker
+    } else {
+        format!("{marker} {}", compact_title(rest))
+    };
+    Some(Marker {
+        kind,
+        title,
+        number: Vec::new(),
+    })
+}
+
+/// Decides whether a `1.` / `1.1` line is an outline heading rather than a quantity or a date.
+fn numbered_heading(line: &str, explicit: bool) -> Option<Marker> {
+    // `\d` (Unicode Nd) is a subset of `is_numeric`: the gate only skips lines that cannot match.
+    if !line.starts_with(|c: char| c.is_numeric()) {
+        return None;
     }
-    if let Some(rest) = cn_paren(&line) {
-        if explicit || looks_like_heading_text(rest, MAX_HEADING_CHARS) {
-            return Some(Marker {
-                kind: Kind::CnParen,
-                title: compact_title(&line),
-                number: Vec::new(),
-            });
-        }
+    let c = NUMBERED.captures(line)?;
+    let number = &c[1];
+    let has_sep = !c[2].is_empty() || number.contains(['.', '．']);
+    let after_number = &line[number.len()..];
+    let spaced = after_number.starts_with(is_space);
+    let rest = &c[3];
+    let first = rest.chars().next().unwrap_or(' ');
+    // "3 月 1 日", "5 号", "30 %": a quantity, not a heading. Dotted numbers are never dates.
+    let unit_follows = first.is_ascii_digit()
+        || first == '%'
+        || (!number.contains(['.', '．'])
+            && "年月日号时分秒％)）、个项条款章节页元万亿岁度".contains(first));
+    if !((has_sep || spaced)
+        && !unit_follows
+        && (explicit || looks_like_heading_text(rest, MAX_NUMBERED_CHARS)))
+    {
+        return None;
     }
-    if explicit {
-        return Some(Marker {
-            kind: Kind::Explicit,
-            title: compact_title(&line),
-            number: Vec::new(),
-        });
+    let parts: Vec<u32> = number
+        .split(['.', '．'])
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    Some(Marker {
+        kind: Kind::Numbered(parts.len().max(1) as u8),
+        title: compact_title(line),
+        number: parts,
+    })
+}
+
+/// Decides whether a `一、` or `（一）` line is a heading rather than a sentence-long item.
+fn enumerated_heading(line: &str, explicit: bool) -> Option<Marker> {
+    let heading_like = |rest: &str| explicit || looks_like_heading_text(rest, MAX_HEADING_CHARS);
+    if cn_enum(line).is_some_and(heading_like) {
+        return Some(unnumbered(Kind::CnEnum, line));
+    }
+    if cn_paren(line).is_some_and(heading_like) {
+        return Some(unnumbered(Kind::CnParen, line));
     }
     None
 }
@@ -353,26 +371,54 @@ pub struct Tree {
 }
 
 pub fn build(layouts: &mut [LayoutBlock]) -> Tree {
-    let mut nodes: Vec<StructureNode> = Vec::new();
-    let mut kinds = Vec::new();
-    let mut owner = Vec::with_capacity(layouts.len());
-    let mut opens_node = Vec::with_capacity(layouts.len());
-    let mut stack: Vec<Open> = Vec::new();
-    let mut last_number: Option<Vec<u32>> = None;
-    let mut in_rejected_run = false;
-
+    let mut builder = TreeBuilder::with_capacity(layouts.len());
     for layout in layouts.iter_mut() {
         let explicit = match layout.kind {
             BlockKind::Heading | BlockKind::Title => Some(layout.heading_level.unwrap_or(1)),
             _ => None,
         };
+        match builder.accepted_marker(layout, explicit) {
+            Some(marker) => builder.open_node(layout, marker, explicit),
+            None => builder.continue_node(),
+        }
+    }
+    builder.tree
+}
+
+/// The tree under construction and the open path down to the current node.
+struct TreeBuilder {
+    tree: Tree,
+    stack: Vec<Open>,
+    last_number: Option<Vec<u32>>,
+    in_rejected_run: bool,
+}
+
+impl TreeBuilder {
+    /// An empty tree, sized for one owner entry per layout block.
+    fn with_capacity(blocks: usize) -> Self {
+        TreeBuilder {
+            tree: Tree {
+                nodes: Vec::new(),
+                owner: Vec::with_capacity(blocks),
+                opens_node: Vec::with_capacity(blocks),
+                kinds: Vec::new(),
+            },
+            stack: Vec::new(),
+            last_number: None,
+            in_rejected_run: false,
+        }
+    }
+
+    /// The marker that opens a node at this block, if any: items inside an article and numbered
+    /// lines out of sequence are body text, not headings.
+    fn accepted_marker(&mut self, layout: &LayoutBlock, explicit: Option<u8>) -> Option<Marker> {
         let first_line = layout.text.lines().next().unwrap_or("");
         let marker = if layout.kind == BlockKind::Table || layout.kind == BlockKind::Code {
             None
         } else {
             recognise(first_line, explicit.is_some())
         };
-        let in_article = stack.last().is_some_and(|o| o.kind == Kind::Article);
+        let in_article = self.stack.last().is_some_and(|o| o.kind == Kind::Article);
         let marker = marker.filter(|m| {
             explicit.is_some()
                 || !(in_article
@@ -389,36 +435,43 @@ pub fn build(layouts: &mut [LayoutBlock]) -> Tree {
         let marker = marker.filter(|m| {
             explicit.is_some()
                 || !matches!(m.kind, Kind::Numbered(_))
-                || (!in_rejected_run && follows(last_number.as_deref(), &m.number))
+                || (!self.in_rejected_run && follows(self.last_number.as_deref(), &m.number))
         });
-        in_rejected_run = numbered_candidate && marker.is_none();
+        self.in_rejected_run = numbered_candidate && marker.is_none();
         if let Some(m) = marker
             .as_ref()
             .filter(|m| matches!(m.kind, Kind::Numbered(_)))
         {
-            last_number = Some(m.number.clone());
+            self.last_number = Some(m.number.clone());
         }
-        let Some(marker) = marker else {
-            owner.push(stack.last().map(|o| o.node));
-            opens_node.push(false);
-            continue;
-        };
+        marker
+    }
+
+    /// A block without a marker belongs to whatever node is open.
+    fn continue_node(&mut self) {
+        self.tree.owner.push(self.stack.last().map(|o| o.node));
+        self.tree.opens_node.push(false);
+    }
+
+    /// Opens a node for this block under the nearest open node it does not close.
+    fn open_node(&mut self, layout: &mut LayoutBlock, marker: Marker, explicit: Option<u8>) {
+        let nodes = &mut self.tree.nodes;
         let new = Open {
             node: nodes.len(),
             kind: marker.kind,
             explicit,
         };
-        while stack.last().is_some_and(|top| closes(top, &new)) {
-            stack.pop();
+        while self.stack.last().is_some_and(|top| closes(top, &new)) {
+            self.stack.pop();
         }
-        stack.truncate(MAX_TREE_DEPTH - 1);
-        let parent_idx = stack.last().map(|o| o.node as i32);
+        self.stack.truncate(MAX_TREE_DEPTH - 1);
+        let parent_idx = self.stack.last().map(|o| o.node as i32);
         let idx = nodes.len() as i32;
         nodes.push(StructureNode {
             unique_id: padded_id("N", idx as usize + 1, 5),
             page: layout.page as i32,
             idx,
-            level: stack.len() as i32 + 1,
+            level: self.stack.len() as i32 + 1,
             title: marker.title,
             node_type: if marker.kind == Kind::Article {
                 "article"
@@ -429,19 +482,13 @@ pub fn build(layouts: &mut [LayoutBlock]) -> Tree {
             sub_type: marker.kind.sub_type().to_string(),
             parent_idx,
         });
-        kinds.push(marker.kind);
+        self.tree.kinds.push(marker.kind);
         if explicit.is_none() && marker.kind != Kind::Article && !layout.text.contains('\n') {
             layout.kind = BlockKind::Heading;
         }
-        owner.push(Some(new.node));
-        opens_node.push(true);
-        stack.push(new);
-    }
-    Tree {
-        nodes,
-        owner,
-        opens_node,
-        kinds,
+        self.tree.owner.push(Some(new.node));
+        self.tree.opens_node.push(true);
+        self.stack.push(new);
     }
 }
 

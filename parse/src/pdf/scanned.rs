@@ -119,45 +119,37 @@ pub fn read_scans(
         )));
     }
     let started = Instant::now();
-    let budget_ms = limits.ocr_budget_ms;
+    let (mean_confidence, notes) =
+        read_needed_pages(doc, engine, pages, &needing, limits, started)?;
+    let report = OcrReport {
+        pages: numbers,
+        garbled_text_pages,
+        engine: engine.info.clone(),
+        dpi: OCR_DPI,
+        mean_confidence,
+        // Filled by `assemble`, which decides which pages are indexed.
+        low_confidence_pages: Vec::new(),
+        min_page_confidence: MIN_PAGE_CONFIDENCE,
+        duration_ms: started.elapsed().as_millis() as u64,
+    };
+    Ok((Scans::Read(report), notes))
+}
+
+/// Replaces each needing page's text with what OCR read, stopping at the time budget: the
+/// mean confidence over all read characters, and the notes on pages rendered at a lower dpi.
+fn read_needed_pages(
+    doc: &PdfDocument,
+    engine: &Engine,
+    pages: &mut [PageText],
+    needing: &[usize],
+    limits: &Limits,
+    started: Instant,
+) -> Result<(f32, Vec<String>), ParseError> {
     let mut weighted = (0f64, 0usize);
     let mut notes = Vec::new();
     for (done, &i) in needing.iter().enumerate() {
-        if budget_ms > 0 && done > 0 {
-            // Stop as soon as the pages left cannot fit: failing at the budget is better than
-            // being killed at the function's timeout with nothing said. The projection waits
-            // for two pages, so one slow first page (a cold cache, a busy host) decides nothing.
-            let spent = started.elapsed().as_millis() as u64;
-            let projected = spent + spent / done as u64 * (needing.len() - done) as u64;
-            if spent >= budget_ms || (done >= 2 && projected > budget_ms) {
-                return Err(ParseError::TooLarge(format!(
-                    "OCR time budget of {:.0} s exceeded: {done} of {} pages read in {:.0} s, about {:.0} s needed for all",
-                    budget_ms as f64 / 1000.0,
-                    needing.len(),
-                    spent as f64 / 1000.0,
-                    projected as f64 / 1000.0
-                )));
-            }
-        }
-        let number = i as u32 + 1;
-        let page = doc.pages().get(i as i32).map_err(|e| {
-            ParseError::Corrupt(format!(
-                "pdfium cannot load page {number} for OCR: {}",
-                super::pdfium_reason(&e)
-            ))
-        })?;
-        let dpi = render_dpi(number, page.width().value, page.height().value)
-            .map_err(ParseError::TooLarge)?;
-        if dpi < OCR_DPI {
-            notes.push(format!(
-                "page {number} is {} × {} pt: rendered for OCR at {dpi} dpi, not {OCR_DPI}, to \
-                 stay within {} megapixels",
-                points(page.width().value),
-                points(page.height().value),
-                MAX_OCR_PIXELS / 1_000_000
-            ));
-        }
-        let (lines, confidence, chars) = read_page(engine, &page, number, dpi)?;
+        within_budget(started, limits.ocr_budget_ms, done, needing.len())?;
+        let (lines, confidence, chars) = render_and_read(doc, engine, i, &mut notes)?;
         weighted.0 += confidence as f64 * chars as f64;
         weighted.1 += chars;
         pages[i] = PageText {
@@ -174,18 +166,62 @@ pub fn read_scans(
     } else {
         (weighted.0 / weighted.1 as f64) as f32
     };
-    let report = OcrReport {
-        pages: numbers,
-        garbled_text_pages,
-        engine: engine.info.clone(),
-        dpi: OCR_DPI,
-        mean_confidence,
-        // Filled by `assemble`, which decides which pages are indexed.
-        low_confidence_pages: Vec::new(),
-        min_page_confidence: MIN_PAGE_CONFIDENCE,
-        duration_ms: started.elapsed().as_millis() as u64,
-    };
-    Ok((Scans::Read(report), notes))
+    Ok((mean_confidence, notes))
+}
+
+/// Fails as soon as the pages left cannot fit in the OCR time budget (0: no budget).
+fn within_budget(
+    started: Instant,
+    budget_ms: u64,
+    done: usize,
+    total: usize,
+) -> Result<(), ParseError> {
+    if budget_ms == 0 || done == 0 {
+        return Ok(());
+    }
+    // Failing at the budget is better than being killed at the function's timeout with nothing
+    // said. The projection waits for two pages, so one slow first page (a cold cache, a busy
+    // host) decides nothing.
+    let spent = started.elapsed().as_millis() as u64;
+    let projected = spent + spent / done as u64 * (total - done) as u64;
+    if spent >= budget_ms || (done >= 2 && projected > budget_ms) {
+        return Err(ParseError::TooLarge(format!(
+            "OCR time budget of {:.0} s exceeded: {done} of {total} pages read in {:.0} s, about {:.0} s needed for all",
+            budget_ms as f64 / 1000.0,
+            spent as f64 / 1000.0,
+            projected as f64 / 1000.0
+        )));
+    }
+    Ok(())
+}
+
+/// Page `i` read by OCR at the highest resolution within the pixel limit; a page rendered below
+/// [`OCR_DPI`] leaves a note saying so.
+fn render_and_read(
+    doc: &PdfDocument,
+    engine: &Engine,
+    i: usize,
+    notes: &mut Vec<String>,
+) -> Result<(Vec<Line>, f32, usize), ParseError> {
+    let number = i as u32 + 1;
+    let page = doc.pages().get(i as i32).map_err(|e| {
+        ParseError::Corrupt(format!(
+            "pdfium cannot load page {number} for OCR: {}",
+            super::pdfium_reason(&e)
+        ))
+    })?;
+    let dpi = render_dpi(number, page.width().value, page.height().value)
+        .map_err(ParseError::TooLarge)?;
+    if dpi < OCR_DPI {
+        notes.push(format!(
+            "page {number} is {} × {} pt: rendered for OCR at {dpi} dpi, not {OCR_DPI}, to \
+             stay within {} megapixels",
+            points(page.width().value),
+            points(page.height().value),
+            MAX_OCR_PIXELS / 1_000_000
+        ));
+    }
+    read_page(engine, &page, number, dpi)
 }
 
 /// One page: rendered grey at `dpi`, read, and turned into text-PDF lines in PDF points (y up).
