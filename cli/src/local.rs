@@ -86,7 +86,8 @@ pub async fn docs(args: DocsArgs) -> anyhow::Result<()> {
         let client = db.client().await?;
         let rows = client
             .query_typed(
-                "SELECT doc_id, status, COALESCE(current_run_id, 0), file_name, error_message
+                "SELECT doc_id, status, COALESCE(current_run_id, 0) AS current_run_id, file_name,
+                        error_message
                  FROM documents ORDER BY created_at, doc_id",
                 &[],
             )
@@ -94,13 +95,13 @@ pub async fn docs(args: DocsArgs) -> anyhow::Result<()> {
         let docs: Vec<(String, DocStatus, i64, String, String)> = rows
             .iter()
             .map(|r| {
-                let status: String = r.get(1);
+                let status: String = r.get("status");
                 (
-                    r.get(0),
+                    r.get("doc_id"),
                     DocStatus::parse(&status).unwrap_or(DocStatus::Failed),
-                    r.get(2),
-                    r.get(3),
-                    r.get(4),
+                    r.get("current_run_id"),
+                    r.get("file_name"),
+                    r.get("error_message"),
                 )
             })
             .collect();

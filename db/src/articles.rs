@@ -98,8 +98,8 @@ pub async fn live_blocks_of_chunks(
         .await?;
     let mut out = vec![None; chunks.len()];
     for r in rows {
-        let ord: i64 = r.get(0);
-        out[(ord - 1) as usize] = Some(r.get(1));
+        let ord: i64 = r.get("ord");
+        out[(ord - 1) as usize] = Some(r.get("id"));
     }
     Ok(out)
 }
@@ -132,7 +132,7 @@ pub async fn article_titles(
         .await?;
     Ok(rows
         .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .map(|r| (r.get("id"), r.get("doc_id"), r.get("section_title")))
         .collect())
 }
 
@@ -169,7 +169,7 @@ pub async fn live_blocks(
         .query_typed(
             "SELECT sb.id, sb.doc_id, d.doc_name, sb.semantic_id, sb.block_type, sb.section_path,
                     sb.section_title, sb.page_start, sb.page_end, sb.text,
-                    COALESCE(kd.title, d.doc_name)
+                    COALESCE(kd.title, d.doc_name) AS law_title
              FROM semantic_blocks sb
              JOIN documents d ON d.doc_id = sb.doc_id
              LEFT JOIN keyword_documents kd ON kd.doc_id = d.doc_id
@@ -191,17 +191,17 @@ pub async fn live_blocks(
     Ok(rows
         .iter()
         .map(|r| LiveBlock {
-            block_id: r.get(0),
-            doc_id: r.get(1),
-            doc_name: r.get(2),
-            semantic_id: r.get(3),
-            block_type: r.get(4),
-            section_path: serde_json::from_value(r.get(5)).unwrap_or_default(),
-            section_title: r.get(6),
-            page_start: r.get(7),
-            page_end: r.get(8),
-            text: r.get(9),
-            law_title: r.get(10),
+            block_id: r.get("id"),
+            doc_id: r.get("doc_id"),
+            doc_name: r.get("doc_name"),
+            semantic_id: r.get("semantic_id"),
+            block_type: r.get("block_type"),
+            section_path: serde_json::from_value(r.get("section_path")).unwrap_or_default(),
+            section_title: r.get("section_title"),
+            page_start: r.get("page_start"),
+            page_end: r.get("page_end"),
+            text: r.get("text"),
+            law_title: r.get("law_title"),
         })
         .collect())
 }

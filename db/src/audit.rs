@@ -55,7 +55,7 @@ pub async fn begin(c: &impl GenericClient, entry: &AuditEntry<'_>) -> Result<i64
             ],
         )
         .await?;
-    Ok(row.get(0))
+    Ok(row.get("id"))
 }
 
 /// Closes a record: its result (`succeeded`, `rejected`, `failed`, `replayed`, …), the target
@@ -130,16 +130,16 @@ pub async fn for_target(
     Ok(rows
         .iter()
         .map(|r| AuditRecord {
-            id: r.get(0),
-            actor_type: r.get(1),
-            actor_id: r.get(2),
-            action: r.get(3),
-            target_type: r.get(4),
-            target_id: r.get(5),
-            request_id: r.get(6),
-            result: r.get(7),
-            detail: r.get(8),
-            created_at: r.get(9),
+            id: r.get("id"),
+            actor_type: r.get("actor_type"),
+            actor_id: r.get("actor_id"),
+            action: r.get("action"),
+            target_type: r.get("target_type"),
+            target_id: r.get("target_id"),
+            request_id: r.get("request_id"),
+            result: r.get("result"),
+            detail: r.get("detail"),
+            created_at: r.get("created_at"),
         })
         .collect())
 }

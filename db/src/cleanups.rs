@@ -67,7 +67,7 @@ pub async fn record(
             ],
         )
         .await?;
-    Ok(row.get(0))
+    Ok(row.get("cleanup_id"))
 }
 
 /// The removal succeeded (or turned out to be unnecessary).
@@ -124,12 +124,12 @@ pub async fn due(c: &impl GenericClient, limit: i64) -> Result<Vec<Cleanup>, DbE
         .iter()
         .filter_map(|r| {
             Some(Cleanup {
-                cleanup_id: r.get(0),
-                kind: Kind::parse(r.get(1))?,
-                doc_id: r.get(2),
-                run_id: r.get(3),
-                reason: r.get(4),
-                attempts: r.get(5),
+                cleanup_id: r.get("cleanup_id"),
+                kind: Kind::parse(r.get("kind"))?,
+                doc_id: r.get("doc_id"),
+                run_id: r.get("run_id"),
+                reason: r.get("reason"),
+                attempts: r.get("attempts"),
             })
         })
         .collect())
@@ -139,9 +139,9 @@ pub async fn due(c: &impl GenericClient, limit: i64) -> Result<Vec<Cleanup>, DbE
 pub async fn pending(c: &impl GenericClient, doc_id: &str) -> Result<i64, DbError> {
     let row = c
         .query_typed_one(
-            "SELECT count(*) FROM cleanups WHERE doc_id = $1",
+            "SELECT count(*) AS pending FROM cleanups WHERE doc_id = $1",
             &[(&doc_id, Type::VARCHAR)],
         )
         .await?;
-    Ok(row.get(0))
+    Ok(row.get("pending"))
 }

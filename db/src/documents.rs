@@ -235,7 +235,7 @@ pub async fn import_legacy(c: &impl GenericClient, records: &str) -> Result<Vec<
             &[(&records, Type::TEXT)],
         )
         .await?;
-    Ok(inserted.iter().map(|r| r.get(0)).collect())
+    Ok(inserted.iter().map(|r| r.get("doc_id")).collect())
 }
 
 /// Gives each imported document its run (failed at `import`) and its history row. A second
@@ -261,7 +261,7 @@ pub async fn open_imported_runs(c: &impl GenericClient, doc_ids: &[String]) -> R
 
 pub async fn count(c: &impl GenericClient) -> Result<i64, DbError> {
     let row = c
-        .query_typed_one("SELECT count(*) FROM documents", &[])
+        .query_typed_one("SELECT count(*) AS documents FROM documents", &[])
         .await?;
-    Ok(row.get(0))
+    Ok(row.get("documents"))
 }

@@ -87,13 +87,13 @@ pub async fn claim(
         // Released between our insert and this read: the caller may simply try again.
         None => Claim::InProgress,
         Some(row) => {
-            let status: i32 = row.get(0);
+            let status: i32 = row.get("status_code");
             if status == IN_PROGRESS {
                 Claim::InProgress
             } else {
                 Claim::Completed {
                     status_code: u16::try_from(status).unwrap_or(500),
-                    response: row.get(1),
+                    response: row.get("response"),
                 }
             }
         }

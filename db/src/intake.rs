@@ -42,7 +42,7 @@ pub async fn record(
             ],
         )
         .await?;
-    Ok(row.get(0))
+    Ok(row.get("failure_id"))
 }
 
 /// The newest first, `limit` of them, older than the `before` id when paging.
@@ -63,12 +63,12 @@ pub async fn list(
     Ok(rows
         .iter()
         .map(|r| IntakeFailure {
-            failure_id: r.get(0),
-            bucket: r.get(1),
-            object_name: r.get(2),
-            reason: r.get(3),
-            deliveries: r.get(4),
-            failed_at: r.get(5),
+            failure_id: r.get("failure_id"),
+            bucket: r.get("bucket"),
+            object_name: r.get("object_name"),
+            reason: r.get("reason"),
+            deliveries: r.get("deliveries"),
+            failed_at: r.get("failed_at"),
         })
         .collect())
 }

@@ -41,13 +41,13 @@ pub async fn sources(
         .query_typed_opt(
             "SELECT (SELECT title FROM structure_nodes
                      WHERE doc_id = $1 AND level <= 1 AND sub_type = 'explicit' AND btrim(title) <> ''
-                     ORDER BY idx, id LIMIT 1),
-                    (SELECT doc_name FROM documents WHERE doc_id = $1)",
+                     ORDER BY idx, id LIMIT 1) AS heading,
+                    (SELECT doc_name FROM documents WHERE doc_id = $1) AS name",
             &[(&doc_id, Type::VARCHAR)],
         )
         .await?;
     let (heading, name): (Option<String>, Option<String>) =
-        row.map_or((None, None), |r| (r.get(0), r.get(1)));
+        row.map_or((None, None), |r| (r.get("heading"), r.get("name")));
     let title = heading
         .or_else(|| name.map(|n| docpipe_parse::without_format_extension(&n).to_string()))
         .unwrap_or_default();
@@ -60,9 +60,9 @@ pub async fn sources(
     let blocks = rows
         .iter()
         .map(|r| BlockSource {
-            block_id: r.get(0),
-            section_path: serde_json::from_value(r.get(1)).unwrap_or_default(),
-            text: r.get(2),
+            block_id: r.get("id"),
+            section_path: serde_json::from_value(r.get("section_path")).unwrap_or_default(),
+            text: r.get("text"),
         })
         .collect();
     Ok((title, blocks))
@@ -180,11 +180,11 @@ pub async fn remove(c: &impl GenericClient, doc_id: &str) -> Result<u64, DbError
 pub async fn block_count(c: &impl GenericClient) -> Result<i64, DbError> {
     let row = c
         .query_typed_one(
-            "SELECT COALESCE(sum(block_count), 0)::int8 FROM keyword_documents",
+            "SELECT COALESCE(sum(block_count), 0)::int8 AS blocks FROM keyword_documents",
             &[],
         )
         .await?;
-    Ok(row.get(0))
+    Ok(row.get("blocks"))
 }
 
 /// A block the keyword index found, with its BM25 score.
@@ -295,8 +295,8 @@ pub async fn search(
     Ok(rows
         .iter()
         .map(|r| ScoredBlock {
-            block_id: r.get(0),
-            score: r.get(1),
+            block_id: r.get("block_id"),
+            score: r.get("score"),
         })
         .collect())
 }
@@ -411,10 +411,10 @@ pub async fn law_titles(c: &impl GenericClient) -> Result<Vec<LawTitle>, DbError
     Ok(rows
         .iter()
         .map(|r| LawTitle {
-            doc_id: r.get(0),
-            title: r.get(1),
-            title_key: r.get(2),
-            indexed_at: r.get(3),
+            doc_id: r.get("doc_id"),
+            title: r.get("title"),
+            title_key: r.get("title_key"),
+            indexed_at: r.get("indexed_at"),
         })
         .collect())
 }
@@ -436,5 +436,8 @@ pub async fn stale_documents(
             &[(&current, Type::VARCHAR), (&limit, Type::INT8)],
         )
         .await?;
-    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    Ok(rows
+        .iter()
+        .map(|r| (r.get("doc_id"), r.get("current_run_id")))
+        .collect())
 }

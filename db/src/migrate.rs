@@ -118,7 +118,7 @@ pub async fn run(db: &Db) -> Result<Vec<i32>, DbError> {
             .await?;
         let checksum = migration.checksum();
         if let Some(row) = recorded {
-            let recorded: String = row.get(0);
+            let recorded: String = row.get("checksum");
             if recorded != checksum {
                 return Err(DbError::MigrationChanged {
                     version: migration.version,

@@ -119,14 +119,14 @@ pub async fn list_for_doc(c: &impl GenericClient, doc_id: &str) -> Result<Vec<Ru
     Ok(rows
         .iter()
         .map(|r| RunEvent {
-            event_id: r.get(0),
-            run_id: r.get(1),
-            stage: r.get(2),
-            kind: r.get(3),
-            attempt: r.get(4),
-            message: r.get(5),
-            visible_at: r.get(6),
-            occurred_at: r.get(7),
+            event_id: r.get("event_id"),
+            run_id: r.get("run_id"),
+            stage: r.get("stage"),
+            kind: r.get("kind"),
+            attempt: r.get("attempt"),
+            message: r.get("message"),
+            visible_at: r.get("visible_at"),
+            occurred_at: r.get("occurred_at"),
         })
         .collect())
 }

@@ -144,14 +144,14 @@ pub async fn history(c: &impl GenericClient, doc_id: &str) -> Result<Vec<StatusE
     Ok(rows
         .iter()
         .map(|r| StatusEvent {
-            event_id: r.get(0),
-            doc_id: r.get(1),
-            run_id: r.get(2),
-            from_status: r.get(3),
-            to_status: r.get(4),
-            stage: r.get(5),
-            message: r.get(6),
-            occurred_at: r.get(7),
+            event_id: r.get("event_id"),
+            doc_id: r.get("doc_id"),
+            run_id: r.get("run_id"),
+            from_status: r.get("from_status"),
+            to_status: r.get("to_status"),
+            stage: r.get("stage"),
+            message: r.get("message"),
+            occurred_at: r.get("occurred_at"),
         })
         .collect())
 }

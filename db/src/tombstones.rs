@@ -59,7 +59,7 @@ pub async fn deleted_after(
     };
     let row = c
         .query_typed_opt(
-            "SELECT deleted_at::text FROM object_tombstones
+            "SELECT deleted_at::text AS deleted_at FROM object_tombstones
              WHERE bucket = $1 AND object_name = $2
                AND deleted_at > to_timestamp($3::int8 / 1000.0)",
             &[
@@ -69,7 +69,7 @@ pub async fn deleted_after(
             ],
         )
         .await?;
-    Ok(row.map(|r| r.get(0)))
+    Ok(row.map(|r| r.get("deleted_at")))
 }
 
 /// Removes tombstones older than `older_than_secs`; returns how many.

@@ -53,7 +53,7 @@ pub async fn open_run(
             ],
         )
         .await?;
-    Ok(row.get(0))
+    Ok(row.get("run_id"))
 }
 
 /// What the store stage found when it checked the original.

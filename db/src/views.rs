@@ -134,15 +134,15 @@ pub async fn artifacts(
     Ok(rows
         .iter()
         .map(|r| ArtifactRow {
-            artifact_id: r.get(0),
-            run_id: r.get(1),
-            artifact_type: r.get(2),
-            object_name: r.get(3),
-            content_type: r.get(4),
-            byte_size: r.get(5),
-            checksum: r.get(6),
-            metadata: r.get(7),
-            created_at: r.get(8),
+            artifact_id: r.get("artifact_id"),
+            run_id: r.get("run_id"),
+            artifact_type: r.get("artifact_type"),
+            object_name: r.get("object_name"),
+            content_type: r.get("content_type"),
+            byte_size: r.get("byte_size"),
+            checksum: r.get("checksum"),
+            metadata: r.get("metadata"),
+            created_at: r.get("created_at"),
         })
         .collect())
 }
@@ -175,13 +175,13 @@ pub async fn structure_nodes(
     Ok(rows
         .iter()
         .map(|r| StructureRow {
-            unique_id: r.get(0),
-            page: r.get(1),
-            idx: r.get(2),
-            level: r.get(3),
-            title: r.get(4),
-            node_type: r.get(5),
-            sub_type: r.get(6),
+            unique_id: r.get("unique_id"),
+            page: r.get("page"),
+            idx: r.get("idx"),
+            level: r.get("level"),
+            title: r.get("title"),
+            node_type: r.get("type"),
+            sub_type: r.get("sub_type"),
         })
         .collect())
 }
@@ -286,16 +286,16 @@ pub async fn blocks(
     Ok(rows
         .iter()
         .map(|r| BlockRow {
-            id: r.get(0),
-            semantic_id: r.get(1),
-            block_type: r.get(2),
-            page_start: r.get(3),
-            page_end: r.get(4),
-            section_path: r.get(5),
-            section_level: r.get(6),
-            section_title: r.get(7),
-            source_ids: r.get(8),
-            text: r.get(9),
+            id: r.get("id"),
+            semantic_id: r.get("semantic_id"),
+            block_type: r.get("block_type"),
+            page_start: r.get("page_start"),
+            page_end: r.get("page_end"),
+            section_path: r.get("section_path"),
+            section_level: r.get("section_level"),
+            section_title: r.get("section_title"),
+            source_ids: r.get("source_ids"),
+            text: r.get("text"),
         })
         .collect())
 }

@@ -463,11 +463,11 @@ async fn any_indexed(db: &Db) -> Result<bool, DbError> {
     let row = client
         .query_typed_one(
             "SELECT EXISTS (SELECT 1 FROM documents
-                            WHERE status = 'indexed' AND deleting_at IS NULL)",
+                            WHERE status = 'indexed' AND deleting_at IS NULL) AS any_indexed",
             &[],
         )
         .await?;
-    Ok(row.get(0))
+    Ok(row.get("any_indexed"))
 }
 
 async fn keyword_ranking(

@@ -56,9 +56,9 @@ async fn stored_tree(p: &Pipeline, doc_id: &str) -> Vec<String> {
     let rows =
         p.db.client()
             .await
-            .query(
+            .query_typed(
                 "SELECT sub_type, title FROM structure_nodes WHERE doc_id = $1 ORDER BY idx",
-                &[&doc_id],
+                &[(&doc_id, tokio_postgres::types::Type::TEXT)],
             )
             .await
             .unwrap();

@@ -41,14 +41,14 @@ async fn ingest_law(p: &Pipeline, name: &str, part: &str) -> String {
 async fn keyword_rows(p: &Pipeline, doc_id: &str) -> (i64, i64) {
     let client = p.db.db.client().await.unwrap();
     let row = client
-        .query_one(
+        .query_typed_one(
             "SELECT (SELECT count(*) FROM keyword_postings),
                     (SELECT COALESCE(sum(df), 0)::int8 FROM keyword_terms),
                     (SELECT COALESCE(sum(cardinality(terms)), 0)::int8 FROM keyword_blocks),
                     (SELECT count(*) FROM keyword_terms WHERE df < 0),
                     (SELECT count(*) FROM keyword_blocks WHERE doc_id = $1),
                     (SELECT COALESCE(max(run_id), 0) FROM keyword_documents WHERE doc_id = $1)",
-            &[&doc_id],
+            &[(&doc_id, tokio_postgres::types::Type::TEXT)],
         )
         .await
         .unwrap();

@@ -107,8 +107,8 @@ pub async fn read_cursor(db: &Db, name: &str) -> Result<Cursor, DbError> {
         )
         .await?;
     Ok(row.map_or_else(Cursor::default, |r| Cursor {
-        position: r.get(0),
-        passes: r.get(1),
+        position: r.get("position"),
+        passes: r.get("passes"),
     }))
 }
 
@@ -143,7 +143,7 @@ async fn doc_states(db: &Db, ids: &[String]) -> Result<HashMap<String, DocState>
     let client = db.client().await?;
     let rows = client
         .query_typed(
-            "SELECT doc_id, status, current_run_id, deleting_at IS NOT NULL
+            "SELECT doc_id, status, current_run_id, deleting_at IS NOT NULL AS deleting
              FROM documents WHERE doc_id = ANY($1)",
             &[(&ids, Type::VARCHAR_ARRAY)],
         )
@@ -152,11 +152,11 @@ async fn doc_states(db: &Db, ids: &[String]) -> Result<HashMap<String, DocState>
         .iter()
         .map(|r| {
             (
-                r.get(0),
+                r.get("doc_id"),
                 DocState {
-                    status: r.get(1),
-                    current_run_id: r.get(2),
-                    deleting: r.get(3),
+                    status: r.get("status"),
+                    current_run_id: r.get("current_run_id"),
+                    deleting: r.get("deleting"),
                 },
             )
         })
@@ -171,11 +171,11 @@ async fn run_horizon(db: &Db) -> Result<i64, DbError> {
     let row = client
         .query_typed_one(
             "SELECT COALESCE(pg_sequence_last_value(
-                 pg_get_serial_sequence('document_processing_runs', 'run_id')), 0)",
+                 pg_get_serial_sequence('document_processing_runs', 'run_id')), 0) AS horizon",
             &[],
         )
         .await?;
-    Ok(row.get(0))
+    Ok(row.get("horizon"))
 }
 
 /// How one page ended.
@@ -352,7 +352,7 @@ impl<'a> Scan<'a> {
             .await
             .map_err(DbError::from)?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| r.get("object_name"))
             .collect();
         drop(client);
         let unrecorded: Vec<&String> = keys.iter().filter(|k| !recorded.contains(*k)).collect();

@@ -92,8 +92,8 @@ async fn fail_unarrived_uploads(
     let client = db.client().await?;
     let rows = client
         .query_typed(
-            "SELECT r.run_id, r.doc_id, r.deadline_at::text,
-                    EXTRACT(EPOCH FROM (NOW() - r.started_at))::int8
+            "SELECT r.run_id, r.doc_id, r.deadline_at::text AS deadline,
+                    EXTRACT(EPOCH FROM (NOW() - r.started_at))::int8 AS waited
              FROM document_processing_runs r
              JOIN documents d ON d.doc_id = r.doc_id AND d.current_run_id = r.run_id
              WHERE r.run_status = 'running' AND d.status = 'pending' AND r.deadline_at < NOW()
@@ -102,9 +102,9 @@ async fn fail_unarrived_uploads(
         )
         .await?;
     for row in rows {
-        let (run_id, doc_id): (i64, String) = (row.get(0), row.get(1));
-        let deadline: String = row.get(2);
-        let waited: i64 = row.get(3);
+        let (run_id, doc_id): (i64, String) = (row.get("run_id"), row.get("doc_id"));
+        let deadline: String = row.get("deadline");
+        let waited: i64 = row.get("waited");
         let message = format!(
             "timed out: no upload arrived, or it was never stored, within the deadline ({deadline}); waited {waited} s"
         );
@@ -213,10 +213,11 @@ async fn candidates(
     let rows = client
         .query_typed(
             "SELECT r.run_id, r.doc_id, r.redrives,
-                    CASE WHEN $5 THEN r.index_attempts ELSE r.parse_attempts END,
-                    (r.lease_owner <> '' AND r.lease_expires_at < NOW()),
-                    COALESCE(r.queued_at < NOW() - make_interval(secs => $4), false),
-                    COALESCE(EXTRACT(EPOCH FROM (NOW() - r.queued_at))::int8, 0),
+                    CASE WHEN $5 THEN r.index_attempts ELSE r.parse_attempts END AS attempts,
+                    (r.lease_owner <> '' AND r.lease_expires_at < NOW()) AS lease_expired,
+                    COALESCE(r.queued_at < NOW() - make_interval(secs => $4), false)
+                        AS past_retention,
+                    COALESCE(EXTRACT(EPOCH FROM (NOW() - r.queued_at))::int8, 0) AS queued_secs,
                     r.job_unsent
              FROM document_processing_runs r
              JOIN documents d ON d.doc_id = r.doc_id AND d.current_run_id = r.run_id
@@ -237,14 +238,14 @@ async fn candidates(
     Ok(rows
         .iter()
         .map(|r| Candidate {
-            run_id: r.get(0),
-            doc_id: r.get(1),
-            redrives: r.get(2),
-            attempts: r.get(3),
-            lease_expired: r.get(4),
-            past_retention: r.get(5),
-            queued_secs: r.get(6),
-            unsent: r.get(7),
+            run_id: r.get("run_id"),
+            doc_id: r.get("doc_id"),
+            redrives: r.get("redrives"),
+            attempts: r.get("attempts"),
+            lease_expired: r.get("lease_expired"),
+            past_retention: r.get("past_retention"),
+            queued_secs: r.get("queued_secs"),
+            unsent: r.get("job_unsent"),
         })
         .collect())
 }
