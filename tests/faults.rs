@@ -122,6 +122,8 @@ async fn index_until_done(p: &Pipeline, job: &JobMessage) {
     for receive_count in 1..=20 {
         match index_job(&p.index.deps(), job).await {
             Ok(IndexOutcome::Indexed { .. }) | Ok(IndexOutcome::Stale { .. }) => return,
+            // The job went on in a fresh message: delivered again at once.
+            Ok(IndexOutcome::Continued { .. }) => {}
             Ok(other) => panic!("unexpected {other:?}"),
             Err(e) if e.is_retryable() => {
                 tokio::time::sleep(p.aws.clock.backoff(receive_count)).await
@@ -215,11 +217,17 @@ async fn milvus_stopped_in_the_middle_of_a_batch_of_inserts() {
     let faulty = fault_after_insert(p.milvus.clone(), 2, || stack("stop", "milvus"));
     let mut deps = p.index.deps();
     deps.vectors = &faulty;
-    let err = index_job(&deps, &job)
-        .await
-        .expect_err("the third batch cannot be inserted");
-    assert!(err.is_retryable(), "{err}");
+    let outcome = index_job(&deps, &job).await;
+    // Milvus takes a while to stop, and the hook waits for it: the delivery may reach its
+    // deadline first and stop there, to go on in a fresh message. Either way the third batch is
+    // not inserted and the job goes on later.
+    let gone_on = match &outcome {
+        Err(err) => err.is_retryable(),
+        Ok(IndexOutcome::Continued { done, total, .. }) => done < total,
+        Ok(_) => false,
+    };
     stack("up", "");
+    assert!(gone_on, "the third batch cannot be inserted: {outcome:?}");
     index_until_done(&p, &job).await;
     assert_eq!(p.doc(&job.doc_id).await.unwrap().status, DocStatus::Indexed);
     assert_consistent(&p, &job.doc_id).await;
