@@ -29,6 +29,18 @@ pub fn is_cjk(c: char) -> bool {
         | '\u{20000}'..='\u{2FA1F}')
 }
 
+/// What stands for the gap between two pieces of text that stood apart on one printed line (two
+/// boxes OCR cut from one row, two characters far apart in one box): a full-width space beside
+/// Chinese, an ASCII space between other words.
+pub fn gap_between(before: &str, after: &str) -> char {
+    let cjk_end = before.chars().next_back().is_some_and(is_cjk);
+    if cjk_end || after.chars().next().is_some_and(is_cjk) {
+        '\u{3000}'
+    } else {
+        ' '
+    }
+}
+
 pub fn is_ideograph(c: char) -> bool {
     matches!(c,
         '\u{3400}'..='\u{4DBF}' | '\u{4E00}'..='\u{9FFF}' | '\u{F900}'..='\u{FAFF}'

@@ -10,6 +10,7 @@ use pdfium_render::prelude::*;
 use crate::error::ParseError;
 use crate::model::{BlockKind, Limits, OcrReport};
 use crate::normalize::{is_cjk, is_invisible, undo_letter_spacing};
+use crate::ocr::Confidence;
 use crate::quality::{garbage_ratio, GARBLED_PAGE_RATIO};
 use crate::raw::{RawBlock, RawDoc};
 use crate::structure::{recognise, starts_strong_unit, Kind};
@@ -693,13 +694,12 @@ fn paragraphs(
             b.confidence = line.confidence;
             cur = Some(b);
         } else if let Some(b) = cur.as_mut() {
-            let before = b.text.chars().count() as f32;
+            if let (Some(a), Some(c)) = (b.confidence, line.confidence) {
+                let merged = Confidence::of(&b.text, a).add(Confidence::of(&line.text, c));
+                b.confidence = merged.mean().or(b.confidence);
+            }
             join_lines(&mut b.text, prev.is_some_and(|p| p.hyphenated), &line.text);
             b.bbox = union(b.bbox.into_iter().chain(line.bbox));
-            if let (Some(a), Some(c)) = (b.confidence, line.confidence) {
-                let added = line.text.chars().count() as f32;
-                b.confidence = Some((a * before + c * added) / (before + added).max(1.0));
-            }
         }
         // A heading line, or an article number alone on its line, ends its block.
         prev_was_heading = heading_line(&line.text)

@@ -82,7 +82,7 @@ fn is_regulation_numeral(c: char) -> bool {
 /// traditional), at the start of `line`: the number with its spaces removed, the unit, and the
 /// byte offset just past the unit. Every article line passes through here, so it is a plain
 /// scan rather than a regex.
-fn regulation_marker(line: &str) -> Option<(String, char, usize)> {
+pub(crate) fn regulation_marker(line: &str) -> Option<(String, char, usize)> {
     let body = line.strip_prefix('第')?;
     let mut number = String::new();
     for (i, c) in body.char_indices() {

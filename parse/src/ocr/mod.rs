@@ -72,6 +72,11 @@ impl Gray {
     }
 }
 
+/// A pixel as the models take it: grey 0..=255 to -1..=1 (PP-OCR's mean 0.5, deviation 0.5).
+fn model_input(pixel: u8) -> f32 {
+    pixel as f32 / 127.5 - 1.0
+}
+
 /// One recognised line: its text, its four corners on the page (pixels, clockwise from the top
 /// left of the text) and the recogniser's confidence.
 #[derive(Debug, Clone)]
@@ -79,6 +84,60 @@ pub struct OcrLine {
     pub text: String,
     pub corners: [Point; 4],
     pub confidence: f32,
+}
+
+impl OcrLine {
+    /// Its height on the page: the length of its left edge.
+    pub fn height(&self) -> f32 {
+        (self.corners[3].y - self.corners[0].y).abs().max(1.0)
+    }
+
+    fn middle(&self) -> f32 {
+        (self.corners[0].y + self.corners[3].y) / 2.0
+    }
+
+    /// Whether the two lines stand on one printed row: their middles lie within half the lower
+    /// line's height of each other.
+    pub fn same_row(&self, other: &OcrLine) -> bool {
+        (self.middle() - other.middle()).abs() < self.height().min(other.height()) / 2.0
+    }
+}
+
+/// OCR's confidence averaged over characters. Every merge of confidences goes through it (the
+/// boxes of one row, the lines of one block, the lines of a page, the pages of a document), so
+/// each piece weighs by its visible characters: a long line counts more than a stray mark, and
+/// the spaces put between pieces weigh nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Confidence {
+    sum: f64,
+    chars: usize,
+}
+
+impl Confidence {
+    /// `confidence` over the visible characters of `text`.
+    pub fn of(text: &str, confidence: f32) -> Self {
+        let chars = text.chars().filter(|c| !c.is_whitespace()).count();
+        Confidence {
+            sum: f64::from(confidence) * chars as f64,
+            chars,
+        }
+    }
+
+    pub fn add(self, other: Confidence) -> Self {
+        Confidence {
+            sum: self.sum + other.sum,
+            chars: self.chars + other.chars,
+        }
+    }
+
+    pub fn chars(&self) -> usize {
+        self.chars
+    }
+
+    /// The mean; none over no characters.
+    pub fn mean(&self) -> Option<f32> {
+        (self.chars > 0).then(|| (self.sum / self.chars as f64) as f32)
+    }
 }
 
 /// What ran: recorded with every OCR'd run.
@@ -253,7 +312,7 @@ impl Engine {
         let plane = w * h;
         let mut data = vec![0f32; 3 * plane];
         for (i, &p) in small.pixels.iter().enumerate() {
-            let v = p as f32 / 127.5 - 1.0;
+            let v = model_input(p);
             data[i] = v;
             data[plane + i] = v;
             data[2 * plane + i] = v;
@@ -309,23 +368,62 @@ impl Engine {
     }
 }
 
-/// Top to bottom by the line's top-left corner; lines whose tops lie within half a line height
-/// of each other read left to right (rapidocr's sort, with a tolerance that scales with the
-/// text instead of its fixed 10 px).
+/// Top to bottom by the line's top-left corner; lines on one row ([`OcrLine::same_row`]) read
+/// left to right (rapidocr's sort, with a tolerance that scales with the text instead of its
+/// fixed 10 px).
 fn sort_reading_order(lines: &mut [OcrLine]) {
     lines.sort_by(|a, b| a.corners[0].y.total_cmp(&b.corners[0].y));
     for i in 1..lines.len() {
         let mut j = i;
-        while j > 0 {
-            let (a, b) = (&lines[j - 1], &lines[j]);
-            let h = (a.corners[3].y - a.corners[0].y).abs().max(1.0);
-            if (b.corners[0].y - a.corners[0].y).abs() < h / 2.0 && b.corners[0].x < a.corners[0].x
-            {
-                lines.swap(j - 1, j);
-                j -= 1;
-            } else {
-                break;
-            }
+        while j > 0
+            && lines[j - 1].same_row(&lines[j])
+            && lines[j].corners[0].x < lines[j - 1].corners[0].x
+        {
+            lines.swap(j - 1, j);
+            j -= 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(text: &str, x: f32, top: f32, height: f32) -> OcrLine {
+        let width = 10.0 * text.chars().count() as f32;
+        OcrLine {
+            text: text.into(),
+            corners: [
+                Point::new(x, top),
+                Point::new(x + width, top),
+                Point::new(x + width, top + height),
+                Point::new(x, top + height),
+            ],
+            confidence: 1.0,
+        }
+    }
+
+    #[test]
+    fn confidence_weighs_visible_characters_only() {
+        let merged = Confidence::of("第一条\u{3000} ", 0.5).add(Confidence::of("本法所称", 1.0));
+        assert_eq!(merged.chars(), 7);
+        let mean = merged.mean().unwrap();
+        assert!((mean - (0.5 * 3.0 + 4.0) / 7.0).abs() < 1e-6, "{mean}");
+        assert_eq!(Confidence::of("  ", 0.9).mean(), None);
+    }
+
+    #[test]
+    fn lines_on_one_row_read_left_to_right_and_rows_top_to_bottom() {
+        // The right box sits 4 px higher than the left one: one row still.
+        let mut lines = vec![
+            line("右", 300.0, 96.0, 20.0),
+            line("下一行", 0.0, 140.0, 20.0),
+            line("左", 0.0, 100.0, 20.0),
+        ];
+        sort_reading_order(&mut lines);
+        let order: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(order, ["左", "右", "下一行"]);
+        assert!(lines[0].same_row(&lines[1]));
+        assert!(!lines[1].same_row(&lines[2]));
     }
 }

@@ -48,7 +48,7 @@ pub fn batch_tensor(strips: &[&Gray]) -> (Vec<usize>, Vec<f32>) {
     for (n, strip) in strips.iter().enumerate() {
         for y in 0..REC_HEIGHT {
             for x in 0..strip.width {
-                let v = strip.pixels[y * strip.width + x] as f32 / 127.5 - 1.0;
+                let v = super::model_input(strip.pixels[y * strip.width + x]);
                 for c in 0..3 {
                     data[(n * 3 + c) * plane + y * width + x] = v;
                 }
@@ -118,8 +118,7 @@ impl Decoded {
                 // A full-width space is two pitches; characters of one run stay under 1.5.
                 let wide = (t - prev_t) * 5 >= pitch * 9;
                 if wide && prev != " " && c != " " {
-                    let cjk = |s: &str| s.chars().any(crate::normalize::is_cjk);
-                    text.push(if cjk(prev) || cjk(c) { '\u{3000}' } else { ' ' });
+                    text.push(crate::normalize::gap_between(prev, c));
                 }
             }
             text.push_str(c);

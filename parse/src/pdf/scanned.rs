@@ -10,9 +10,10 @@ use pdfium_render::prelude::*;
 use super::{Line, PageText};
 use crate::error::ParseError;
 use crate::model::{Limits, OcrReport};
-use crate::normalize::is_cjk;
-use crate::ocr::{self, Engine, Gray, OcrLine};
+use crate::normalize::{gap_between, is_cjk};
+use crate::ocr::{self, Confidence, Engine, Gray, OcrLine};
 use crate::quality::GARBLED_PAGE_RATIO;
+use crate::structure::regulation_marker;
 
 /// Pages are rendered at the resolution scans are usually made at; the recogniser's models
 /// were trained on text of about this size.
@@ -145,28 +146,23 @@ fn read_needed_pages(
     limits: &Limits,
     started: Instant,
 ) -> Result<(f32, Vec<String>), ParseError> {
-    let mut weighted = (0f64, 0usize);
+    let mut read = Confidence::default();
     let mut notes = Vec::new();
     for (done, &i) in needing.iter().enumerate() {
         within_budget(started, limits.ocr_budget_ms, done, needing.len())?;
-        let (lines, confidence, chars) = render_and_read(doc, engine, i, &mut notes)?;
-        weighted.0 += confidence as f64 * chars as f64;
-        weighted.1 += chars;
+        let (lines, page) = render_and_read(doc, engine, i, &mut notes)?;
+        read = read.add(page);
         pages[i] = PageText {
             // Read by OCR: its text is what was recognised, not a glyph layer.
             garbage: 0.0,
             lines,
-            chars,
+            chars: page.chars(),
             has_objects: true,
-            ocr_confidence: Some(confidence),
+            // A page with nothing on it to read is not doubted.
+            ocr_confidence: Some(page.mean().unwrap_or(1.0)),
         };
     }
-    let mean_confidence = if weighted.1 == 0 {
-        0.0
-    } else {
-        (weighted.0 / weighted.1 as f64) as f32
-    };
-    Ok((mean_confidence, notes))
+    Ok((read.mean().unwrap_or(0.0), notes))
 }
 
 /// Fails as soon as the pages left cannot fit in the OCR time budget (0: no budget).
@@ -202,7 +198,7 @@ fn render_and_read(
     engine: &Engine,
     i: usize,
     notes: &mut Vec<String>,
-) -> Result<(Vec<Line>, f32, usize), ParseError> {
+) -> Result<(Vec<Line>, Confidence), ParseError> {
     let number = i as u32 + 1;
     let page = doc.pages().get(i as i32).map_err(|e| {
         ParseError::Corrupt(format!(
@@ -225,13 +221,13 @@ fn render_and_read(
 }
 
 /// One page: rendered grey at `dpi`, read, and turned into text-PDF lines in PDF points (y up).
-/// Returns the lines, the page's confidence (weighted by characters) and its character count.
+/// Returns the lines and the page's confidence.
 fn read_page(
     engine: &Engine,
     page: &PdfPage,
     number: u32,
     dpi: u32,
-) -> Result<(Vec<Line>, f32, usize), ParseError> {
+) -> Result<(Vec<Line>, Confidence), ParseError> {
     let scale = dpi as f32 / 72.0;
     let bitmap = page
         .render_with_config(&PdfRenderConfig::new().scale_page_by_factor(scale))
@@ -247,13 +243,11 @@ fn read_page(
         .read_page(&gray)
         .map_err(|e| ParseError::Corrupt(format!("OCR failed on page {number}: {e}")))?;
     let page_height = page.height().value;
-    let (mut sum, mut chars) = (0f64, 0usize);
+    let mut read_confidence = Confidence::default();
     let mut lines: Vec<Line> = join_rows(read)
         .into_iter()
         .map(|l| {
-            let n = l.text.chars().filter(|c| !c.is_whitespace()).count();
-            sum += l.confidence as f64 * n as f64;
-            chars += n;
+            read_confidence = read_confidence.add(Confidence::of(&l.text, l.confidence));
             let xs = l.corners.map(|p| p.x / scale);
             let ys = l.corners.map(|p| page_height - p.y / scale);
             let min = |v: [f32; 4]| v.into_iter().fold(f32::MAX, f32::min);
@@ -267,12 +261,7 @@ fn read_page(
         })
         .collect();
     separate_article_numbers(&mut lines);
-    let confidence = if chars == 0 {
-        1.0
-    } else {
-        (sum / chars as f64) as f32
-    };
-    Ok((lines, confidence, chars))
+    Ok((lines, read_confidence))
 }
 
 fn to_gray(bitmap: &PdfBitmap) -> Gray {
@@ -310,18 +299,13 @@ fn join_rows(lines: Vec<OcrLine>) -> Vec<OcrLine> {
     let mut out: Vec<OcrLine> = Vec::new();
     for line in lines {
         if let Some(last) = out.last_mut() {
-            let height = |l: &OcrLine| (l.corners[3].y - l.corners[0].y).abs().max(1.0);
-            let mid = |l: &OcrLine| (l.corners[0].y + l.corners[3].y) / 2.0;
-            let same_row = (mid(&line) - mid(last)).abs() < height(last).min(height(&line)) / 2.0;
-            let to_the_right = line.corners[0].x >= last.corners[1].x - height(last) / 2.0;
-            if same_row && to_the_right {
-                let (a, b) = (last.text.chars().count(), line.text.chars().count());
-                let cjk = last.text.chars().last().is_some_and(is_cjk)
-                    || line.text.chars().next().is_some_and(is_cjk);
-                last.text.push(if cjk { '\u{3000}' } else { ' ' });
+            let to_the_right = line.corners[0].x >= last.corners[1].x - last.height() / 2.0;
+            if last.same_row(&line) && to_the_right {
+                let joined = Confidence::of(&last.text, last.confidence)
+                    .add(Confidence::of(&line.text, line.confidence));
+                last.confidence = joined.mean().unwrap_or(last.confidence);
+                last.text.push(gap_between(&last.text, &line.text));
                 last.text.push_str(&line.text);
-                last.confidence = (last.confidence * a as f32 + line.confidence * b as f32)
-                    / (a + b).max(1) as f32;
                 last.corners[1] = line.corners[1];
                 last.corners[2] = line.corners[2];
                 continue;
@@ -356,23 +340,17 @@ fn separate_article_numbers(lines: &mut [Line]) {
 /// "第八条禁止" → "第八条　禁止"; None when the line does not start with an article number run
 /// into its text, or reads as a cross-reference ("第八条规定的", "第八条的").
 fn separate_article_number(text: &str) -> Option<String> {
-    let rest = text.strip_prefix('第')?;
-    let numerals = rest.chars().take_while(|&c| is_numeral(c)).count();
-    if numerals == 0 {
+    let (_, unit, end) = regulation_marker(text)?;
+    if !matches!(unit, '条' | '條') {
         return None;
     }
-    let mut after = rest.chars().skip(numerals);
-    if after.next() != Some('条') {
-        return None;
-    }
-    let body: String = after.collect();
+    let body = &text[end..];
     let first = body.chars().next()?;
     if !is_cjk(first) || "的之所和或及至、，。；".contains(first) || body.starts_with("规定")
     {
         return None;
     }
-    let marker_len = text.len() - body.len();
-    Some(format!("{}\u{3000}{}", &text[..marker_len], body))
+    Some(format!("{}\u{3000}{body}", &text[..end]))
 }
 
 /// What OCR typically gets wrong in Chinese regulations, put right: spaces inside a
@@ -383,27 +361,15 @@ pub fn repair(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
     // A marker at the start: 第, numerals (spaces between them dropped), a unit.
-    if chars.first() == Some(&'第') {
-        let mut j = 1;
-        let mut numerals = String::new();
-        while j < chars.len() && (is_numeral(chars[j]) || chars[j].is_whitespace()) {
-            if !chars[j].is_whitespace() {
-                numerals.push(chars[j]);
-            }
-            j += 1;
-        }
-        if !numerals.is_empty() && j < chars.len() && "条章节编".contains(chars[j]) {
-            out.push('第');
-            out.push_str(&numerals);
-            out.push(chars[j]);
-            j += 1;
-            // "第八条，金融机构": the gap before the body was read as a comma or a dot.
-            if j + 1 < chars.len() && "，,、.．。·".contains(chars[j]) && is_cjk(chars[j + 1])
-            {
-                out.push('\u{3000}');
-                j += 1;
-            }
-            i = j;
+    if let Some((number, unit, end)) = regulation_marker(text) {
+        out.push('第');
+        out.push_str(&number);
+        out.push(unit);
+        i = text[..end].chars().count();
+        // "第八条，金融机构": the gap before the body was read as a comma or a dot.
+        if i + 1 < chars.len() && "，,、.．。·".contains(chars[i]) && is_cjk(chars[i + 1]) {
+            out.push('\u{3000}');
+            i += 1;
         }
     }
     while i < chars.len() {
@@ -428,10 +394,6 @@ pub fn repair(text: &str) -> String {
         i += 1;
     }
     out
-}
-
-fn is_numeral(c: char) -> bool {
-    c.is_ascii_digit() || "零〇一二三四五六七八九十百千两".contains(c)
 }
 
 #[cfg(test)]
