@@ -83,25 +83,16 @@ pub async fn docs(args: DocsArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut last = String::new();
     loop {
-        let client = db.client().await?;
-        let rows = client
-            .query_typed(
-                "SELECT doc_id, status, COALESCE(current_run_id, 0) AS current_run_id, file_name,
-                        error_message
-                 FROM documents ORDER BY created_at, doc_id",
-                &[],
-            )
-            .await?;
-        let docs: Vec<(String, DocStatus, i64, String, String)> = rows
-            .iter()
-            .map(|r| {
-                let status: String = r.get("status");
+        let lines = docpipe_db::documents::all_lines(&**db.client().await?).await?;
+        let docs: Vec<(String, DocStatus, i64, String, String)> = lines
+            .into_iter()
+            .map(|d| {
                 (
-                    r.get("doc_id"),
-                    DocStatus::parse(&status).unwrap_or(DocStatus::Failed),
-                    r.get("current_run_id"),
-                    r.get("file_name"),
-                    r.get("error_message"),
+                    d.doc_id,
+                    DocStatus::parse(&d.status).unwrap_or(DocStatus::Failed),
+                    d.current_run_id,
+                    d.file_name,
+                    d.error_message,
                 )
             })
             .collect();

@@ -265,3 +265,48 @@ pub async fn count(c: &impl GenericClient) -> Result<i64, DbError> {
         .await?;
     Ok(row.get("documents"))
 }
+
+/// Whether any document is indexed (and not being deleted).
+pub async fn any_indexed(c: &impl GenericClient) -> Result<bool, DbError> {
+    let row = c
+        .query_typed_one(
+            "SELECT EXISTS (SELECT 1 FROM documents
+                            WHERE status = 'indexed' AND deleting_at IS NULL) AS any_indexed",
+            &[],
+        )
+        .await?;
+    Ok(row.get("any_indexed"))
+}
+
+/// One document as the local `docs` command lists it.
+pub struct DocumentLine {
+    pub doc_id: String,
+    pub status: String,
+    /// 0 before its first run.
+    pub current_run_id: i64,
+    pub file_name: String,
+    pub error_message: String,
+}
+
+/// Every document, oldest first. Unpaged: for the local development stack's `docs` command, not
+/// for the API (which pages through `views::list_documents`).
+pub async fn all_lines(c: &impl GenericClient) -> Result<Vec<DocumentLine>, DbError> {
+    let rows = c
+        .query_typed(
+            "SELECT doc_id, status, COALESCE(current_run_id, 0) AS current_run_id, file_name,
+                    error_message
+             FROM documents ORDER BY created_at, doc_id",
+            &[],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| DocumentLine {
+            doc_id: r.get("doc_id"),
+            status: r.get("status"),
+            current_run_id: r.get("current_run_id"),
+            file_name: r.get("file_name"),
+            error_message: r.get("error_message"),
+        })
+        .collect())
+}

@@ -32,9 +32,11 @@ pub mod idempotency;
 pub mod intake;
 pub mod keyword;
 pub mod migrate;
+pub mod reconcile;
 pub mod run_events;
 pub mod runs;
 pub mod snapshot;
+pub mod sweep;
 pub mod tls;
 pub mod tombstones;
 pub mod transitions;
@@ -166,6 +168,12 @@ impl Db {
 
     pub async fn client(&self) -> Result<Client, DbError> {
         Ok(self.pool.get().await?)
+    }
+
+    /// One round trip: the health check's proof that a statement gets an answer.
+    pub async fn ping(&self) -> Result<(), DbError> {
+        self.client().await?.query_typed("SELECT 1", &[]).await?;
+        Ok(())
     }
 
     pub fn pool_status(&self) -> deadpool_postgres::Status {

@@ -695,7 +695,7 @@ fn paragraphs(
             cur = Some(b);
         } else if let Some(b) = cur.as_mut() {
             if let (Some(a), Some(c)) = (b.confidence, line.confidence) {
-                let merged = Confidence::of(&b.text, a).add(Confidence::of(&line.text, c));
+                let merged = Confidence::of(&b.text, a).and(Confidence::of(&line.text, c));
                 b.confidence = merged.mean().or(b.confidence);
             }
             join_lines(&mut b.text, prev.is_some_and(|p| p.hyphenated), &line.text);

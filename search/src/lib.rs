@@ -12,7 +12,7 @@ use docpipe_core::analyzer::{self, Analyzer};
 use docpipe_core::filters::Filters;
 use docpipe_db::articles::{self, ChunkPlace, LiveBlock};
 use docpipe_db::keyword::{self, ScoredBlock};
-use docpipe_db::{Db, DbError};
+use docpipe_db::{documents, Db, DbError};
 use docpipe_embed::{EmbedError, Embedder};
 use docpipe_parse::article_ref::{article_number, citation};
 use docpipe_vector::{SearchFilters, VectorError, VectorHit, VectorIndex};
@@ -421,7 +421,11 @@ async fn dense_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<DenseRank
         // dense list is empty. Once PostgreSQL says something is indexed, a missing collection
         // is an error the caller sees (a wrong name, a dropped collection), never an empty list
         // that reads as "nothing found".
-        Err(VectorError::MissingCollection { .. }) if !any_indexed(deps.db).await? => Vec::new(),
+        Err(VectorError::MissingCollection { .. })
+            if !documents::any_indexed(&**deps.db.client().await?).await? =>
+        {
+            Vec::new()
+        }
         Err(e) => return Err(e.into()),
     };
     let searched = started.elapsed();
@@ -455,19 +459,6 @@ async fn dense_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<DenseRank
         "dense ranking"
     );
     Ok(ranking)
-}
-
-/// Whether any document is indexed (and not being deleted).
-async fn any_indexed(db: &Db) -> Result<bool, DbError> {
-    let client = db.client().await?;
-    let row = client
-        .query_typed_one(
-            "SELECT EXISTS (SELECT 1 FROM documents
-                            WHERE status = 'indexed' AND deleting_at IS NULL) AS any_indexed",
-            &[],
-        )
-        .await?;
-    Ok(row.get("any_indexed"))
 }
 
 async fn keyword_ranking(

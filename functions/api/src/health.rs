@@ -50,15 +50,12 @@ where
 
 async fn probe(state: &ApiState) -> Health {
     let database = check("database", async {
-        let client = state
-            .db
-            .client()
-            .await
-            .map_err(|e| docpipe_core::error::chain(&e))?;
-        client
-            .query_typed("SELECT 1", &[])
-            .await
-            .map_err(|e| format!("statement failed: {}", docpipe_core::error::chain(&e)))?;
+        state.db.ping().await.map_err(|e| match e {
+            docpipe_db::DbError::Statement(_) => {
+                format!("statement failed: {}", docpipe_core::error::chain(&e))
+            }
+            _ => docpipe_core::error::chain(&e),
+        })?;
         Ok::<_, String>(())
     });
     let s3 = check("s3", async {

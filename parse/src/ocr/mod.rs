@@ -123,7 +123,7 @@ impl Confidence {
         }
     }
 
-    pub fn add(self, other: Confidence) -> Self {
+    pub fn and(self, other: Confidence) -> Self {
         Confidence {
             sum: self.sum + other.sum,
             chars: self.chars + other.chars,
@@ -405,7 +405,7 @@ mod tests {
 
     #[test]
     fn confidence_weighs_visible_characters_only() {
-        let merged = Confidence::of("第一条\u{3000} ", 0.5).add(Confidence::of("本法所称", 1.0));
+        let merged = Confidence::of("第一条\u{3000} ", 0.5).and(Confidence::of("本法所称", 1.0));
         assert_eq!(merged.chars(), 7);
         let mean = merged.mean().unwrap();
         assert!((mean - (0.5 * 3.0 + 4.0) / 7.0).abs() < 1e-6, "{mean}");

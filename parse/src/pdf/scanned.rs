@@ -151,7 +151,7 @@ fn read_needed_pages(
     for (done, &i) in needing.iter().enumerate() {
         within_budget(started, limits.ocr_budget_ms, done, needing.len())?;
         let (lines, page) = render_and_read(doc, engine, i, &mut notes)?;
-        read = read.add(page);
+        read = read.and(page);
         pages[i] = PageText {
             // Read by OCR: its text is what was recognised, not a glyph layer.
             garbage: 0.0,
@@ -247,7 +247,7 @@ fn read_page(
     let mut lines: Vec<Line> = join_rows(read)
         .into_iter()
         .map(|l| {
-            read_confidence = read_confidence.add(Confidence::of(&l.text, l.confidence));
+            read_confidence = read_confidence.and(Confidence::of(&l.text, l.confidence));
             let xs = l.corners.map(|p| p.x / scale);
             let ys = l.corners.map(|p| page_height - p.y / scale);
             let min = |v: [f32; 4]| v.into_iter().fold(f32::MAX, f32::min);
@@ -302,7 +302,7 @@ fn join_rows(lines: Vec<OcrLine>) -> Vec<OcrLine> {
             let to_the_right = line.corners[0].x >= last.corners[1].x - last.height() / 2.0;
             if last.same_row(&line) && to_the_right {
                 let joined = Confidence::of(&last.text, last.confidence)
-                    .add(Confidence::of(&line.text, line.confidence));
+                    .and(Confidence::of(&line.text, line.confidence));
                 last.confidence = joined.mean().unwrap_or(last.confidence);
                 last.text.push(gap_between(&last.text, &line.text));
                 last.text.push_str(&line.text);

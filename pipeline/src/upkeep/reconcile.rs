@@ -10,7 +10,8 @@
 //! kept in PostgreSQL (`reconcile_cursors`, migration 0012), and past the end it starts over.
 
 use crate::adapters::{ObjectStore, StorageError};
-use docpipe_db::{Db, DbError, Type};
+use docpipe_db::reconcile::{self, Cursor, DocState};
+use docpipe_db::{Db, DbError};
 use docpipe_vector::{ChunkKey, VectorError, VectorIndex};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -81,13 +82,6 @@ impl Budget {
     };
 }
 
-/// Where [`sweep`] stopped in each listing, and how often it went through the whole of it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Cursor {
-    pub position: String,
-    pub passes: i64,
-}
-
 /// The cursors' names: the collection and the bucket they page through, so a new collection (a
 /// new embedding model) or another bucket starts at its beginning.
 pub fn vector_cursor_name(collection: &str) -> String {
@@ -98,84 +92,24 @@ pub fn artifact_cursor_name(bucket: &str) -> String {
     format!("artifacts:{bucket}")
 }
 
+/// Where [`sweep`] stopped in the listing `name`.
 pub async fn read_cursor(db: &Db, name: &str) -> Result<Cursor, DbError> {
-    let client = db.client().await?;
-    let row = client
-        .query_typed_opt(
-            "SELECT position, passes FROM reconcile_cursors WHERE name = $1",
-            &[(&name, Type::VARCHAR)],
-        )
-        .await?;
-    Ok(row.map_or_else(Cursor::default, |r| Cursor {
-        position: r.get("position"),
-        passes: r.get("passes"),
-    }))
+    reconcile::read_cursor(&**db.client().await?, name).await
 }
 
 async fn write_cursor(db: &Db, name: &str, position: &str, wrapped: bool) -> Result<(), DbError> {
-    let client = db.client().await?;
-    let passes = i64::from(wrapped);
-    client
-        .execute_typed(
-            "INSERT INTO reconcile_cursors (name, position, passes) VALUES ($1, $2, $3)
-             ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position,
-                 passes = reconcile_cursors.passes + EXCLUDED.passes, updated_at = NOW()",
-            &[
-                (&name, Type::VARCHAR),
-                (&position, Type::VARCHAR),
-                (&passes, Type::INT8),
-            ],
-        )
-        .await?;
-    Ok(())
-}
-
-struct DocState {
-    status: String,
-    current_run_id: Option<i64>,
-    deleting: bool,
+    reconcile::write_cursor(&**db.client().await?, name, position, wrapped).await
 }
 
 async fn doc_states(db: &Db, ids: &[String]) -> Result<HashMap<String, DocState>, DbError> {
-    if ids.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let client = db.client().await?;
-    let rows = client
-        .query_typed(
-            "SELECT doc_id, status, current_run_id, deleting_at IS NOT NULL AS deleting
-             FROM documents WHERE doc_id = ANY($1)",
-            &[(&ids, Type::VARCHAR_ARRAY)],
-        )
-        .await?;
-    Ok(rows
-        .iter()
-        .map(|r| {
-            (
-                r.get("doc_id"),
-                DocState {
-                    status: r.get("status"),
-                    current_run_id: r.get("current_run_id"),
-                    deleting: r.get("deleting"),
-                },
-            )
-        })
-        .collect())
+    reconcile::doc_states(&**db.client().await?, ids).await
 }
 
 /// The newest run id PostgreSQL has handed out. Every removal is bounded by it, so a run opened
 /// while the reconcile works (a new upload under a key whose document was just deleted, say) keeps
 /// what it writes.
 async fn run_horizon(db: &Db) -> Result<i64, DbError> {
-    let client = db.client().await?;
-    let row = client
-        .query_typed_one(
-            "SELECT COALESCE(pg_sequence_last_value(
-                 pg_get_serial_sequence('document_processing_runs', 'run_id')), 0) AS horizon",
-            &[],
-        )
-        .await?;
-    Ok(row.get("horizon"))
+    reconcile::run_horizon(&**db.client().await?).await
 }
 
 /// How one page ended.
@@ -343,18 +277,7 @@ impl<'a> Scan<'a> {
         let Some(last) = keys.last().cloned() else {
             return Ok(PageEnd::End);
         };
-        let client = self.db.client().await?;
-        let recorded: HashSet<String> = client
-            .query_typed(
-                "SELECT object_name FROM document_artifacts WHERE object_name = ANY($1)",
-                &[(&keys, Type::VARCHAR_ARRAY)],
-            )
-            .await
-            .map_err(DbError::from)?
-            .iter()
-            .map(|r| r.get("object_name"))
-            .collect();
-        drop(client);
+        let recorded = reconcile::recorded_artifacts(&**self.db.client().await?, &keys).await?;
         let unrecorded: Vec<&String> = keys.iter().filter(|k| !recorded.contains(*k)).collect();
         let key_docs: Vec<String> = unrecorded
             .iter()

@@ -18,7 +18,8 @@
 use crate::adapters::{JobQueue, QueueDepth};
 use docpipe_core::clock::Clock;
 use docpipe_core::model::{DocStatus, JobMessage, Stage};
-use docpipe_db::{runs, transitions, Db, DbError, Type};
+use docpipe_db::sweep::{self, QueuedRun as Candidate, UnarrivedUpload};
+use docpipe_db::{runs, transitions, Db, DbError};
 use docpipe_vector::VectorIndex;
 
 pub struct SweepDeps<'a> {
@@ -90,21 +91,13 @@ async fn fail_unarrived_uploads(
     report: &mut SweepReport,
 ) -> Result<(), SweepError> {
     let client = db.client().await?;
-    let rows = client
-        .query_typed(
-            "SELECT r.run_id, r.doc_id, r.deadline_at::text AS deadline,
-                    EXTRACT(EPOCH FROM (NOW() - r.started_at))::int8 AS waited
-             FROM document_processing_runs r
-             JOIN documents d ON d.doc_id = r.doc_id AND d.current_run_id = r.run_id
-             WHERE r.run_status = 'running' AND d.status = 'pending' AND r.deadline_at < NOW()
-             ORDER BY r.deadline_at LIMIT $1",
-            &[(&limit, Type::INT8)],
-        )
-        .await?;
-    for row in rows {
-        let (run_id, doc_id): (i64, String) = (row.get("run_id"), row.get("doc_id"));
-        let deadline: String = row.get("deadline");
-        let waited: i64 = row.get("waited");
+    for upload in sweep::unarrived_uploads(&**client, limit).await? {
+        let UnarrivedUpload {
+            run_id,
+            doc_id,
+            deadline,
+            waited_secs: waited,
+        } = upload;
         let message = format!(
             "timed out: no upload arrived, or it was never stored, within the deadline ({deadline}); waited {waited} s"
         );
@@ -120,19 +113,6 @@ async fn fail_unarrived_uploads(
     Ok(())
 }
 
-/// A run the sweeper looked at, with what it found.
-struct Candidate {
-    run_id: i64,
-    doc_id: String,
-    redrives: i32,
-    attempts: i32,
-    lease_expired: bool,
-    /// Its job was decided in a commit and never known to be sent.
-    unsent: bool,
-    past_retention: bool,
-    queued_secs: i64,
-}
-
 async fn sweep_stage(
     deps: &SweepDeps<'_>,
     stage: Stage,
@@ -143,7 +123,15 @@ async fn sweep_stage(
         Stage::Parse => (DocStatus::Stored, deps.parse_queue_url),
         _ => (DocStatus::Parsed, deps.index_queue_url),
     };
-    let candidates = candidates(deps, status, stage, limit).await?;
+    let candidates = sweep::queued_runs(
+        &**deps.db.client().await?,
+        status.as_str(),
+        stage == Stage::Index,
+        limit,
+        deps.clock.lost_job_grace,
+        deps.clock.retention,
+    )
+    .await?;
     if candidates.is_empty() {
         return Ok(());
     }
@@ -197,57 +185,6 @@ async fn sweep_stage(
         // whose dead-letter queue has the last word.
     }
     Ok(())
-}
-
-async fn candidates(
-    deps: &SweepDeps<'_>,
-    status: DocStatus,
-    stage: Stage,
-    limit: i64,
-) -> Result<Vec<Candidate>, SweepError> {
-    let client = deps.db.client().await?;
-    let grace = deps.clock.lost_job_grace.as_secs_f64();
-    let retention = deps.clock.retention.as_secs_f64();
-    let index = stage == Stage::Index;
-    // Queued: no live lease, not waiting out a backoff, and sent longer ago than the grace.
-    let rows = client
-        .query_typed(
-            "SELECT r.run_id, r.doc_id, r.redrives,
-                    CASE WHEN $5 THEN r.index_attempts ELSE r.parse_attempts END AS attempts,
-                    (r.lease_owner <> '' AND r.lease_expires_at < NOW()) AS lease_expired,
-                    COALESCE(r.queued_at < NOW() - make_interval(secs => $4), false)
-                        AS past_retention,
-                    COALESCE(EXTRACT(EPOCH FROM (NOW() - r.queued_at))::int8, 0) AS queued_secs,
-                    r.job_unsent
-             FROM document_processing_runs r
-             JOIN documents d ON d.doc_id = r.doc_id AND d.current_run_id = r.run_id
-             WHERE r.run_status = 'running' AND d.status = $1 AND d.deleting_at IS NULL
-               AND (r.lease_owner = '' OR r.lease_expires_at < NOW())
-               AND (r.visible_at IS NULL OR r.visible_at < NOW())
-               AND (r.lease_owner <> '' OR r.queued_at < NOW() - make_interval(secs => $3))
-             ORDER BY r.queued_at LIMIT $2",
-            &[
-                (&status.as_str(), Type::VARCHAR),
-                (&limit, Type::INT8),
-                (&grace, Type::FLOAT8),
-                (&retention, Type::FLOAT8),
-                (&index, Type::BOOL),
-            ],
-        )
-        .await?;
-    Ok(rows
-        .iter()
-        .map(|r| Candidate {
-            run_id: r.get("run_id"),
-            doc_id: r.get("doc_id"),
-            redrives: r.get("redrives"),
-            attempts: r.get("attempts"),
-            lease_expired: r.get("lease_expired"),
-            past_retention: r.get("past_retention"),
-            queued_secs: r.get("queued_secs"),
-            unsent: r.get("job_unsent"),
-        })
-        .collect())
 }
 
 async fn redrive(
