@@ -14,13 +14,6 @@ use docpipe_parse::{ParsedDocument, VectorChunk, ARTIFACT_SCHEMA_VERSION};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-pub const TYPES: [&str; 4] = [
-    "layouts",
-    "structure_nodes",
-    "semantic_blocks",
-    "vector_chunks",
-];
-
 #[derive(Serialize)]
 struct Envelope<'a, T: Serialize> {
     schema: &'static str,

@@ -286,11 +286,6 @@ impl E5Embedder {
         self.resident_bytes
     }
 
-    /// Whether the resident kernel runs on AVX512-VNNI (else AVX2, or the reference path).
-    pub fn uses_vnni(&self) -> bool {
-        self.vnni
-    }
-
     /// Tokens the model feeds for `text` (with its prefix, `<s>` and `</s>`): the measure to size
     /// chunks with. Texts over 512 tokens are embedded in windows, not truncated.
     pub fn token_count(&self, text: &str, is_query: bool) -> usize {
@@ -300,23 +295,6 @@ impl E5Embedder {
             ffi::e5_token_count(self.model.0.as_ptr(), c.as_ptr(), c_int::from(is_query))
         };
         n.max(0) as usize
-    }
-
-    /// Embeds on the calling thread (plus `threads - 1` scoped helpers): call it from a blocking
-    /// context. `is_query` selects the "query: " or "passage: " prefix.
-    pub fn embed_blocking(
-        &self,
-        texts: &[String],
-        is_query: bool,
-    ) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let ctexts: Vec<CString> = texts.iter().map(|t| to_cstring(t)).collect();
-        embed_cstrings(
-            &self.model,
-            self.threads,
-            self.texts_per_call,
-            &ctexts,
-            is_query,
-        )
     }
 
     async fn embed_async(
