@@ -81,10 +81,6 @@ impl DbError {
         }
     }
 
-    pub fn is_unique_violation(&self) -> bool {
-        self.sql_state() == Some("23505")
-    }
-
     /// The data, not the database, is at fault: a data exception (class 22: a value too long for
     /// its column, bytes that are not valid in the encoding, a number out of range) or a check
     /// violation (23514). Retrying cannot help. A foreign-key violation (23503) is not one: it

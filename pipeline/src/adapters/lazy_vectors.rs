@@ -30,11 +30,6 @@ impl LazyVectorIndex {
         }
     }
 
-    /// Whether a connection has been made (a test's view of "lazily").
-    pub fn is_connected(&self) -> bool {
-        self.index.initialized()
-    }
-
     async fn index(&self) -> Result<&Arc<dyn VectorIndex>, VectorError> {
         self.index.get_or_try_init(|| (self.connect)()).await
     }
