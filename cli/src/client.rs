@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 /// What the CLI talks to when neither `--api-url` nor `DOCPIPE_API_URL` says otherwise.
-pub const DEFAULT_API_URL: &str = "http://127.0.0.1:8080";
+pub(crate) const DEFAULT_API_URL: &str = "http://127.0.0.1:8080";
 
 /// The largest page the API serves (`limit` ≤ 200).
 pub const MAX_PAGE: usize = 200;
@@ -353,7 +353,7 @@ fn segment(s: &str) -> String {
 }
 
 /// The search request body the API expects.
-pub fn search_request(
+pub(crate) fn search_request(
     query: &str,
     mode: Option<&str>,
     top_k: Option<u32>,

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct Doc {
+pub(crate) struct Doc {
     pub doc_id: String,
     pub doc_name: String,
     pub file_name: String,
@@ -60,7 +60,7 @@ impl Doc {
 
     /// What a change of progress is worth a line for: a new state, stage, attempt or re-drive
     /// (not a lease renewal, which the summary's clock shows anyway).
-    pub fn progress_key(&self) -> Option<(String, Option<String>, i64, i64)> {
+    pub(crate) fn progress_key(&self) -> Option<(String, Option<String>, i64, i64)> {
         self.progress
             .as_ref()
             .map(|p| (p.state.clone(), p.stage.clone(), p.attempts, p.redrives))

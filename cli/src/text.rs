@@ -30,7 +30,7 @@ pub fn truncate(s: &str, width: usize) -> String {
 
 /// At most `width` columns, cut in the middle (`head…tail`): the end of a name (a title, a date,
 /// an extension) is often what tells two names apart.
-pub fn truncate_middle(s: &str, width: usize) -> String {
+pub(crate) fn truncate_middle(s: &str, width: usize) -> String {
     let total: usize = s.chars().map(|c| c.width().unwrap_or(0)).sum();
     if total <= width || width < 5 {
         return truncate(s, width);
@@ -64,7 +64,7 @@ pub fn truncate_middle(s: &str, width: usize) -> String {
 
 /// The part of `names` they all start with, ending at a separator (`_`, `-`, `/`, a space): what
 /// a list of documents from one folder repeats, and a label can leave out.
-pub fn common_prefix<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+pub(crate) fn common_prefix<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     let mut names = names.into_iter();
     let Some(first) = names.next() else {
         return String::new();
@@ -96,7 +96,7 @@ pub fn label(name: &str, shared_prefix: &str, width: usize) -> String {
     truncate_middle(rest.unwrap_or(name), width)
 }
 
-pub fn human_bytes(n: i64) -> String {
+pub(crate) fn human_bytes(n: i64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
     let mut v = n as f64;
     let mut unit = 0;
@@ -112,7 +112,7 @@ pub fn human_bytes(n: i64) -> String {
 }
 
 /// `2026-11-30 07:11:06` in the local time zone.
-pub fn local_time(t: DateTime<Utc>) -> String {
+pub(crate) fn local_time(t: DateTime<Utc>) -> String {
     t.with_timezone(&chrono::Local)
         .format("%Y-%m-%d %H:%M:%S")
         .to_string()

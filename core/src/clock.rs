@@ -246,7 +246,7 @@ impl Clock {
     /// The longest one message can live while it is retried: each delivery runs to its timeout and
     /// then backs off at the cap (or, when the worker dies, waits out the visibility timeout); then
     /// the sweeper needs a period and the grace to notice.
-    pub fn retry_cycle(&self, stage: StageClock) -> Duration {
+    pub(crate) fn retry_cycle(&self, stage: StageClock) -> Duration {
         let per_delivery = stage
             .visibility
             .max(stage.function_timeout + self.backoff_max);

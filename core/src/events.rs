@@ -44,7 +44,7 @@ pub struct DecodeError(pub String);
 pub const MAX_RECORDS: usize = 100;
 
 /// The longest key S3 allows, in bytes.
-pub const MAX_KEY_BYTES: usize = 1024;
+pub(crate) const MAX_KEY_BYTES: usize = 1024;
 
 /// A key no object can have, or no row can hold, is refused before any lookup: PostgreSQL's text
 /// cannot contain NUL, and S3 answers an over-long key with an error that would look transient.
@@ -155,7 +155,7 @@ fn epoch_ms(time: Option<&str>) -> Option<i64> {
 }
 
 /// S3 notification keys are form-urlencoded: `+` is a space, then percent-decoding.
-pub fn decode_key(raw: &str) -> String {
+pub(crate) fn decode_key(raw: &str) -> String {
     form_urlencoded::parse(format!("k={raw}").as_bytes())
         .next()
         .map(|(_, v)| v.into_owned())

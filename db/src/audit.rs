@@ -24,7 +24,7 @@ pub struct AuditEntry<'a> {
 }
 
 /// `started` until [`finish`] records how it ended.
-pub const STARTED: &str = "started";
+pub(crate) const STARTED: &str = "started";
 
 /// VARCHAR columns are cut to their width, so an over-long actor or request id cannot make the
 /// record (and with it the operation) fail.

@@ -29,7 +29,7 @@ impl std::fmt::Debug for Credentials {
 type Reading = Pin<Box<dyn Future<Output = Result<Credentials, String>> + Send>>;
 
 /// Where fresh credentials come from (the secret, read again).
-pub type CredentialSource = Arc<dyn Fn() -> Reading + Send + Sync>;
+pub(crate) type CredentialSource = Arc<dyn Fn() -> Reading + Send + Sync>;
 
 pub fn credential_source<F, Fut>(read: F) -> CredentialSource
 where
@@ -41,7 +41,7 @@ where
 
 /// A connection refused for who it claimed to be: a wrong password (28P01) or a role that may
 /// not log in (28000).
-pub fn is_credential_refusal(error: &Error) -> bool {
+pub(crate) fn is_credential_refusal(error: &Error) -> bool {
     error.code().is_some_and(|code| {
         *code == SqlState::INVALID_PASSWORD
             || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
@@ -49,7 +49,7 @@ pub fn is_credential_refusal(error: &Error) -> bool {
 }
 
 /// deadpool's connector, with the credentials of the moment and a way to read them again.
-pub struct RotatingConnect<T> {
+pub(crate) struct RotatingConnect<T> {
     tls: T,
     current: Arc<RwLock<Credentials>>,
     source: CredentialSource,

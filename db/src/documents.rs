@@ -32,13 +32,13 @@ pub struct Document {
     pub deleting_at: Option<DateTime<Utc>>,
 }
 
-pub const COLUMNS: &str =
+pub(crate) const COLUMNS: &str =
     "doc_id, doc_name, file_name, object_name, content_type, size_bytes, status, \
     regulation_type, version, chunk_count, parser_name, index_name, error_message, metadata, \
     created_at, updated_at, current_run_id, source_bucket, content_sha256, source_etag, deleting_at";
 
 impl Document {
-    pub fn from_row(row: &Row) -> Document {
+    pub(crate) fn from_row(row: &Row) -> Document {
         let status: String = row.get("status");
         Document {
             doc_id: row.get("doc_id"),

@@ -16,7 +16,7 @@ use super::{DbError, Type};
 use tokio_postgres::GenericClient;
 
 /// The placeholder status of a claimed key whose work has not finished.
-pub const IN_PROGRESS: i32 = 0;
+pub(crate) const IN_PROGRESS: i32 = 0;
 
 /// How long a key is honoured, from the request that claimed it.
 pub const KEY_TTL_SECS: i64 = 24 * 3600;

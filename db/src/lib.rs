@@ -37,7 +37,7 @@ pub mod run_events;
 pub mod runs;
 pub mod snapshot;
 pub mod sweep;
-pub mod tls;
+pub(crate) mod tls;
 pub mod tombstones;
 pub mod transitions;
 pub mod upkeep;
@@ -74,7 +74,7 @@ pub enum DbError {
 
 impl DbError {
     /// The SQLSTATE, when the server answered with one.
-    pub fn sql_state(&self) -> Option<&str> {
+    pub(crate) fn sql_state(&self) -> Option<&str> {
         match self {
             DbError::Statement(e) => e.code().map(|c| c.code()),
             _ => None,

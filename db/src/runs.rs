@@ -47,7 +47,7 @@ pub struct Run {
     pub index_progress: i32,
 }
 
-pub const COLUMNS: &str =
+pub(crate) const COLUMNS: &str =
     "run_id, doc_id, trigger_type, run_status, parser_backend, chunk_backend, \
     embedding_model, index_name, started_at, stored_at, parsed_at, indexed_at, finished_at, \
     layout_count, structure_node_count, semantic_block_count, vector_chunk_count, chunk_count, \
@@ -56,7 +56,7 @@ pub const COLUMNS: &str =
     job_unsent, index_progress";
 
 impl Run {
-    pub fn from_row(row: &Row) -> Run {
+    pub(crate) fn from_row(row: &Row) -> Run {
         let status: String = row.get("run_status");
         Run {
             run_id: row.get("run_id"),

@@ -6,7 +6,7 @@ use rustls::pki_types::{pem::PemObject, CertificateDer};
 use std::sync::Arc;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-pub fn connector(ca_bundle: Option<&std::path::Path>) -> Result<MakeRustlsConnect, DbError> {
+pub(crate) fn connector(ca_bundle: Option<&std::path::Path>) -> Result<MakeRustlsConnect, DbError> {
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     if let Some(path) = ca_bundle {

@@ -12,10 +12,10 @@ use aws_sdk_bedrockruntime::Client;
 use crate::{check_query, check_texts, l2_normalize, EmbedError, Embedder};
 
 pub const DEFAULT_MODEL_ID: &str = "amazon.titan-embed-text-v2:0";
-pub const DEFAULT_DIMENSION: usize = 1024;
+pub(crate) const DEFAULT_DIMENSION: usize = 1024;
 /// Calls in flight per batch: enough to hide latency, small enough not to trip the account's
 /// per-minute quota on a burst.
-pub const DEFAULT_CONCURRENCY: usize = 8;
+pub(crate) const DEFAULT_CONCURRENCY: usize = 8;
 const SERVICE: &str = "bedrock";
 
 pub struct BedrockEmbedder {
@@ -65,7 +65,7 @@ impl BedrockEmbedder {
 
     /// Loads the default AWS config (region, credentials) on first use: [`crate::from_env`] is
     /// synchronous, and loading the config is not.
-    pub fn lazy(
+    pub(crate) fn lazy(
         model_id: impl Into<String>,
         dimension: usize,
         concurrency: usize,

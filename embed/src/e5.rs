@@ -24,17 +24,17 @@ use std::sync::Arc;
 use crate::query_adapter::QueryAdapter;
 use crate::{check_query, check_texts, EmbedError, Embedder};
 
-pub const MODEL_ID: &str = "multilingual-e5-small-q4";
-pub const DIMENSION: usize = 384;
-pub const MODEL_FILE: &str = "e5-small-q4.bin";
+pub(crate) const MODEL_ID: &str = "multilingual-e5-small-q4";
+pub(crate) const DIMENSION: usize = 384;
+pub(crate) const MODEL_FILE: &str = "e5-small-q4.bin";
 /// Where a Lambda layer puts it.
-pub const LAMBDA_MODEL_PATH: &str = "/opt/e5/e5-small-q4.bin";
+pub(crate) const LAMBDA_MODEL_PATH: &str = "/opt/e5/e5-small-q4.bin";
 /// Texts per engine call (`DOCPIPE_E5_BATCH`). The engine's activations grow with the tokens of
 /// a call, while its throughput barely does: on 200-character chunks, 1, 4, 8 and 16 texts per
 /// call all ran ~7 chunks per CPU-second, with peak RSS 66, 76, 106 and 124 MB. A few texts
 /// per call still amortised upstream's per-call weight unpacking (the reference path); with
 /// resident weights the batch size hardly matters.
-pub const DEFAULT_TEXTS_PER_CALL: usize = 4;
+pub(crate) const DEFAULT_TEXTS_PER_CALL: usize = 4;
 const MAGIC: &[u8; 4] = b"E5S1";
 /// The query adapter e5-small uses unless `DOCPIPE_E5_QUERY_ADAPTER` says otherwise: fitted by
 /// `scripts/retrieval/adapter.py` on the tune part of `corpus/questions` only (the check part and
@@ -57,21 +57,25 @@ mod ffi {
     use std::ffi::{c_char, c_int, c_long};
 
     #[repr(C)]
-    pub struct E5Model {
+    pub(crate) struct E5Model {
         _private: [u8; 0],
     }
 
     extern "C" {
-        pub fn e5_load(path: *const c_char) -> *mut E5Model;
-        pub fn e5_free(m: *mut E5Model);
-        pub fn e5_dim(m: *const E5Model) -> c_int;
-        pub fn e5_token_count(m: *mut E5Model, text: *const c_char, is_query: c_int) -> c_int;
+        pub(crate) fn e5_load(path: *const c_char) -> *mut E5Model;
+        pub(crate) fn e5_free(m: *mut E5Model);
+        pub(crate) fn e5_dim(m: *const E5Model) -> c_int;
+        pub(crate) fn e5_token_count(
+            m: *mut E5Model,
+            text: *const c_char,
+            is_query: c_int,
+        ) -> c_int;
         // csrc/e5x.c
-        pub fn e5x_prepare(m: *mut E5Model, allow_vnni: c_int) -> c_long;
-        pub fn e5x_uses_vnni(m: *const E5Model) -> c_int;
+        pub(crate) fn e5x_prepare(m: *mut E5Model, allow_vnni: c_int) -> c_long;
+        pub(crate) fn e5x_uses_vnni(m: *const E5Model) -> c_int;
         /// e5_embed_batch (upstream's path when e5x_prepare was not called) with `threads`
         /// threads inside the call.
-        pub fn e5x_embed_batch(
+        pub(crate) fn e5x_embed_batch(
             m: *mut E5Model,
             texts: *const *const c_char,
             n: c_int,

@@ -8,8 +8,8 @@
 
 use crate::{check_query, check_texts, l2_normalize, EmbedError, Embedder};
 
-pub const MODEL_ID: &str = "hash-ngram-v1";
-pub const DEFAULT_DIM: usize = 384;
+pub(crate) const MODEL_ID: &str = "hash-ngram-v1";
+pub(crate) const DEFAULT_DIM: usize = 384;
 
 // Unigrams of common characters (的, 和, 法) match everywhere; the 2- and 3-grams carry the
 // specific content, so they weigh more.

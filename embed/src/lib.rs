@@ -58,7 +58,7 @@ pub trait Embedder: Send + Sync {
 }
 
 /// The names `DOCPIPE_EMBEDDER` accepts.
-pub const EMBEDDER_NAMES: &[&str] = &["hash", "e5-small", "bedrock", "openai"];
+pub(crate) const EMBEDDER_NAMES: &[&str] = &["hash", "e5-small", "bedrock", "openai"];
 
 /// Builds the embedder that `DOCPIPE_EMBEDDER` names, from the process environment.
 pub fn from_env() -> Result<Arc<dyn Embedder>, EmbedError> {
@@ -134,7 +134,7 @@ pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Arc<dyn Embedde
 /// `DOCPIPE_E5_QUERY_ADAPTER`: unset or `builtin` for [`e5::BUILTIN_QUERY_ADAPTER`], `none` for
 /// the model's own query vectors, else the path of an adapter file (`adapter.py --out`).
 #[cfg(feature = "e5")]
-pub fn e5_query_adapter(value: Option<&str>) -> Result<Option<QueryAdapter>, EmbedError> {
+pub(crate) fn e5_query_adapter(value: Option<&str>) -> Result<Option<QueryAdapter>, EmbedError> {
     match value {
         None | Some("builtin") | Some(e5::BUILTIN_QUERY_ADAPTER) => {
             Ok(Some(e5::builtin_query_adapter()))
@@ -225,7 +225,7 @@ where
 }
 
 /// Scales `v` to unit length in place. A zero vector stays zero (there is no direction to keep).
-pub fn l2_normalize(v: &mut [f32]) {
+pub(crate) fn l2_normalize(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 && norm.is_finite() {
         let inv = 1.0 / norm;

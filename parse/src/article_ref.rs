@@ -156,7 +156,7 @@ fn cn_unit(c: char) -> Option<u64> {
 /// "一千零四十二" → 1042, "十二" → 12, "二十" → 20, "一〇四二" → 1042, "39"/"３９" → 39; None
 /// otherwise. Spaces are ignored. Accepts what resolver.py's `cn_to_int` accepts (plus 亿), and
 /// None where a value would not fit a u32.
-pub fn parse_numeral(s: &str) -> Option<u32> {
+pub(crate) fn parse_numeral(s: &str) -> Option<u32> {
     let s: String = s.chars().filter(|c| !is_space(*c)).map(fold).collect();
     if s.is_empty() {
         return None;
@@ -244,7 +244,7 @@ fn cn_section(n: u32, leading: bool, out: &mut String) {
 
 /// 1042 → "一千零四十二", 10 → "十", 12 → "十二", 110 → "一百一十", 1001 → "一千零一", 20 → "二十"
 /// (as statutes write them). 0 → "零"; 10,000 and above with 万 and 亿 (10010 → "一万零一十").
-pub fn chinese_numeral(n: u32) -> String {
+pub(crate) fn chinese_numeral(n: u32) -> String {
     if n == 0 {
         return "零".into();
     }

@@ -50,7 +50,7 @@ pub fn claimed(hint: &Hint) -> Option<&'static str> {
 
 /// Identifies the container from its bytes. Text formats (HTML, Markdown, plain text) are
 /// told apart later, after decoding, so this returns `Text` for all of them.
-pub fn sniff(bytes: &[u8], hint: &Hint, limits: &Limits) -> Result<Format, ParseError> {
+pub(crate) fn sniff(bytes: &[u8], hint: &Hint, limits: &Limits) -> Result<Format, ParseError> {
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(ParseError::Empty);
     }
@@ -167,7 +167,7 @@ fn looks_binary(b: &[u8]) -> bool {
 
 /// Decoded text that is HTML: a doctype or an `<html>`, `<head>` or `<body>` tag near the start,
 /// or any leading tag when the hint says HTML.
-pub fn looks_like_html(text: &str, hint: &Hint) -> bool {
+pub(crate) fn looks_like_html(text: &str, hint: &Hint) -> bool {
     let start = text.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{FEFF}');
     let end = start
         .char_indices()
@@ -184,7 +184,7 @@ pub fn looks_like_html(text: &str, hint: &Hint) -> bool {
 
 /// Markdown when the hint says so, or when the text has ATX headings or pipe tables. Plain
 /// regulation text has neither.
-pub fn looks_like_markdown(text: &str, hint: &Hint) -> bool {
+pub(crate) fn looks_like_markdown(text: &str, hint: &Hint) -> bool {
     match claimed(hint) {
         Some("markdown") => return true,
         // A .txt file stays text even when it contains a pipe table or a "#" line.

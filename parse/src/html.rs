@@ -34,11 +34,11 @@ const NOT_NESTING: &[&str] = &[
 /// one of its tag (a duplicate is dropped), so a tag of n attributes costs n² / 2 comparisons:
 /// one tag of 40,000 attributes (340 KB) took 1.2 s, and 10 MB of them would take hours. Real
 /// pages carry a few dozen at most.
-pub const MAX_ATTRIBUTES: u32 = 1_000;
+pub(crate) const MAX_ATTRIBUTES: u32 = 1_000;
 
 /// What the scan before parsing found in the markup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Prescan {
+pub(crate) struct Prescan {
     /// Approximate element nesting.
     pub depth: u32,
     /// The most attributes on one tag.
@@ -49,7 +49,7 @@ pub struct Prescan {
 /// element scopes by walking the stack of open elements, so deep nesting costs quadratic time,
 /// and attributes cost quadratic time per tag (see [`MAX_ATTRIBUTES`]): both are refused before
 /// parsing.
-pub fn prescan(text: &str) -> Prescan {
+pub(crate) fn prescan(text: &str) -> Prescan {
     prescan_counting(text, &mut 0)
 }
 

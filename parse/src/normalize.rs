@@ -4,20 +4,20 @@ use std::borrow::Cow;
 
 /// Characters that carry no text: zero-width joiners and spaces, BOMs, the replacement character
 /// (a decoding failure, never content) and C0/C1 controls other than line breaks and tabs.
-pub fn is_invisible(c: char) -> bool {
+pub(crate) fn is_invisible(c: char) -> bool {
     matches!(
         c,
         '\u{200B}'..='\u{200F}' | '\u{2060}' | '\u{FEFF}' | '\u{FFFD}' | '\u{00AD}' | '\u{FFFE}'
     ) || (c.is_control() && c != '\n' && c != '\t')
 }
 
-pub fn is_space(c: char) -> bool {
+pub(crate) fn is_space(c: char) -> bool {
     c.is_whitespace() || c == '\u{3000}' || c == '\u{00A0}'
 }
 
 /// CJK ideographs, kana, hangul and CJK/full-width punctuation: the scripts written without
 /// spaces between words.
-pub fn is_cjk(c: char) -> bool {
+pub(crate) fn is_cjk(c: char) -> bool {
     matches!(c,
         '\u{3000}'..='\u{303F}'   // CJK punctuation
         | '\u{3040}'..='\u{30FF}' // kana
@@ -32,7 +32,7 @@ pub fn is_cjk(c: char) -> bool {
 /// What stands for the gap between two pieces of text that stood apart on one printed line (two
 /// boxes OCR cut from one row, two characters far apart in one box): a full-width space beside
 /// Chinese, an ASCII space between other words.
-pub fn gap_between(before: &str, after: &str) -> char {
+pub(crate) fn gap_between(before: &str, after: &str) -> char {
     let cjk_end = before.chars().next_back().is_some_and(is_cjk);
     if cjk_end || after.chars().next().is_some_and(is_cjk) {
         '\u{3000}'
@@ -41,20 +41,20 @@ pub fn gap_between(before: &str, after: &str) -> char {
     }
 }
 
-pub fn is_ideograph(c: char) -> bool {
+pub(crate) fn is_ideograph(c: char) -> bool {
     matches!(c,
         '\u{3400}'..='\u{4DBF}' | '\u{4E00}'..='\u{9FFF}' | '\u{F900}'..='\u{FAFF}'
         | '\u{20000}'..='\u{2FA1F}' | '\u{3040}'..='\u{30FF}' | '\u{AC00}'..='\u{D7AF}')
 }
 
 /// Drops invisible characters; keeps line breaks.
-pub fn strip_invisible(s: &str) -> String {
+pub(crate) fn strip_invisible(s: &str) -> String {
     s.chars().filter(|c| !is_invisible(*c)).collect()
 }
 
 /// One line ready for heading recognition: invisible characters out, outer spaces (ASCII and
 /// full-width) trimmed.
-pub fn normalize_line(s: &str) -> Cow<'_, str> {
+pub(crate) fn normalize_line(s: &str) -> Cow<'_, str> {
     if !s.chars().any(is_invisible) {
         return Cow::Borrowed(s.trim_matches(is_space));
     }
@@ -64,7 +64,7 @@ pub fn normalize_line(s: &str) -> Cow<'_, str> {
 
 /// Runs of any whitespace become one ASCII space, then spaces between two CJK characters go:
 /// those are layout artefacts (letter-spaced PDFs, `##  第一章  总则`), never word separators.
-pub fn compact_title(s: &str) -> String {
+pub(crate) fn compact_title(s: &str) -> String {
     let mut collapsed = String::with_capacity(s.len());
     let mut pending_space = false;
     for c in s.chars().filter(|c| !is_invisible(*c)) {
@@ -98,7 +98,7 @@ fn remove_spaces_between_cjk(s: &str) -> String {
 
 /// Letter-spaced CJK text ("人 人 生 而 自 由") comes out of some PDFs; a line is treated as
 /// letter-spaced when most of its ideographs are followed by a single space.
-pub fn undo_letter_spacing(line: &str) -> String {
+pub(crate) fn undo_letter_spacing(line: &str) -> String {
     let chars: Vec<char> = line.chars().collect();
     let ideographs = chars.iter().filter(|c| is_ideograph(**c)).count();
     if ideographs < 4 {

@@ -99,7 +99,7 @@ pub fn pdfium_status() -> Result<(), String> {
 
 /// Deepest `[`/`<<` nesting outside strings, comments and stream data. lopdf and pdfium both cap
 /// their own recursion, but a refusal here is cheaper and gives a clear reason.
-pub fn nesting_depth(bytes: &[u8]) -> u32 {
+pub(crate) fn nesting_depth(bytes: &[u8]) -> u32 {
     let mut depth: u32 = 0;
     let mut max: u32 = 0;
     let mut i = 0;

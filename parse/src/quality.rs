@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 /// A page whose share of garbage characters exceeds this is treated as having no usable text.
-pub const GARBLED_PAGE_RATIO: f32 = 0.3;
+pub(crate) const GARBLED_PAGE_RATIO: f32 = 0.3;
 
 static CID: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\(cid:\d+\)").expect("static regex"));
 static GLYPH_NAMES: LazyLock<Regex> = LazyLock::new(|| {
@@ -16,7 +16,7 @@ static GLYPH_NAMES: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Share of non-space characters that are glyph garbage.
-pub fn garbage_ratio(text: &str) -> f32 {
+pub(crate) fn garbage_ratio(text: &str) -> f32 {
     let total = text.chars().filter(|c| !c.is_whitespace()).count();
     if total == 0 {
         return 0.0;

@@ -3,7 +3,7 @@
 use crate::model::BlockKind;
 
 #[derive(Debug, Clone)]
-pub struct RawBlock {
+pub(crate) struct RawBlock {
     pub page: u32,
     pub kind: BlockKind,
     pub heading_level: Option<u8>,
@@ -37,7 +37,7 @@ impl RawBlock {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct RawDoc {
+pub(crate) struct RawDoc {
     pub parser_name: String,
     pub page_count: u32,
     pub blocks: Vec<RawBlock>,

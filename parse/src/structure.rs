@@ -65,7 +65,7 @@ impl Kind {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Marker {
+pub(crate) struct Marker {
     pub kind: Kind,
     pub title: String,
     /// The components of a numbered heading ("4.1.2" → [4, 1, 2]).
@@ -307,13 +307,13 @@ fn bracketed_heading(rest: &str) -> Option<String> {
 }
 
 /// True when a line would start a new structural unit; the parsers split text blocks there.
-pub fn starts_unit(line: &str) -> bool {
+pub(crate) fn starts_unit(line: &str) -> bool {
     recognise(line, false).is_some()
 }
 
 /// True for lines that must start a new layout block even in running PDF text: regulation
 /// markers and numbered headings, not the `（一）` items that wrap inside paragraphs.
-pub fn starts_strong_unit(line: &str) -> bool {
+pub(crate) fn starts_strong_unit(line: &str) -> bool {
     matches!(
         recognise(line, false).map(|m| m.kind),
         Some(Kind::Part | Kind::Chapter | Kind::Section | Kind::Article | Kind::Numbered(_))

@@ -26,13 +26,13 @@ pub fn decode(bytes: &[u8]) -> (String, &'static str) {
     (text.into_owned(), enc.name())
 }
 
-pub fn parser_suffix(encoding: &str) -> String {
+pub(crate) fn parser_suffix(encoding: &str) -> String {
     encoding.to_ascii_lowercase().replace('_', "-")
 }
 
 /// Share of characters that are U+FFFD after decoding; a high share means the guess was wrong
 /// or the bytes are not text.
-pub fn replacement_ratio(text: &str) -> f32 {
+pub(crate) fn replacement_ratio(text: &str) -> f32 {
     let total = text.chars().filter(|c| !c.is_whitespace()).count();
     if total == 0 {
         return 0.0;
@@ -64,7 +64,7 @@ pub fn parse(bytes: &[u8]) -> Result<RawDoc, ParseError> {
 
 /// Blank lines separate paragraphs; a line that starts a structural unit (第X条, 第X章, 1.1 …)
 /// also starts a new one, since plain text often puts articles on consecutive lines.
-pub fn split_paragraphs(text: &str) -> Vec<String> {
+pub(crate) fn split_paragraphs(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut current = String::new();
     for raw in text.lines() {

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 /// One legacy record: the `documents` columns of seed 000, every one but `doc_id` optional.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct LegacyDocument {
+pub(crate) struct LegacyDocument {
     pub doc_id: String,
     #[serde(default)]
     pub doc_name: String,

@@ -37,7 +37,9 @@ impl From<crate::adapters::secrets::SecretError> for InitError {
 }
 
 /// The Milvus collection alone, for the functions that only remove vectors (sweeper, DLQ).
-pub async fn connect_vectors(milvus: &MilvusConfig) -> Result<Arc<dyn VectorIndex>, InitError> {
+pub(crate) async fn connect_vectors(
+    milvus: &MilvusConfig,
+) -> Result<Arc<dyn VectorIndex>, InitError> {
     let token = milvus_token(milvus).await?;
     let index = MilvusIndex::connect(&milvus.url, token, &milvus.collection).await?;
     Ok(Arc::new(index))
@@ -46,7 +48,7 @@ pub async fn connect_vectors(milvus: &MilvusConfig) -> Result<Arc<dyn VectorInde
 /// The Milvus collection, connected on first use (see [`crate::adapters::LazyVectorIndex`]), so
 /// that a function starts, and records what it can, while Milvus is away: the sweeper and the DLQ
 /// function, whose work mostly needs no Milvus, and the index function, whose jobs then back off.
-pub fn lazy_vectors(milvus: MilvusConfig) -> Arc<dyn VectorIndex> {
+pub(crate) fn lazy_vectors(milvus: MilvusConfig) -> Arc<dyn VectorIndex> {
     let collection = milvus.collection.clone();
     Arc::new(crate::adapters::LazyVectorIndex::new(
         collection,
@@ -140,7 +142,7 @@ async fn read_credentials(
 /// URL forgot to say (`sslmode=require` is set when the URL leaves it out). A URL that turns TLS
 /// off is refused, except to a loopback address, where nothing crosses a network (the local
 /// drills of the secret's path).
-pub fn require_tls(pg_config: &mut tokio_postgres::Config) -> Result<(), String> {
+pub(crate) fn require_tls(pg_config: &mut tokio_postgres::Config) -> Result<(), String> {
     use tokio_postgres::config::{Host, SslMode};
     let loopback = !pg_config.get_hosts().is_empty()
         && pg_config.get_hosts().iter().all(|host| match host {
@@ -184,7 +186,7 @@ impl AwsClients {
 }
 
 /// The environment of this process, as every function reads it.
-pub type ProcessEnv = EnvReader<fn(&str) -> Option<String>>;
+pub(crate) type ProcessEnv = EnvReader<fn(&str) -> Option<String>>;
 
 /// How every function starts, once per container: its own variables and the database's and AWS's
 /// are read through one [`EnvReader`], so that every problem is reported at once; then the pool,
@@ -430,7 +432,7 @@ impl SweepService {
         }
     }
 
-    pub fn housekeeping_deps(&self) -> HousekeepingDeps<'_> {
+    pub(crate) fn housekeeping_deps(&self) -> HousekeepingDeps<'_> {
         HousekeepingDeps {
             db: &self.db,
             objects: self.objects.as_ref(),
@@ -491,9 +493,9 @@ impl SweepService {
 pub const SWEEPER_LEASE: &str = "sweeper";
 
 /// Runs per stage one sweep looks at.
-pub const SWEEP_LIMIT: i64 = 500;
+pub(crate) const SWEEP_LIMIT: i64 = 500;
 /// Clean-ups, and each kind of reconcile removal, one sweep carries out.
-pub const HOUSEKEEPING_LIMIT: usize = 200;
+pub(crate) const HOUSEKEEPING_LIMIT: usize = 200;
 
 /// The DLQ function's clients: it fails the run (PostgreSQL) and removes its vectors (Milvus).
 pub struct DeadLetterService {

@@ -37,7 +37,7 @@ pub const ADAPTED_FUSION: FusionParameters = FusionParameters {
 };
 
 /// The fusion for a dense ranking whose query vector was, or was not, mapped by a query adapter.
-pub fn parameters_for(query_adapter: Option<&str>) -> FusionParameters {
+pub(crate) fn parameters_for(query_adapter: Option<&str>) -> FusionParameters {
     match query_adapter {
         Some(_) => ADAPTED_FUSION,
         None => DEFAULT_FUSION,
@@ -46,7 +46,7 @@ pub fn parameters_for(query_adapter: Option<&str>) -> FusionParameters {
 
 /// One article's place in the fused list.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Fused {
+pub(crate) struct Fused {
     pub block_id: i64,
     pub score: f64,
     pub dense_rank: Option<usize>,
@@ -55,7 +55,11 @@ pub struct Fused {
 
 /// Fuses two rankings of block ids (best first, no repeats within a list). Ties keep the dense
 /// order, then the keyword order.
-pub fn fuse(dense: &[ScoredBlock], keyword: &[ScoredBlock], p: &FusionParameters) -> Vec<Fused> {
+pub(crate) fn fuse(
+    dense: &[ScoredBlock],
+    keyword: &[ScoredBlock],
+    p: &FusionParameters,
+) -> Vec<Fused> {
     let mut at: HashMap<i64, usize> = HashMap::new();
     let mut out: Vec<Fused> = Vec::new();
     let mut add = |id: i64, rank: usize, weight: f64, dense_list: bool| {

@@ -39,7 +39,7 @@ pub const POSTINGS_PER_TERM: i64 = 2_000;
 pub const MAX_QUERY_TERMS: i64 = 128;
 /// The score of an article the query names: above any fused score, which is at most
 /// `(dense_weight + keyword_weight) / (k + 1)`.
-pub const REFERENCED_SCORE: f64 = 1.0;
+pub(crate) const REFERENCED_SCORE: f64 = 1.0;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -143,7 +143,7 @@ pub struct SearchCache {
     blocks: Mutex<Option<(Instant, i64)>>,
 }
 
-pub const CACHE_TTL: Duration = Duration::from_secs(30);
+pub(crate) const CACHE_TTL: Duration = Duration::from_secs(30);
 
 impl SearchCache {
     async fn titles(&self, db: &Db) -> Result<std::sync::Arc<references::LawTitles>, DbError> {

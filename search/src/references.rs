@@ -15,7 +15,7 @@ use docpipe_parse::article_ref::{article_number, citation, find_article_refs};
 use std::collections::HashMap;
 
 /// The live documents grouped by normalised law name.
-pub struct LawTitles {
+pub(crate) struct LawTitles {
     keys: Vec<String>,
     docs: Vec<Vec<LawTitle>>,
 }

@@ -17,8 +17,8 @@ pub use expr::truncate_utf8 as cut_to_bytes;
 /// a stored value with its source (a search filter, the check of a hit against PostgreSQL) must
 /// cut the source the same way, or compare by prefix.
 pub mod limits {
-    pub const ID_BYTES: usize = 128;
-    pub const DOC_NAME_BYTES: usize = 512;
+    pub(crate) const ID_BYTES: usize = 128;
+    pub(crate) const DOC_NAME_BYTES: usize = 512;
     /// 42 CJK characters.
     pub const REGULATION_TYPE_BYTES: usize = 128;
     /// 21 CJK characters.
@@ -26,9 +26,9 @@ pub mod limits {
     pub const SECTION_PATH_BYTES: usize = 2048;
     /// 170 CJK characters.
     pub const SECTION_TITLE_BYTES: usize = 512;
-    pub const TEXT_BYTES: usize = 8192;
-    pub const TAGS: usize = 32;
-    pub const TAG_BYTES: usize = 64;
+    pub(crate) const TEXT_BYTES: usize = 8192;
+    pub(crate) const TAGS: usize = 32;
+    pub(crate) const TAG_BYTES: usize = 64;
 }
 pub use milvus_index::{MilvusIndex, MilvusOptions, ReadConsistency};
 
@@ -84,7 +84,8 @@ pub struct VectorHit {
 }
 
 /// doc_id → run_id → vectors of that run.
-pub type DocRuns = std::collections::BTreeMap<String, std::collections::BTreeMap<i64, usize>>;
+pub(crate) type DocRuns =
+    std::collections::BTreeMap<String, std::collections::BTreeMap<i64, usize>>;
 
 /// Where a vector belongs, as a listing of the collection gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,7 +169,7 @@ pub trait VectorIndex: Send + Sync {
 }
 
 /// [`VectorIndex::doc_runs`] by pages of `page` vectors.
-pub async fn doc_runs_in_pages<I: VectorIndex + ?Sized>(
+pub(crate) async fn doc_runs_in_pages<I: VectorIndex + ?Sized>(
     index: &I,
     page: usize,
 ) -> Result<DocRuns, VectorError> {

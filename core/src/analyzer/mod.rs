@@ -25,7 +25,7 @@ pub const B: f64 = 0.9;
 /// The length a block is normalised against. Lucene divides by the live average; a fixed pivot
 /// lets each posting carry its final weight, so a query reads the best postings of a term first
 /// and can stop early. It is about the average article of the corpus's laws (158 terms).
-pub const PIVOT_LENGTH: f64 = 160.0;
+pub(crate) const PIVOT_LENGTH: f64 = 160.0;
 
 const STOP_WORDS: &str = include_str!("stopwords.txt");
 const QUESTION_WORDS: &str = include_str!("particles.txt");
@@ -34,7 +34,7 @@ const QUESTION_WORDS: &str = include_str!("particles.txt");
 /// (about 1 in 10^8 for a million distinct terms), and the index stays integer-keyed.
 pub type TermId = i64;
 
-pub fn term_id(term: &str) -> TermId {
+pub(crate) fn term_id(term: &str) -> TermId {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in term.as_bytes() {
         hash ^= u64::from(*byte);

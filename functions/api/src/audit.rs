@@ -9,10 +9,10 @@ use crate::state::ApiState;
 use docpipe_db::audit::{self, AuditEntry};
 use serde_json::{json, Value};
 
-pub const SUCCEEDED: &str = "succeeded";
-pub const REPLAYED: &str = "replayed";
-pub const ALREADY_DELETED: &str = "already_deleted";
-pub const REJECTED: &str = "rejected";
+pub(crate) const SUCCEEDED: &str = "succeeded";
+pub(crate) const REPLAYED: &str = "replayed";
+pub(crate) const ALREADY_DELETED: &str = "already_deleted";
+pub(crate) const REJECTED: &str = "rejected";
 pub const FAILED: &str = "failed";
 
 /// Strings from the request go into JSONB: without NUL (PostgreSQL refuses it) and bounded.
@@ -30,7 +30,7 @@ fn scrub(value: Value) -> Value {
 }
 
 /// An open audit record.
-pub struct Audit {
+pub(crate) struct Audit {
     id: i64,
     request_id: String,
     action: &'static str,

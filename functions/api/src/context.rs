@@ -16,9 +16,9 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
 /// Names the caller when the API is served by the dev runner (ignored in Lambda).
-pub const ACTOR_HEADER: HeaderName = HeaderName::from_static("x-docpipe-actor");
+pub(crate) const ACTOR_HEADER: HeaderName = HeaderName::from_static("x-docpipe-actor");
 
 /// Who is calling: recorded in the audit log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub struct Actor {
 
 /// The request's id and caller, available to handlers as an extractor.
 #[derive(Debug, Clone)]
-pub struct RequestMeta {
+pub(crate) struct RequestMeta {
     pub request_id: String,
     pub actor: Actor,
 }
@@ -88,7 +88,7 @@ fn lambda_context(
 
 /// The caller, from API Gateway's authorizer: a JWT's `sub`, an IAM principal's ARN, or a Lambda
 /// authorizer's `principalId`/`sub`.
-pub fn lambda_actor(req: &Request) -> Actor {
+pub(crate) fn lambda_actor(req: &Request) -> Actor {
     let Some(authorizer) = lambda_context(req).and_then(|c| c.authorizer.as_ref()) else {
         return anonymous();
     };
@@ -163,7 +163,7 @@ fn request_id(req: &Request, source: ActorSource) -> String {
 }
 
 /// The middleware around every route and fallback.
-pub async fn middleware(
+pub(crate) async fn middleware(
     State(state): State<Arc<ApiState>>,
     mut req: Request,
     next: Next,

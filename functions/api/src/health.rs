@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long one probe of a dependency may take before it counts as down.
-pub const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long an answer is reused: every caller within it gets the same answer and no probe runs.
 pub const HEALTH_TTL: Duration = Duration::from_secs(10);
 /// A well-formed id that no document has: Milvus is asked to count its vectors.

@@ -12,13 +12,13 @@ use std::sync::Arc;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct IntakeQuery {
+pub(crate) struct IntakeQuery {
     pub limit: Option<i64>,
     /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
 }
 
-pub async fn list_intake_failures(
+pub(crate) async fn list_intake_failures(
     State(state): State<Arc<ApiState>>,
     ApiQuery(q): ApiQuery<IntakeQuery>,
 ) -> Result<Json<Value>, ApiError> {

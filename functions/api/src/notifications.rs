@@ -23,7 +23,7 @@ fn token_matches(presented: &str, expected: &str) -> bool {
     a.ct_eq(&b).into()
 }
 
-pub async fn s3_notification(
+pub(crate) async fn s3_notification(
     State(state): State<Arc<ApiState>>,
     request: Request,
 ) -> Result<Json<Value>, ApiError> {

@@ -18,12 +18,12 @@ use docpipe_vector::VectorError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-pub const PROBLEM_BASE: &str = "https://docpipe.dev/problems/";
-pub const PROBLEM_JSON: &str = "application/problem+json";
+pub(crate) const PROBLEM_BASE: &str = "https://docpipe.dev/problems/";
+pub(crate) const PROBLEM_JSON: &str = "application/problem+json";
 
 /// Every problem the API answers with.
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// A path, query or header value is malformed or out of range.
     #[error("{0}")]
     InvalidParameter(String),
@@ -41,8 +41,6 @@ pub enum ApiError {
     NotFound(String),
     #[error("no route for {method} {path}")]
     RouteNotFound { method: String, path: String },
-    #[error("{detail}")]
-    MethodNotAllowed { detail: String },
     /// The document's state forbids the operation now; `kind` names which state.
     #[error("{detail}")]
     Conflict {
@@ -87,11 +85,11 @@ pub struct Problem {
 
 /// The full error chain of a 5xx, attached to the response for the request log (never sent).
 #[derive(Debug, Clone)]
-pub struct ErrorChain(pub String);
+pub(crate) struct ErrorChain(pub String);
 
 /// The problem type of a response, attached for the request log.
 #[derive(Debug, Clone)]
-pub struct ProblemType(pub &'static str);
+pub(crate) struct ProblemType(pub &'static str);
 
 impl ApiError {
     pub fn invalid(detail: impl Into<String>) -> Self {
@@ -115,7 +113,7 @@ impl ApiError {
         }
     }
 
-    pub fn conflict(kind: &'static str, detail: impl Into<String>) -> Self {
+    pub(crate) fn conflict(kind: &'static str, detail: impl Into<String>) -> Self {
         ApiError::Conflict {
             kind,
             detail: detail.into(),
@@ -131,7 +129,6 @@ impl ApiError {
             }
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
-            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -151,7 +148,6 @@ impl ApiError {
             ApiError::Validation { .. } => "validation-failed",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::NotFound(_) | ApiError::RouteNotFound { .. } => "not-found",
-            ApiError::MethodNotAllowed { .. } => "method-not-allowed",
             ApiError::Conflict { kind, .. } => kind,
             ApiError::PayloadTooLarge => "payload-too-large",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
@@ -194,7 +190,7 @@ impl ApiError {
     }
 }
 
-pub fn problem_response(status: StatusCode, problem: &Problem) -> Response {
+pub(crate) fn problem_response(status: StatusCode, problem: &Problem) -> Response {
     let body = serde_json::to_vec(problem).expect("a problem serialises");
     let mut response = (status, body).into_response();
     response
@@ -326,7 +322,7 @@ impl From<SearchError> for ApiError {
 }
 
 /// `Json<T>` whose rejections are problems: syntax → 400, shape → 422, size → 413, media type → 415.
-pub struct ApiJson<T>(pub T);
+pub(crate) struct ApiJson<T>(pub T);
 
 impl<S, T> FromRequest<S> for ApiJson<T>
 where
@@ -358,7 +354,7 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
 }
 
 /// `Query<T>` whose rejections are 400 problems.
-pub struct ApiQuery<T>(pub T);
+pub(crate) struct ApiQuery<T>(pub T);
 
 impl<S, T> FromRequestParts<S> for ApiQuery<T>
 where
@@ -380,7 +376,7 @@ fn query_rejection(rejection: QueryRejection) -> ApiError {
 }
 
 /// The `{doc_id}` of a path, checked against the id format before anything else sees it.
-pub struct DocId(pub String);
+pub(crate) struct DocId(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for DocId {
     type Rejection = ApiError;

@@ -10,9 +10,9 @@ use docpipe_search::{search, Mode, Query, SearchDeps, SearchResult, MAX_TOP_K};
 use serde::Deserialize;
 use std::sync::Arc;
 
-pub const DEFAULT_TOP_K: i64 = 10;
+pub(crate) const DEFAULT_TOP_K: i64 = 10;
 pub const MAX_QUERY_CHARS: usize = 2000;
-pub const MAX_FILTER_DOC_IDS: usize = 100;
+pub(crate) const MAX_FILTER_DOC_IDS: usize = 100;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -114,7 +114,7 @@ fn check(request: &SearchRequest) -> Result<usize, ApiError> {
     Ok(top_k as usize)
 }
 
-pub async fn search_chunks(
+pub(crate) async fn search_chunks(
     State(state): State<Arc<ApiState>>,
     ApiJson(request): ApiJson<SearchRequest>,
 ) -> Result<Json<SearchResult>, ApiError> {

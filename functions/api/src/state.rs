@@ -53,8 +53,8 @@ pub struct ApiConfig {
 }
 
 /// The longest a presigned URL may live (S3's SigV4 limit).
-pub const MAX_PRESIGN_SECS: u64 = 7 * 24 * 3600;
-pub const MIN_WEBHOOK_TOKEN_LEN: usize = 16;
+pub(crate) const MAX_PRESIGN_SECS: u64 = 7 * 24 * 3600;
+pub(crate) const MIN_WEBHOOK_TOKEN_LEN: usize = 16;
 
 impl ApiConfig {
     pub fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Result<Self, String> {
@@ -110,7 +110,7 @@ impl ApiConfig {
     }
 
     /// A registered document waits for its upload at least as long as its upload URL works.
-    pub fn registration_deadline_secs(&self) -> i64 {
+    pub(crate) fn registration_deadline_secs(&self) -> i64 {
         self.stage_deadline_secs
             .max(self.upload_url_ttl.as_secs() as i64 + 60)
     }

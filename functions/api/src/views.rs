@@ -11,7 +11,7 @@ use docpipe_db::views::DocumentCursor;
 use serde::Serialize;
 
 #[derive(Debug, Serialize)]
-pub struct DocumentView {
+pub(crate) struct DocumentView {
     pub doc_id: String,
     pub doc_name: String,
     pub file_name: String,
@@ -114,7 +114,7 @@ pub struct Counts {
 }
 
 #[derive(Debug, Serialize)]
-pub struct RunView {
+pub(crate) struct RunView {
     pub run_id: i64,
     pub trigger_type: String,
     pub run_status: RunStatus,
@@ -199,7 +199,7 @@ fn decode_cursor(cursor: &str, prefix: &str) -> Result<String, ApiError> {
 }
 
 /// The opaque cursor of a document listing: the last row's `(updated_at, doc_id)`.
-pub fn encode_doc_cursor(doc: &Document) -> String {
+pub(crate) fn encode_doc_cursor(doc: &Document) -> String {
     URL_SAFE_NO_PAD.encode(format!(
         "{DOC_CURSOR_PREFIX}{}:{}",
         doc.updated_at.timestamp_micros(),
@@ -207,7 +207,7 @@ pub fn encode_doc_cursor(doc: &Document) -> String {
     ))
 }
 
-pub fn decode_doc_cursor(cursor: &str) -> Result<DocumentCursor, ApiError> {
+pub(crate) fn decode_doc_cursor(cursor: &str) -> Result<DocumentCursor, ApiError> {
     let text = decode_cursor(cursor, DOC_CURSOR_PREFIX)?;
     let (micros, doc_id) = text.split_once(':').ok_or_else(bad_cursor)?;
     let micros: i64 = micros.parse().map_err(|_| bad_cursor())?;
@@ -221,11 +221,11 @@ pub fn decode_doc_cursor(cursor: &str) -> Result<DocumentCursor, ApiError> {
     })
 }
 
-pub fn encode_block_cursor(id: i64) -> String {
+pub(crate) fn encode_block_cursor(id: i64) -> String {
     URL_SAFE_NO_PAD.encode(format!("{BLOCK_CURSOR_PREFIX}{id}"))
 }
 
-pub fn decode_block_cursor(cursor: &str) -> Result<i64, ApiError> {
+pub(crate) fn decode_block_cursor(cursor: &str) -> Result<i64, ApiError> {
     decode_cursor(cursor, BLOCK_CURSOR_PREFIX)?
         .parse::<i64>()
         .ok()

@@ -5,7 +5,7 @@ use super::geometry::{convex_hull, min_area_rect, Point, RotatedRect};
 
 /// The knobs of DB post-processing, with rapidocr's defaults.
 #[derive(Debug, Clone, Copy)]
-pub struct DbParams {
+pub(crate) struct DbParams {
     /// A pixel is text when its probability exceeds this.
     pub thresh: f32,
     /// A box is kept when the mean probability inside it exceeds this.

@@ -18,7 +18,7 @@ fn cross(o: Point, a: Point, b: Point) -> f32 {
 }
 
 /// Andrew's monotone chain; the hull is counter-clockwise in a y-up frame, without repeats.
-pub fn convex_hull(mut pts: Vec<Point>) -> Vec<Point> {
+pub(crate) fn convex_hull(mut pts: Vec<Point>) -> Vec<Point> {
     pts.sort_by(|a, b| a.x.total_cmp(&b.x).then(a.y.total_cmp(&b.y)));
     pts.dedup();
     if pts.len() < 3 {
@@ -47,7 +47,7 @@ pub fn convex_hull(mut pts: Vec<Point>) -> Vec<Point> {
 
 /// A rectangle of `width` along `angle` (radians from the x axis) and `height` across it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RotatedRect {
+pub(crate) struct RotatedRect {
     pub center: Point,
     pub width: f32,
     pub height: f32,
@@ -59,17 +59,17 @@ impl RotatedRect {
         self.width * self.height
     }
 
-    pub fn perimeter(&self) -> f32 {
+    pub(crate) fn perimeter(&self) -> f32 {
         2.0 * (self.width + self.height)
     }
 
-    pub fn short_side(&self) -> f32 {
+    pub(crate) fn short_side(&self) -> f32 {
         self.width.min(self.height)
     }
 
     /// The rectangle grown by `d` on every side. Offsetting a rectangle with round joins (what
     /// pyclipper does in DB's unclip) and taking the minimum-area rectangle again gives this.
-    pub fn grown(&self, d: f32) -> RotatedRect {
+    pub(crate) fn grown(&self, d: f32) -> RotatedRect {
         RotatedRect {
             width: self.width + 2.0 * d,
             height: self.height + 2.0 * d,
@@ -84,7 +84,7 @@ impl RotatedRect {
 
     /// Corners in order: the start of the width axis on the low side of the height axis, then
     /// around.
-    pub fn corners(&self) -> [Point; 4] {
+    pub(crate) fn corners(&self) -> [Point; 4] {
         let (u, v) = self.axes();
         let (hw, hh) = (self.width / 2.0, self.height / 2.0);
         let at = |a: f32, b: f32| {
@@ -107,7 +107,7 @@ impl RotatedRect {
 
     /// The same rectangle described with its width along the more horizontal axis, so that a
     /// line of text reads along `width` from its left end.
-    pub fn reading_frame(&self) -> RotatedRect {
+    pub(crate) fn reading_frame(&self) -> RotatedRect {
         let mut r = *self;
         let mut angle = r.angle.rem_euclid(std::f32::consts::PI);
         if angle > std::f32::consts::FRAC_PI_2 {
@@ -129,7 +129,7 @@ impl RotatedRect {
 
 /// Rotating calipers over the hull's edges: the smallest rectangle has a side on one of them.
 /// Points are pixel centres, so a blob of n pixels across measures n, not n − 1.
-pub fn min_area_rect(hull: &[Point]) -> Option<RotatedRect> {
+pub(crate) fn min_area_rect(hull: &[Point]) -> Option<RotatedRect> {
     if hull.is_empty() {
         return None;
     }

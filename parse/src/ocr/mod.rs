@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 pub use geometry::Point;
 
 pub const OCR_DIR_ENV: &str = "DOCPIPE_OCR_DIR";
-pub const OCR_DEFAULT_DIR: &str = "/opt/ocr";
+pub(crate) const OCR_DEFAULT_DIR: &str = "/opt/ocr";
 
 /// The recogniser reads each batch of this many strips at once, as rapidocr does.
 const REC_BATCH: usize = 6;
@@ -31,7 +31,7 @@ const MIN_LINE_SCORE: f32 = 0.5;
 
 /// An 8-bit grey image, row-major.
 #[derive(Debug, Clone)]
-pub struct Gray {
+pub(crate) struct Gray {
     pub width: usize,
     pub height: usize,
     pub pixels: Vec<u8>,
@@ -80,7 +80,7 @@ fn model_input(pixel: u8) -> f32 {
 /// One recognised line: its text, its four corners on the page (pixels, clockwise from the top
 /// left of the text) and the recogniser's confidence.
 #[derive(Debug, Clone)]
-pub struct OcrLine {
+pub(crate) struct OcrLine {
     pub text: String,
     pub corners: [Point; 4],
     pub confidence: f32,
@@ -98,7 +98,7 @@ impl OcrLine {
 
     /// Whether the two lines stand on one printed row: their middles lie within half the lower
     /// line's height of each other.
-    pub fn same_row(&self, other: &OcrLine) -> bool {
+    pub(crate) fn same_row(&self, other: &OcrLine) -> bool {
         (self.middle() - other.middle()).abs() < self.height().min(other.height()) / 2.0
     }
 }
@@ -108,7 +108,7 @@ impl OcrLine {
 /// each piece weighs by its visible characters: a long line counts more than a stray mark, and
 /// the spaces put between pieces weigh nothing.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Confidence {
+pub(crate) struct Confidence {
     sum: f64,
     chars: usize,
 }
@@ -168,7 +168,7 @@ pub struct Engine {
 }
 
 /// Where the OCR files are looked for: `$DOCPIPE_OCR_DIR`, else the Lambda layer path.
-pub fn ocr_dir() -> PathBuf {
+pub(crate) fn ocr_dir() -> PathBuf {
     std::env::var_os(OCR_DIR_ENV)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -192,7 +192,7 @@ pub fn ocr_status() -> Result<&'static EngineInfo, String> {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum OcrError {
+pub(crate) enum OcrError {
     #[error("ONNX Runtime: {0}")]
     Runtime(#[from] ort::Error),
     #[error("the model gave an output of unexpected shape {}", shape_text(.0))]
@@ -279,7 +279,7 @@ impl Engine {
     }
 
     /// Recognises one page: its lines in reading order (top to bottom, then left to right).
-    pub fn read_page(&self, page: &Gray) -> Result<Vec<OcrLine>, OcrError> {
+    pub(crate) fn read_page(&self, page: &Gray) -> Result<Vec<OcrLine>, OcrError> {
         let boxes = self.detect(page)?;
         let strips: Vec<Gray> = boxes
             .iter()

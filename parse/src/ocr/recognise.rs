@@ -5,15 +5,15 @@ use super::geometry::RotatedRect;
 use super::Gray;
 
 /// The recogniser's input height (PP-OCRv4: 3 × 48 × W).
-pub const REC_HEIGHT: usize = 48;
+pub(crate) const REC_HEIGHT: usize = 48;
 /// The narrowest input: rapidocr pads every batch to at least 320 × 48.
-pub const REC_MIN_WIDTH: usize = 320;
+pub(crate) const REC_MIN_WIDTH: usize = 320;
 /// The widest strip read: a line longer than 80 heights is a table rule or noise, not text.
 const REC_MAX_WIDTH: usize = 80 * REC_HEIGHT;
 
 /// Samples the rectangle from the page straight into a `REC_HEIGHT`-high strip, along its slope
 /// (bilinear), so the warp and the resize of rapidocr's crop are one step.
-pub fn crop_line(page: &Gray, rect: &RotatedRect) -> Gray {
+pub(crate) fn crop_line(page: &Gray, rect: &RotatedRect) -> Gray {
     let scale = REC_HEIGHT as f32 / rect.height.max(1.0);
     let width = ((rect.width * scale).ceil() as usize).clamp(1, REC_MAX_WIDTH);
     let [p0, p1, _, p3] = rect.corners();
@@ -36,7 +36,7 @@ pub fn crop_line(page: &Gray, rect: &RotatedRect) -> Gray {
 
 /// A batch of strips as one `[n, 3, 48, width]` tensor, each normalised to [-1, 1] and padded
 /// on the right with zeros (mid-grey after normalisation), as rapidocr pads.
-pub fn batch_tensor(strips: &[&Gray]) -> (Vec<usize>, Vec<f32>) {
+pub(crate) fn batch_tensor(strips: &[&Gray]) -> (Vec<usize>, Vec<f32>) {
     let width = strips
         .iter()
         .map(|s| s.width)
@@ -61,13 +61,18 @@ pub fn batch_tensor(strips: &[&Gray]) -> (Vec<usize>, Vec<f32>) {
 /// A decoded line: its characters, the step each was read at (steps run left to right along the
 /// strip), and the confidence (the mean probability of the characters kept).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decoded {
+pub(crate) struct Decoded {
     pub chars: Vec<(String, usize)>,
     pub confidence: f32,
 }
 
 /// Greedy CTC: the best class at each step, repeats collapsed, blanks (class 0) dropped.
-pub fn ctc_decode(probs: &[f32], steps: usize, classes: usize, charset: &[String]) -> Decoded {
+pub(crate) fn ctc_decode(
+    probs: &[f32],
+    steps: usize,
+    classes: usize,
+    charset: &[String],
+) -> Decoded {
     let mut chars = Vec::new();
     let (mut sum, mut kept) = (0f32, 0usize);
     let mut prev = usize::MAX;
@@ -128,7 +133,7 @@ impl Decoded {
 }
 
 /// The class list as rapidocr builds it: a blank at 0, the model's characters, then a space.
-pub fn charset_from_metadata(character: &str) -> Vec<String> {
+pub(crate) fn charset_from_metadata(character: &str) -> Vec<String> {
     let mut set = vec!["blank".to_string()];
     set.extend(character.lines().map(str::to_string));
     set.push(" ".to_string());

@@ -56,7 +56,7 @@ unsafe extern "C" fn delete_font(_: *mut FPDF_SYSFONTINFO, _font: *mut c_void) {
 
 /// Installs the empty font directory. Called once, right after pdfium is bound and before any
 /// document is opened; pdfium keeps the pointer for the life of the process.
-pub fn hide_host_fonts(pdfium: &Pdfium) {
+pub(crate) fn hide_host_fonts(pdfium: &Pdfium) {
     let info: &'static mut FPDF_SYSFONTINFO = Box::leak(Box::new(FPDF_SYSFONTINFO {
         version: 1,
         Release: None,

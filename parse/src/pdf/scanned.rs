@@ -19,7 +19,7 @@ use crate::structure::regulation_marker;
 /// were trained on text of about this size.
 pub const OCR_DPI: u32 = 200;
 /// A page read with less mean confidence than this is flagged and left out of the index.
-pub const MIN_PAGE_CONFIDENCE: f32 = 0.8;
+pub(crate) const MIN_PAGE_CONFIDENCE: f32 = 0.8;
 /// The most pixels OCR renders of one page: 25 megapixels. pdfium's bitmap is 4 bytes a pixel
 /// (100 MB) and its grey copy one (25 MB). Up to A2 a page gets the full [`OCR_DPI`]; a larger
 /// one a lower resolution, down to [`MIN_OCR_DPI`]: A1 is rendered at 179 dpi, A0 at 126.
@@ -41,7 +41,7 @@ pub enum Scans {
     Read(OcrReport),
 }
 
-pub fn needs_ocr(page: &PageText) -> bool {
+pub(crate) fn needs_ocr(page: &PageText) -> bool {
     (page.chars == 0 && page.has_objects) || (page.chars > 0 && page.garbage > GARBLED_PAGE_RATIO)
 }
 
@@ -49,7 +49,7 @@ pub fn needs_ocr(page: &PageText) -> bool {
 /// [`OCR_DPI`], or less so that the bitmap stays within [`MAX_OCR_PIXELS`]. The page's failure
 /// (permanent: the same page is always as large) when that would be under [`MIN_OCR_DPI`], or
 /// the page has no area.
-pub fn render_dpi(number: u32, width: f32, height: f32) -> Result<u32, String> {
+pub(crate) fn render_dpi(number: u32, width: f32, height: f32) -> Result<u32, String> {
     let size = || format!("{} × {} pt", points(width), points(height));
     if !(width >= 1.0 && height >= 1.0 && width.is_finite() && height.is_finite()) {
         return Err(format!(
@@ -85,7 +85,7 @@ fn points(pt: f32) -> String {
 /// Reads every page that needs it, in place of its text layer, within the page limit and the
 /// time budget of `limits`. Besides what became of the pages: warnings for the pages rendered
 /// at less than [`OCR_DPI`].
-pub fn read_scans(
+pub(crate) fn read_scans(
     doc: &PdfDocument,
     pages: &mut [PageText],
     limits: &Limits,
@@ -356,7 +356,7 @@ fn separate_article_number(text: &str) -> Option<String> {
 /// What OCR typically gets wrong in Chinese regulations, put right: spaces inside a
 /// 第…条/章/节/编 marker, punctuation read in place of the space after one, and half-width
 /// punctuation among Chinese text.
-pub fn repair(text: &str) -> String {
+pub(crate) fn repair(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;

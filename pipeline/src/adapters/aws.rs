@@ -19,13 +19,13 @@ pub async fn sdk_config(config: &AwsConfig) -> aws_config::SdkConfig {
     loader.load().await
 }
 
-pub fn s3_client(sdk: &aws_config::SdkConfig, config: &AwsConfig) -> aws_sdk_s3::Client {
+pub(crate) fn s3_client(sdk: &aws_config::SdkConfig, config: &AwsConfig) -> aws_sdk_s3::Client {
     let s3_config = aws_sdk_s3::config::Builder::from(sdk)
         .force_path_style(config.endpoint_url.is_some())
         .build();
     aws_sdk_s3::Client::from_conf(s3_config)
 }
 
-pub fn sqs_client(sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
+pub(crate) fn sqs_client(sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
     aws_sdk_sqs::Client::new(sdk)
 }

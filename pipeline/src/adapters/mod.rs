@@ -3,10 +3,10 @@
 //! objects in memory, for unit tests of stage logic that needs no real service.
 
 pub mod aws;
-pub mod lazy_vectors;
+pub(crate) mod lazy_vectors;
 #[cfg(any(test, feature = "testing"))]
 pub mod memory;
-pub mod object_store;
+pub(crate) mod object_store;
 pub mod queue;
 pub mod secrets;
 

@@ -33,7 +33,7 @@ pub async fn fetch_string(sdk: &aws_config::SdkConfig, arn: &str) -> Result<Stri
         })
 }
 
-pub async fn fetch_json(
+pub(crate) async fn fetch_json(
     sdk: &aws_config::SdkConfig,
     arn: &str,
 ) -> Result<serde_json::Value, SecretError> {

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::time::Duration;
 
 /// What AWS waits before each retry of a failed asynchronous invocation.
-pub const RETRY_WAITS: [Duration; 2] = [Duration::from_secs(60), Duration::from_secs(120)];
+pub(crate) const RETRY_WAITS: [Duration; 2] = [Duration::from_secs(60), Duration::from_secs(120)];
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum AsyncOutcome {
@@ -63,7 +63,12 @@ where
 }
 
 /// The record Lambda sends to an on-failure destination after the retries are exhausted.
-pub fn invocation_record(function_arn: &str, event: &Value, attempts: u32, error: &str) -> Value {
+pub(crate) fn invocation_record(
+    function_arn: &str,
+    event: &Value,
+    attempts: u32,
+    error: &str,
+) -> Value {
     json!({
         "version": "1.0",
         "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -85,7 +90,7 @@ pub fn invocation_record(function_arn: &str, event: &Value, attempts: u32, error
 
 /// The parts of an invocation record the DLQ function needs: the original event, how often it was
 /// invoked, and the last error. `None` when `body` is not one.
-pub fn decode_invocation_record(body: &Value) -> Option<(Value, u32, String)> {
+pub(crate) fn decode_invocation_record(body: &Value) -> Option<(Value, u32, String)> {
     let payload = body.get("requestPayload")?.clone();
     let context = body.get("requestContext")?;
     let attempts = context

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// The custom resource's one physical id: the same on every update, so CloudFormation never
 /// takes an update for a replacement (and sends a delete for the "old" one).
-pub const PHYSICAL_ID: &str = "docpipe-migrations";
+pub(crate) const PHYSICAL_ID: &str = "docpipe-migrations";
 /// Time kept back from the deadline to send the answer.
 const ANSWER_RESERVE: Duration = Duration::from_secs(10);
 /// CloudFormation's limit on a response body is 4,096 bytes; the reason gets what is left.

@@ -91,7 +91,7 @@ impl<O> BatchReport<O> {
 
 /// Runs `handle` on each message in order. `Ok(outcome)` and errors that fail the run acknowledge
 /// the message; transient errors report it as a batch item failure.
-pub async fn for_each_message<O, F, Fut>(event: SqsEvent, mut handle: F) -> BatchReport<O>
+pub(crate) async fn for_each_message<O, F, Fut>(event: SqsEvent, mut handle: F) -> BatchReport<O>
 where
     O: std::fmt::Display,
     F: FnMut(SqsMessage) -> Fut,
@@ -139,7 +139,7 @@ where
 
 /// What a stage made of one job, as the lifter counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
+pub(crate) enum Ending {
     /// The stage did its work (metrics: completed, with its duration).
     Completed,
     /// The input was bad and the run failed (metrics: failed, permanent).
@@ -149,7 +149,7 @@ pub enum Ending {
 }
 
 /// A stage's typed outcome for one job: its progress line (`Display`) and how it ends.
-pub trait JobOutcome: std::fmt::Display {
+pub(crate) trait JobOutcome: std::fmt::Display {
     fn ending(&self) -> Ending;
     /// Counts of its own beyond completed and failed (the index stage's chunks).
     fn record_metrics(&self) {}
@@ -165,7 +165,7 @@ pub trait JobOutcome: std::fmt::Display {
 /// A stage that takes job messages (parse, index), one job at a time. [`handle_jobs`] lifts it to
 /// a batch handler.
 #[async_trait::async_trait]
-pub trait JobHandler: Sync {
+pub(crate) trait JobHandler: Sync {
     type Outcome: JobOutcome + Send;
     const STAGE: Stage;
     /// Where a job that failed transiently waits; `None` when nothing queued it.
@@ -190,7 +190,10 @@ impl<T: JobHandler + crate::services::Service> super::lambda::Function for T {
 /// handler as a batch handler. It decodes each message (a body that is no job is dropped as
 /// permanent), runs the stage, counts completed and failed, and backs a transient failure off
 /// and records it on its run before the message is reported back to its queue.
-pub async fn handle_jobs<H: JobHandler>(handler: &H, batch: SqsEvent) -> BatchReport<H::Outcome> {
+pub(crate) async fn handle_jobs<H: JobHandler>(
+    handler: &H,
+    batch: SqsEvent,
+) -> BatchReport<H::Outcome> {
     let backoff = handler.backoff();
     let backoff = backoff.as_ref();
     for_each_message(batch, |message| async move {
@@ -258,7 +261,7 @@ async fn continue_in_fresh_message(
 /// A function that takes each message as it is (store: an upload notification; DLQ: a dead
 /// letter). [`handle_messages`] lifts it to a batch handler, as [`handle_jobs`] does for jobs.
 #[async_trait::async_trait]
-pub trait MessageHandler: Sync {
+pub(crate) trait MessageHandler: Sync {
     type Outcome: std::fmt::Display + Send;
     /// Where a message that failed transiently waits; `None` when it comes back after its
     /// visibility timeout.
@@ -274,7 +277,7 @@ pub trait MessageHandler: Sync {
 /// The lifter for messages that name no run: each message is handled in order, and one that
 /// failed transiently backs off (only the message: there is no run to record it on) before it is
 /// reported back to its queue.
-pub async fn handle_messages<H: MessageHandler>(
+pub(crate) async fn handle_messages<H: MessageHandler>(
     handler: &H,
     batch: SqsEvent,
 ) -> BatchReport<H::Outcome> {
@@ -285,7 +288,7 @@ pub async fn handle_messages<H: MessageHandler>(
 /// time left is not started. It and the rest of the batch go back to the queue at once (their
 /// visibility set to 0, not backed off: nothing failed), for another invocation. The first
 /// message is always started: a batch must make progress.
-pub async fn handle_messages_until<H: MessageHandler>(
+pub(crate) async fn handle_messages_until<H: MessageHandler>(
     handler: &H,
     batch: SqsEvent,
     deadline: Option<std::time::Instant>,
@@ -331,14 +334,14 @@ pub async fn handle_messages_until<H: MessageHandler>(
 /// A message a batch did not start, for want of time.
 #[derive(Debug, thiserror::Error)]
 #[error("deferred to another invocation: {left_secs:.1} s of this one were left, and the message may need {needed_secs:.1} s")]
-pub struct Deferred {
+pub(crate) struct Deferred {
     pub left_secs: f64,
     pub needed_secs: f64,
 }
 
 /// Which delivery of its message this is, and how to hold it back.
 #[derive(Debug, Clone)]
-pub struct Delivery {
+pub(crate) struct Delivery {
     pub receipt_handle: String,
     /// `ApproximateReceiveCount`: 1 on the first delivery.
     pub receive_count: u32,
@@ -373,7 +376,7 @@ impl Backoff<'_> {
     /// failure. A worker that dies (its timeout, its memory) cannot set a backoff; with this its
     /// message still comes back after one, not after the queue's whole visibility timeout. A
     /// delivery that ends sooner deletes the message or sets its backoff from then.
-    pub async fn arm(&self, delivery: &Delivery, stage: Stage) {
+    pub(crate) async fn arm(&self, delivery: &Delivery, stage: Stage) {
         let function_timeout = match stage {
             Stage::Parse => self.clock.parse.function_timeout,
             Stage::Index => self.clock.index.function_timeout,
@@ -398,7 +401,7 @@ impl Backoff<'_> {
 
     /// Makes the message visible again at once, for a message that was not tried (best effort:
     /// otherwise it returns after its visibility timeout).
-    pub async fn release_now(&self, delivery: &Delivery) {
+    pub(crate) async fn release_now(&self, delivery: &Delivery) {
         let Some(url) = self
             .queue_url
             .filter(|_| !delivery.receipt_handle.is_empty())
@@ -418,7 +421,7 @@ impl Backoff<'_> {
     /// wait (rather than the queue's whole visibility timeout), and the run records the attempt's
     /// error and when the message comes back. Best effort on both counts: if SQS or PostgreSQL is
     /// what failed, the message still comes back after its visibility timeout.
-    pub async fn after_failure(
+    pub(crate) async fn after_failure(
         &self,
         delivery: &Delivery,
         run: Option<(i64, Stage)>,

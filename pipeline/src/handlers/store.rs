@@ -47,7 +47,7 @@ const STORE_BYTES_PER_SEC: f64 = 20.0 * 1024.0 * 1024.0;
 const STORE_FIXED_SECS: f64 = 2.0;
 
 /// The time the objects a notification names may take to store, from the sizes it gives.
-pub fn time_to_store(body: &str) -> std::time::Duration {
+pub(crate) fn time_to_store(body: &str) -> std::time::Duration {
     let bytes: u64 = match events::decode_notification_str(body) {
         Ok(Notification::Created(objects)) => objects.iter().filter_map(|o| o.size).sum(),
         _ => 0,
@@ -227,7 +227,7 @@ pub async fn handle_notification(
 
 /// Records an upload that did not become a document. A database that cannot take the record makes
 /// the event transient: it comes back rather than vanish.
-pub async fn record_intake_failure(
+pub(crate) async fn record_intake_failure(
     service: &StoreService,
     bucket: &str,
     key: &str,

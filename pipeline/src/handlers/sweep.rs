@@ -22,7 +22,7 @@ pub struct SweepSummary {
 
 /// One scheduled run: the sweep and the housekeeping, counted in the metrics; what either left
 /// for the next run is logged.
-pub async fn handle_schedule(service: &SweepService) -> Result<SweepSummary, SweepError> {
+pub(crate) async fn handle_schedule(service: &SweepService) -> Result<SweepSummary, SweepError> {
     let Some((report, kept)) = service.run_once().await? else {
         return Ok(SweepSummary {
             skipped: true,

@@ -11,7 +11,7 @@ use docpipe_db::cleanups::{self, Cleanup, Kind};
 use docpipe_db::{documents, runs, Db, DbError};
 use docpipe_vector::{VectorError, VectorIndex};
 
-pub struct CleanupDeps<'a> {
+pub(crate) struct CleanupDeps<'a> {
     pub db: &'a Db,
     pub objects: &'a dyn ObjectStore,
     /// `None` in a function that has no Milvus client (parse): a vector clean-up is then left to
@@ -22,7 +22,7 @@ pub struct CleanupDeps<'a> {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum CleanupError {
+pub(crate) enum CleanupError {
     #[error("the database is unavailable")]
     Db(#[from] DbError),
     #[error("object storage is unavailable")]
@@ -36,7 +36,7 @@ pub enum CleanupError {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Carried {
+pub(crate) enum Carried {
     Removed,
     /// Nothing to remove: what was written belongs to a run that committed, or is gone already.
     NotNeeded(&'static str),
@@ -55,7 +55,7 @@ pub struct CleanupReport {
 }
 
 /// Records the clean-up, tries it, and keeps the record if it fails: the caller goes on either way.
-pub async fn record_and_try(
+pub(crate) async fn record_and_try(
     deps: &CleanupDeps<'_>,
     kind: Kind,
     doc_id: &str,
@@ -85,7 +85,7 @@ pub async fn record_and_try(
 }
 
 /// One pass over the due clean-ups, at most `limit`.
-pub async fn run_due(deps: &CleanupDeps<'_>, limit: i64) -> Result<CleanupReport, DbError> {
+pub(crate) async fn run_due(deps: &CleanupDeps<'_>, limit: i64) -> Result<CleanupReport, DbError> {
     let client = deps.db.client().await?;
     let due = cleanups::due(&**client, limit).await?;
     drop(client);

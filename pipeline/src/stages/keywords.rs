@@ -11,7 +11,7 @@ use docpipe_parse::article_ref::normalize_law_name;
 use tracing::info;
 
 /// Reads the document's blocks and analyses them (off the async threads: jieba is CPU work).
-pub async fn analyse(
+pub(crate) async fn analyse(
     c: &impl tokio_postgres::GenericClient,
     doc_id: &str,
 ) -> Result<AnalysedDocument, DbError> {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub struct HeldLease {
+pub(crate) struct HeldLease {
     pub run_id: i64,
     pub owner: String,
     pub attempt: Attempt,
@@ -59,7 +59,7 @@ impl HeldLease {
     /// before this one: each stopped without a word (its function's timeout, or its memory),
     /// and a further attempt of the same input would die the same way. Without this a poison
     /// document would hold a worker for its whole timeout on every delivery the queue allows.
-    pub fn too_many_abandoned(&self, clock: &Clock, stage: Stage) -> Option<String> {
+    pub(crate) fn too_many_abandoned(&self, clock: &Clock, stage: Stage) -> Option<String> {
         let abandoned = self.attempt.abandoned;
         if abandoned < clock.max_abandoned_attempts as i32 {
             return None;
@@ -75,14 +75,14 @@ impl HeldLease {
     }
 
     /// True once a renewal found that the lease is no longer this worker's.
-    pub fn is_lost(&self) -> bool {
+    pub(crate) fn is_lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)
     }
 
     /// Renews the lease now and says whether it is still this worker's. Called right before a write
     /// outside PostgreSQL (a Milvus insert): a renewal that succeeded holds the lease for a whole
     /// lease length, so no other worker can take the run over until well after the write.
-    pub async fn confirm(&self, db: &Db, lease: Duration) -> Result<bool, DbError> {
+    pub(crate) async fn confirm(&self, db: &Db, lease: Duration) -> Result<bool, DbError> {
         if self.is_lost() {
             return Ok(false);
         }

@@ -45,7 +45,7 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> RegisterError {
 
 /// A file name becomes the last segment of an object key: no separators, no traversal, no control
 /// characters, and it fits the columns.
-pub fn check_file_name(name: &str) -> Result<(), RegisterError> {
+pub(crate) fn check_file_name(name: &str) -> Result<(), RegisterError> {
     if name.is_empty() {
         return Err(invalid("file_name", "must not be empty"));
     }

@@ -24,7 +24,7 @@ pub enum GiveUpOutcome {
     },
 }
 
-pub fn waiting_stage(status: DocStatus) -> Stage {
+pub(crate) fn waiting_stage(status: DocStatus) -> Stage {
     match status {
         DocStatus::Pending => Stage::Store,
         DocStatus::Stored => Stage::Parse,

@@ -46,7 +46,7 @@ impl HousekeepingReport {
 const KEYWORD_DOCUMENTS_PER_PASS: i64 = 20;
 /// Expired idempotency keys one pass deletes (one indexed statement, well under a second); a
 /// backlog goes over the next passes.
-pub const IDEMPOTENCY_KEYS_PER_PASS: i64 = 10_000;
+pub(crate) const IDEMPOTENCY_KEYS_PER_PASS: i64 = 10_000;
 
 /// One pass; `limit` bounds the clean-ups and each kind of reconcile removal.
 pub async fn housekeeping(deps: &HousekeepingDeps<'_>, limit: usize) -> HousekeepingReport {

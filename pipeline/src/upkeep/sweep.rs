@@ -70,7 +70,7 @@ impl SweepReport {
             .filter(|a| matches!(a, Swept::Failed { .. }))
             .count()
     }
-    pub fn redriven(&self) -> usize {
+    pub(crate) fn redriven(&self) -> usize {
         self.actions.len() - self.failed()
     }
 }

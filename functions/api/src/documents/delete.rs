@@ -4,7 +4,7 @@ use super::*;
 
 /// Deletes in seed 000 §6.7's order. Repeating a delete that succeeded answers 204 again (the
 /// audit log remembers it); a document that never existed is a 404.
-pub async fn delete_document(
+pub(crate) async fn delete_document(
     State(state): AppState,
     meta: RequestMeta,
     DocId(doc_id): DocId,

@@ -4,7 +4,7 @@ use super::*;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     pub status: Option<DocStatus>,
     pub regulation_type: Option<String>,
     pub version: Option<String>,

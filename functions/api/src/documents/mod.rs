@@ -7,14 +7,11 @@ mod read;
 mod register;
 mod retry;
 
-pub use delete::delete_document;
-pub use list::{list_documents, ListQuery};
-pub use read::{
-    artifacts, blocks, download, get_document, history, list_runs, structure, ArtifactsQuery,
-    BlocksQuery,
-};
-pub use register::{register_document, RegisterRequest, MAX_METADATA_NUMBER};
-pub use retry::retry_document;
+pub(crate) use delete::delete_document;
+pub(crate) use list::list_documents;
+pub(crate) use read::{artifacts, blocks, download, get_document, history, list_runs, structure};
+pub(crate) use register::register_document;
+pub(crate) use retry::retry_document;
 
 use crate::audit::{self, Audit};
 use crate::context::RequestMeta;
@@ -37,12 +34,13 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 pub const MAX_PAGE: i64 = 200;
-pub const DEFAULT_PAGE: i64 = 50;
+pub(crate) const DEFAULT_PAGE: i64 = 50;
 /// An idempotency key whose request never finished (its process died) may be claimed again after
 /// this long.
-pub const IDEMPOTENCY_STALE_SECS: i64 = 120;
-pub const IDEMPOTENCY_KEY_HEADER: HeaderName = HeaderName::from_static("idempotency-key");
-pub const IDEMPOTENT_REPLAYED_HEADER: HeaderName = HeaderName::from_static("idempotent-replayed");
+pub(crate) const IDEMPOTENCY_STALE_SECS: i64 = 120;
+pub(crate) const IDEMPOTENCY_KEY_HEADER: HeaderName = HeaderName::from_static("idempotency-key");
+pub(crate) const IDEMPOTENT_REPLAYED_HEADER: HeaderName =
+    HeaderName::from_static("idempotent-replayed");
 
 type AppState = State<Arc<ApiState>>;
 
@@ -62,7 +60,7 @@ fn check_text(field: &str, value: &str, max_chars: usize) -> Result<(), ApiError
     Ok(())
 }
 
-pub fn page_limit(limit: Option<i64>) -> Result<i64, ApiError> {
+pub(crate) fn page_limit(limit: Option<i64>) -> Result<i64, ApiError> {
     match limit {
         None => Ok(DEFAULT_PAGE),
         Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),

@@ -2,7 +2,7 @@
 
 use super::*;
 
-pub async fn get_document(
+pub(crate) async fn get_document(
     State(state): AppState,
     DocId(doc_id): DocId,
 ) -> Result<Json<Value>, ApiError> {
@@ -34,7 +34,7 @@ pub async fn get_document(
     Ok(Json(answer))
 }
 
-pub async fn list_runs(
+pub(crate) async fn list_runs(
     State(state): AppState,
     DocId(doc_id): DocId,
 ) -> Result<Json<Value>, ApiError> {
@@ -63,7 +63,7 @@ pub async fn history(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ArtifactsQuery {
+pub(crate) struct ArtifactsQuery {
     pub run_id: Option<i64>,
 }
 
@@ -113,7 +113,7 @@ pub async fn structure(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BlocksQuery {
+pub(crate) struct BlocksQuery {
     pub section_title: Option<String>,
     pub block_type: Option<String>,
     pub semantic_id: Option<String>,

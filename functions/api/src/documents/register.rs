@@ -4,7 +4,7 @@ use super::*;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RegisterRequest {
+pub(crate) struct RegisterRequest {
     #[serde(default)]
     pub doc_name: String,
     pub file_name: String,
@@ -33,7 +33,7 @@ fn has_nul(value: &Value) -> bool {
 /// The largest magnitude a metadata number may have. JSONB keeps numbers as exact decimals and
 /// gives a float near `f64::MAX` back as a 309-digit integer that a JSON parser may refuse to
 /// read as a float; nobody's metadata needs numbers that large.
-pub const MAX_METADATA_NUMBER: f64 = 1e300;
+pub(crate) const MAX_METADATA_NUMBER: f64 = 1e300;
 
 fn has_huge_number(value: &Value) -> bool {
     match value {
@@ -93,7 +93,7 @@ fn to_registration(r: &RegisterRequest) -> stages::register::Registration {
     }
 }
 
-pub async fn register_document(
+pub(crate) async fn register_document(
     State(state): AppState,
     meta: RequestMeta,
     ApiJson(body): ApiJson<RegisterRequest>,

@@ -17,7 +17,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     Ok(Some(key.to_string()))
 }
 
-pub async fn retry_document(
+pub(crate) async fn retry_document(
     State(state): AppState,
     meta: RequestMeta,
     DocId(doc_id): DocId,
