@@ -249,20 +249,64 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
         .collect();
     drop(client);
 
+    let (hits, unvouched) = checked_hits(
+        q.text,
+        &wanted,
+        &live,
+        &fused,
+        dense.as_ref(),
+        &named,
+        top_k,
+    );
+    let stale_dropped = dense.as_ref().map_or(0, |d| d.stale) + unvouched;
+    tracing::debug!(
+        rank_ms = ms(ranked_at),
+        check_ms = ms(started.elapsed() - ranked_at),
+        "search"
+    );
+    if stale_dropped > 0 {
+        tracing::info!(
+            stale_dropped,
+            "search dropped hits PostgreSQL does not vouch for"
+        );
+    }
+    Ok(SearchResult {
+        mode: q.mode,
+        parameters: Parameters::of(fusion, deps.embedder),
+        references: named
+            .iter()
+            .filter(|(id, _)| live.contains_key(id))
+            .map(|(_, c)| c.clone())
+            .collect(),
+        hits,
+        stale_dropped,
+    })
+}
+
+/// The first `top_k` of `wanted` that PostgreSQL vouches for (`live`), in order, as hits, and how
+/// many were passed over because it does not.
+fn checked_hits(
+    query: &str,
+    wanted: &[i64],
+    live: &HashMap<i64, LiveBlock>,
+    fused: &[fusion::Fused],
+    dense: Option<&DenseRanking>,
+    named: &[(i64, String)],
+    top_k: usize,
+) -> (Vec<Hit>, usize) {
     let fused_at: HashMap<i64, &fusion::Fused> = fused.iter().map(|f| (f.block_id, f)).collect();
-    let query_words = Analyzer::shared().query_words(q.text);
-    let mut stale_dropped = dense.as_ref().map_or(0, |d| d.stale);
-    let mut hits = Vec::with_capacity(top_k);
-    for id in &wanted {
+    let query_words = Analyzer::shared().query_words(query);
+    let (mut hits, mut unvouched) = (Vec::with_capacity(top_k), 0);
+    for id in wanted {
         let Some(block) = live.get(id) else {
-            stale_dropped += 1;
+            unvouched += 1;
             continue;
         };
         if hits.len() == top_k {
             break;
         }
         let f = fused_at.get(id);
-        let best = dense.as_ref().and_then(|d| d.best_chunk.get(id));
+        let best = dense.and_then(|d| d.best_chunk.get(id));
         let referenced = named.iter().any(|(n, _)| n == id);
         hits.push(hit(
             block,
@@ -278,20 +322,12 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
             &query_words,
         ));
     }
-    tracing::debug!(
-        rank_ms = ms(ranked_at),
-        check_ms = ms(started.elapsed() - ranked_at),
-        "search"
-    );
-    if stale_dropped > 0 {
-        tracing::info!(
-            stale_dropped,
-            "search dropped hits PostgreSQL does not vouch for"
-        );
-    }
-    Ok(SearchResult {
-        mode: q.mode,
-        parameters: Parameters {
+    (hits, unvouched)
+}
+
+impl Parameters {
+    fn of(fusion: FusionParameters, embedder: &dyn Embedder) -> Self {
+        Parameters {
             fusion,
             candidates: CANDIDATES,
             analyzer: analyzer::ANALYZER,
@@ -299,17 +335,10 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
             bm25_b: analyzer::B,
             postings_per_term: POSTINGS_PER_TERM,
             max_query_terms: MAX_QUERY_TERMS,
-            embedding_model: deps.embedder.model_id().to_string(),
-            query_adapter: deps.embedder.query_adapter().map(str::to_string),
-        },
-        references: named
-            .iter()
-            .filter(|(id, _)| live.contains_key(id))
-            .map(|(_, c)| c.clone())
-            .collect(),
-        hits,
-        stale_dropped,
-    })
+            embedding_model: embedder.model_id().to_string(),
+            query_adapter: embedder.query_adapter().map(str::to_string),
+        }
+    }
 }
 
 fn hit(
