@@ -22,6 +22,7 @@ mod quality;
 mod raw;
 mod structure;
 mod text;
+pub mod version_dates;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
