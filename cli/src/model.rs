@@ -138,6 +138,47 @@ pub struct Hit {
     pub section_path: Vec<String>,
     pub page_start: i64,
     pub page_end: i64,
+    pub version: Option<HitVersion>,
+}
+
+/// The law and version a hit belongs to.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct HitVersion {
+    pub work_title: String,
+    pub version: String,
+    pub effective_from: Option<String>,
+    pub effective_to: Option<String>,
+    pub status: String,
+    pub replaced_by: Option<String>,
+    pub changed_in_replacement: Option<bool>,
+    pub documents: Vec<String>,
+}
+
+impl HitVersion {
+    /// "version 2018-10-26, in force 2018-10-26 – 2024-07-01, superseded by 2023-12-29 (changed
+    /// there)".
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "version {}, in force {} – {}, {}",
+            self.version,
+            self.effective_from.as_deref().unwrap_or("?"),
+            self.effective_to.as_deref().unwrap_or(""),
+            self.status.replace('_', " ")
+        );
+        if let Some(by) = &self.replaced_by {
+            s.push_str(&format!(" by {by}"));
+            match self.changed_in_replacement {
+                Some(true) => s.push_str(" (this article changed there)"),
+                Some(false) => s.push_str(" (this article unchanged there)"),
+                None => {}
+            }
+        }
+        if self.documents.len() > 1 {
+            s.push_str(&format!(", {} renditions", self.documents.len()));
+        }
+        s
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -165,6 +165,8 @@ pub async fn live_blocks(
     }
     let doc_ids: Option<&Vec<String>> = (!filters.doc_ids.is_empty()).then_some(&filters.doc_ids);
     let tags: Option<&Vec<String>> = (!filters.tags.is_empty()).then_some(&filters.tags);
+    let excluded: Option<&Vec<String>> =
+        (!filters.exclude_doc_ids.is_empty()).then_some(&filters.exclude_doc_ids);
     let rows = c
         .query_typed(
             "SELECT sb.id, sb.doc_id, d.doc_name, sb.semantic_id, sb.block_type, sb.section_path,
@@ -178,13 +180,15 @@ pub async fn live_blocks(
                AND ($2::varchar[] IS NULL OR d.doc_id = ANY($2))
                AND ($3::varchar IS NULL OR d.regulation_type = $3)
                AND ($4::varchar IS NULL OR d.version = $4)
-               AND ($5::text[] IS NULL OR d.metadata -> 'tags' ?| $5)",
+               AND ($5::text[] IS NULL OR d.metadata -> 'tags' ?| $5)
+               AND ($6::varchar[] IS NULL OR NOT (d.doc_id = ANY($6)))",
             &[
                 (&ids, Type::INT8_ARRAY),
                 (&doc_ids, Type::VARCHAR_ARRAY),
                 (&filters.regulation_type, Type::VARCHAR),
                 (&filters.version, Type::VARCHAR),
                 (&tags, Type::TEXT_ARRAY),
+                (&excluded, Type::VARCHAR_ARRAY),
             ],
         )
         .await?;

@@ -223,6 +223,14 @@ impl LiveFilter {
                 Type::VARCHAR_ARRAY,
             );
         }
+        if !filters.exclude_doc_ids.is_empty() {
+            param(
+                &mut f,
+                "NOT (d.doc_id = ANY({p}))",
+                Box::new(filters.exclude_doc_ids.clone()),
+                Type::VARCHAR_ARRAY,
+            );
+        }
         if let Some(rt) = &filters.regulation_type {
             param(
                 &mut f,

@@ -42,6 +42,7 @@ pub mod tombstones;
 pub mod transitions;
 pub mod upkeep;
 pub mod views;
+pub mod works;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use docpipe_core::config::DbConfig;

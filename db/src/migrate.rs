@@ -78,6 +78,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0013_index_progress",
         sql: include_str!("../../migrations/0013_index_progress.sql"),
     },
+    Migration {
+        version: 14,
+        name: "0014_works_and_versions",
+        sql: include_str!("../../migrations/0014_works_and_versions.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

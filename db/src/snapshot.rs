@@ -138,3 +138,20 @@ pub async fn record_artifacts(
     .await?;
     Ok(())
 }
+
+/// The document's semantic blocks as (block type, text), in order: what its version is read from.
+pub async fn block_texts(
+    c: &impl GenericClient,
+    doc_id: &str,
+) -> Result<Vec<(String, String)>, DbError> {
+    let rows = c
+        .query_typed(
+            "SELECT block_type, text FROM semantic_blocks WHERE doc_id = $1 ORDER BY id",
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get("block_type"), r.get("text")))
+        .collect())
+}

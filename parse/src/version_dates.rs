@@ -37,7 +37,7 @@ impl Day {
             2 => 28,
             _ => return None,
         };
-        ((1000..=9999).contains(&year) && (1..=days).contains(&day)).then(|| Day {
+        ((1000..=9999).contains(&year) && (1..=days).contains(&day)).then_some(Day {
             year: year as u16,
             month: month as u8,
             day: day as u8,

@@ -12,6 +12,7 @@ use docpipe_core::analyzer::{self, Analyzer};
 use docpipe_core::filters::Filters;
 use docpipe_db::articles::{self, ChunkPlace, LiveBlock};
 use docpipe_db::keyword::{self, ScoredBlock};
+use docpipe_db::works::{self, VersionPlace};
 use docpipe_db::{documents, Db, DbError};
 use docpipe_embed::{EmbedError, Embedder};
 use docpipe_parse::article_ref::{article_number, citation};
@@ -40,6 +41,41 @@ pub const MAX_QUERY_TERMS: i64 = 128;
 /// The score of an article the query names: above any fused score, which is at most
 /// `(dense_weight + keyword_weight) / (k + 1)`.
 pub(crate) const REFERENCED_SCORE: f64 = 1.0;
+
+/// Which versions of a law a search reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Versions {
+    /// Only the version of each law in force on the search's date (and documents of no version).
+    #[default]
+    InForce,
+    /// Every version, each hit saying its status on that date.
+    All,
+}
+
+/// What a hit says of the version of the law it comes from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HitVersion {
+    pub work_id: i64,
+    pub work_title: String,
+    pub level: String,
+    pub version: String,
+    pub effective_from: Option<String>,
+    /// The day the next version took effect, or the repeal: the end of this one's validity.
+    pub effective_to: Option<String>,
+    /// On the search's date: in_force, not_yet_in_force, superseded or repealed.
+    pub status: String,
+    /// For a superseded version: the version that replaced it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced_by: Option<String>,
+    /// For a superseded version: whether the article of the same number reads differently in the
+    /// version that replaced it (absent when that version has no such article).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_in_replacement: Option<bool>,
+    /// Every indexed document of this version (the same text as md, docx, pdf…): one hit stands
+    /// for all of them.
+    pub documents: Vec<String>,
+}
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -108,6 +144,9 @@ pub struct Hit {
     pub article_truncated: bool,
     /// Where the whole article is: the API's blocks of the document, filtered to this one.
     pub article_url: String,
+    /// The law and version the article belongs to; absent for a document of no version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<HitVersion>,
 }
 
 /// The most of an article a hit carries. A statute's article is rarely longer (the corpus'
@@ -117,6 +156,9 @@ pub const ARTICLE_EXCERPT_CHARS: usize = 2_000;
 #[derive(Debug, Clone, Serialize)]
 pub struct SearchResult {
     pub mode: Mode,
+    /// The date the search was made for (YYYY-MM-DD; today unless asked).
+    pub as_of: String,
+    pub versions: Versions,
     pub parameters: Parameters,
     pub hits: Vec<Hit>,
     /// The articles the query named, as cited, that were found.
@@ -180,11 +222,59 @@ pub struct SearchDeps<'a> {
     pub cache: &'a SearchCache,
 }
 
+#[derive(Clone, Copy)]
 pub struct Query<'a> {
     pub text: &'a str,
     pub top_k: usize,
     pub mode: Mode,
     pub filters: &'a Filters,
+    /// YYYY-MM-DD; none: today.
+    pub as_of: Option<&'a str>,
+    pub versions: Versions,
+}
+
+/// Each hit's version, and for a superseded one whether its article changed in the version that
+/// replaced it.
+async fn describe_versions(
+    db: &Db,
+    hits: &mut [Hit],
+    places: &HashMap<String, VersionPlace>,
+    live: &HashMap<i64, LiveBlock>,
+) -> Result<(), DbError> {
+    for hit in hits.iter_mut() {
+        let Some(place) = places.get(&hit.doc_id) else {
+            continue;
+        };
+        let block = live
+            .values()
+            .find(|b| b.doc_id == hit.doc_id && b.semantic_id == hit.semantic_id);
+        let changed = match (place.replaced_by_id, block) {
+            (Some(next), Some(block)) => {
+                works::article_text_in(&**db.client().await?, next, &block.section_title)
+                    .await?
+                    .map(|text| text != block.text)
+            }
+            _ => None,
+        };
+        hit.version = Some(HitVersion {
+            work_id: place.work_id,
+            work_title: place.work_title.clone(),
+            level: place.level.clone(),
+            version: place.version.clone(),
+            effective_from: place.effective_from.clone(),
+            effective_to: place.effective_to.clone(),
+            status: place.status.clone(),
+            replaced_by: place.replaced_by.clone(),
+            changed_in_replacement: changed,
+            documents: place.documents.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Today, as a search's default date.
+pub fn today() -> String {
+    chrono::Utc::now().date_naive().to_string()
 }
 
 /// The dense ranking at article level: best chunk per article, in chunk order; an article's
@@ -226,7 +316,26 @@ pub async fn rankings(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<Rankings, 
 pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult, SearchError> {
     let started = Instant::now();
     let top_k = q.top_k.clamp(1, MAX_TOP_K);
-    let (ranked, named) = tokio::join!(rankings(deps, q), references::resolve(deps, q.text));
+    let as_of = q.as_of.map_or_else(today, str::to_string);
+    // The versions not in force leave before any ranking, so that many versions of one law
+    // cannot push other laws out of the top k.
+    let filters = Filters {
+        exclude_doc_ids: match q.versions {
+            Versions::InForce => {
+                works::documents_not_in_force(&**deps.db.client().await?, &as_of).await?
+            }
+            Versions::All => Vec::new(),
+        },
+        ..q.filters.clone()
+    };
+    let q = &Query {
+        filters: &filters,
+        ..*q
+    };
+    let (ranked, named) = tokio::join!(
+        rankings(deps, q),
+        references::resolve(deps, q.text, &q.filters.exclude_doc_ids)
+    );
     let (Rankings { dense, keyword }, named) = (ranked?, named?);
     let ranked_at = started.elapsed();
 
@@ -247,17 +356,23 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
         .into_iter()
         .map(|b| (b.block_id, b))
         .collect();
+    let live_docs: Vec<String> = live.values().map(|b| b.doc_id.clone()).collect();
+    let places = works::places(&**client, &live_docs, &as_of).await?;
     drop(client);
 
-    let (hits, unvouched) = checked_hits(
+    let (mut hits, unvouched) = checked_hits(
         q.text,
-        &wanted,
-        &live,
-        &fused,
-        dense.as_ref(),
-        &named,
+        &Candidates {
+            wanted: &wanted,
+            live: &live,
+            places: &places,
+            fused: &fused,
+            dense: dense.as_ref(),
+            named: &named,
+        },
         top_k,
     );
+    describe_versions(deps.db, &mut hits, &places, &live).await?;
     let stale_dropped = dense.as_ref().map_or(0, |d| d.stale) + unvouched;
     tracing::debug!(
         rank_ms = ms(ranked_at),
@@ -272,6 +387,8 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
     }
     Ok(SearchResult {
         mode: q.mode,
+        as_of,
+        versions: q.versions,
         parameters: Parameters::of(fusion, deps.embedder),
         references: named
             .iter()
@@ -283,28 +400,39 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
     })
 }
 
-/// The first `top_k` of `wanted` that PostgreSQL vouches for (`live`), in order, as hits, and how
-/// many were passed over because it does not.
-fn checked_hits(
-    query: &str,
-    wanted: &[i64],
-    live: &HashMap<i64, LiveBlock>,
-    fused: &[fusion::Fused],
-    dense: Option<&DenseRanking>,
-    named: &[(i64, String)],
-    top_k: usize,
-) -> (Vec<Hit>, usize) {
-    let fused_at: HashMap<i64, &fusion::Fused> = fused.iter().map(|f| (f.block_id, f)).collect();
+/// What the authority check ranks: the fused order's head, the blocks PostgreSQL vouches for,
+/// their documents' versions, and what each ranking said of them.
+struct Candidates<'a> {
+    wanted: &'a [i64],
+    live: &'a HashMap<i64, LiveBlock>,
+    places: &'a HashMap<String, VersionPlace>,
+    fused: &'a [fusion::Fused],
+    dense: Option<&'a DenseRanking>,
+    named: &'a [(i64, String)],
+}
+
+/// The first `top_k` of the wanted blocks that PostgreSQL vouches for, in order, as hits, and how
+/// many were passed over because it does not. The same article of one version read from another
+/// rendition (its pdf after its md) is the hit already taken, not another one.
+fn checked_hits(query: &str, c: &Candidates<'_>, top_k: usize) -> (Vec<Hit>, usize) {
+    let fused_at: HashMap<i64, &fusion::Fused> = c.fused.iter().map(|f| (f.block_id, f)).collect();
     let query_words = Analyzer::shared().query_words(query);
     let (mut hits, mut unvouched) = (Vec::with_capacity(top_k), 0);
-    for id in wanted {
-        let Some(block) = live.get(id) else {
+    let mut taken: std::collections::HashSet<(i64, &str)> = std::collections::HashSet::new();
+    for id in c.wanted {
+        let Some(block) = c.live.get(id) else {
             unvouched += 1;
             continue;
         };
         if hits.len() == top_k {
             break;
         }
+        if let Some(place) = c.places.get(&block.doc_id) {
+            if !taken.insert((place.version_id, block.section_title.as_str())) {
+                continue;
+            }
+        }
+        let (named, dense) = (c.named, c.dense);
         let f = fused_at.get(id);
         let best = dense.and_then(|d| d.best_chunk.get(id));
         let referenced = named.iter().any(|(n, _)| n == id);
@@ -382,6 +510,7 @@ fn hit(
         ),
         chunk_id,
         text,
+        version: None,
     }
 }
 
@@ -441,6 +570,7 @@ async fn dense_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<DenseRank
                 regulation_type: q.filters.regulation_type.clone(),
                 version: q.filters.version.clone(),
                 tags: q.filters.tags.clone(),
+                exclude_doc_ids: q.filters.exclude_doc_ids.clone(),
             },
         )
         .await

@@ -46,9 +46,11 @@ impl LawTitles {
 }
 
 /// The named articles that exist, as (block id, citation), in the order the query names them.
+/// Documents in `excluded` (versions not in force on the search's date) name nothing.
 pub async fn resolve(
     deps: &SearchDeps<'_>,
     query: &str,
+    excluded: &[String],
 ) -> Result<Vec<(i64, String)>, SearchError> {
     // Every reference has a 条; most questions have none and cost nothing here.
     if !query.contains('条') {
@@ -59,16 +61,22 @@ pub async fn resolve(
     if refs.is_empty() {
         return Ok(Vec::new());
     }
+    let answers = |d: &&LawTitle| !excluded.contains(&d.doc_id);
     let doc_ids: Vec<&str> = refs
         .iter()
-        .flat_map(|r| titles.docs[r.law].iter().map(|d| d.doc_id.as_str()))
+        .flat_map(|r| {
+            titles.docs[r.law]
+                .iter()
+                .filter(answers)
+                .map(|d| d.doc_id.as_str())
+        })
         .collect();
     let client = deps.db.client().await?;
     let articles = articles::article_titles(&**client, &doc_ids).await?;
     let mut found = Vec::new();
     for r in &refs {
         // Newest first: the first document of the law holding the article wins.
-        let hit = titles.docs[r.law].iter().find_map(|doc| {
+        let hit = titles.docs[r.law].iter().filter(answers).find_map(|doc| {
             articles
                 .iter()
                 .find(|(_, d, title)| *d == doc.doc_id && article_number(title) == Some(r.article))

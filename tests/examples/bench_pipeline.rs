@@ -617,6 +617,8 @@ async fn run_index_search(
             top_k,
             mode,
             filters,
+            as_of: None,
+            versions: docpipe_search::Versions::InForce,
         }
     }
     for (_, q) in queries.iter().take(5) {

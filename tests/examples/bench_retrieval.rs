@@ -360,6 +360,8 @@ fn query<'q>(text: &'q str, mode: Mode, filters: &'q Filters) -> Query<'q> {
         top_k: docpipe_search::MAX_TOP_K,
         mode,
         filters,
+        as_of: None,
+        versions: docpipe_search::Versions::InForce,
     }
 }
 

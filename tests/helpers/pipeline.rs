@@ -187,13 +187,27 @@ impl Pipeline {
     }
 
     /// `POST /search` as the API runs it (a fresh cache each call, so nothing is remembered
-    /// between the steps of a test).
+    /// between the steps of a test), as of today and for the versions in force.
     pub async fn search(
         &self,
         query: &str,
         top_k: usize,
         mode: docpipe_search::Mode,
         filters: &docpipe_core::filters::Filters,
+    ) -> docpipe_search::SearchResult {
+        self.search_as_of(query, top_k, mode, filters, None, Default::default())
+            .await
+    }
+
+    /// [`Pipeline::search`] for a date and a choice of versions.
+    pub async fn search_as_of(
+        &self,
+        query: &str,
+        top_k: usize,
+        mode: docpipe_search::Mode,
+        filters: &docpipe_core::filters::Filters,
+        as_of: Option<&str>,
+        versions: docpipe_search::Versions,
     ) -> docpipe_search::SearchResult {
         let cache = docpipe_search::SearchCache::default();
         docpipe_search::search(
@@ -208,10 +222,12 @@ impl Pipeline {
                 top_k,
                 mode,
                 filters,
+                as_of,
+                versions,
             },
         )
         .await
-        .unwrap_or_else(|e| panic!("search {query:?} ({mode:?}): {e}"))
+        .unwrap_or_else(|e| panic!("search {query:?} ({mode:?}, {as_of:?}): {e}"))
     }
 
     /// `POST /documents/{id}/retry`'s stage, as the API runs it.

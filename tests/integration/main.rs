@@ -18,3 +18,4 @@ mod parse;
 mod races;
 mod search;
 mod store;
+mod versions;

@@ -41,6 +41,12 @@ pub(crate) fn search_filter(filters: &SearchFilters) -> Option<String> {
     if !filters.doc_ids.is_empty() {
         parts.push(format!("doc_id in {}", quoted_list(&filters.doc_ids)));
     }
+    if !filters.exclude_doc_ids.is_empty() {
+        parts.push(format!(
+            "doc_id not in {}",
+            quoted_list(&filters.exclude_doc_ids)
+        ));
+    }
     if let Some(regulation_type) = &filters.regulation_type {
         let stored = truncate_utf8(regulation_type, REGULATION_TYPE_BYTES);
         parts.push(format!("regulation_type == {}", quote(stored)));
@@ -105,10 +111,11 @@ mod tests {
             regulation_type: Some("law".into()),
             version: Some("2024".into()),
             tags: vec!["a".into(), "b\"".into()],
+            exclude_doc_ids: vec!["d2".into()],
         };
         assert_eq!(
             search_filter(&filters).unwrap(),
-            r#"doc_id in ["d1", "d2"] and regulation_type == "law" and version == "2024" and array_contains_any(tags, ["a", "b\""])"#
+            r#"doc_id in ["d1", "d2"] and doc_id not in ["d2"] and regulation_type == "law" and version == "2024" and array_contains_any(tags, ["a", "b\""])"#
         );
         assert_eq!(search_filter(&SearchFilters::default()), None);
     }

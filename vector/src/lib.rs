@@ -66,6 +66,8 @@ pub struct SearchFilters {
     pub version: Option<String>,
     /// Chunks carrying any of these tags.
     pub tags: Vec<String>,
+    /// None of these documents.
+    pub exclude_doc_ids: Vec<String>,
 }
 
 /// One search hit. `score` is cosine similarity: higher is nearer, best first.

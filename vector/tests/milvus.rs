@@ -362,6 +362,22 @@ async fn search_returns_nearest_first_and_honours_filters() {
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].chunk_id, "other:0");
 
+    // Leaving documents out acts inside the search, before its limit: the other document's one
+    // chunk is all that is left, however near doc-s's chunks are.
+    let hits = index
+        .search(
+            &query,
+            1,
+            &SearchFilters {
+                exclude_doc_ids: vec!["doc-s".into()],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].chunk_id, "other:0");
+
     let hits = only(SearchFilters {
         regulation_type: Some("policy".into()),
         doc_ids: vec!["doc-s".into()],
@@ -394,6 +410,7 @@ async fn search_returns_nearest_first_and_honours_filters() {
         version: Some("v1".into()),
         tags: vec!["t0".into()],
         doc_ids: vec!["doc-s".into(), "doc-other".into()],
+        exclude_doc_ids: vec![],
     })
     .await;
     let got: Vec<_> = hits.iter().map(|h| h.chunk_id.as_str()).collect();

@@ -11,6 +11,7 @@ mod status;
 mod summary;
 mod tree;
 mod upload;
+mod works;
 
 pub use intake_failures::{intake_failures, IntakeArgs};
 pub use ls::{ls, LsArgs};
@@ -21,6 +22,7 @@ pub use status::status;
 pub use summary::{summary, summary_value, SummaryArgs};
 pub use tree::{tree, TreeArgs};
 pub use upload::{content_type_of, upload, UploadArgs};
+pub use works::{versions, works, VersionsArgs, WorksArgs};
 
 use crate::client::{ClientError, Conn};
 use clap::{Args, Subcommand};
@@ -49,6 +51,10 @@ pub enum ApiCommand {
     Summary(SummaryArgs),
     /// Uploads that did not become a document (GET /intake-failures), newest first.
     IntakeFailures(IntakeArgs),
+    /// The laws held: each with its level, how many versions, and the one in force today.
+    Works(WorksArgs),
+    /// One law's versions over time: dates and their sources, status, documents.
+    Versions(VersionsArgs),
 }
 
 /// Runs one command, printing to `out`.
@@ -64,6 +70,8 @@ pub async fn run(cmd: ApiCommand, out: &mut (dyn Write + Send)) -> anyhow::Resul
         ApiCommand::Tree(a) => tree(a, out).await,
         ApiCommand::Summary(a) => summary(a, out).await,
         ApiCommand::IntakeFailures(a) => intake_failures(a, out).await,
+        ApiCommand::Works(a) => works(a, out).await,
+        ApiCommand::Versions(a) => versions(a, out).await,
     }
 }
 

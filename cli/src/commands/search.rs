@@ -27,12 +27,18 @@ pub struct SearchArgs {
     /// Only documents with any of these tags (comma-separated).
     #[arg(long, value_delimiter = ',')]
     pub tags: Vec<String>,
+    /// The date to search the law as of (YYYY-MM-DD; the API's default is today).
+    #[arg(long)]
+    pub as_of: Option<String>,
+    /// in_force (each law's version in force on that date; the default) or all.
+    #[arg(long, value_parser = ["in_force", "all"])]
+    pub versions: Option<String>,
     #[command(flatten)]
     pub conn: Conn,
 }
 
 pub async fn search(args: SearchArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
-    let body = search_request(
+    let mut body = search_request(
         &args.query,
         args.mode.as_deref(),
         args.top_k,
@@ -41,6 +47,12 @@ pub async fn search(args: SearchArgs, out: &mut (dyn Write + Send)) -> anyhow::R
         args.version.as_deref(),
         &args.tags,
     );
+    if let Some(day) = &args.as_of {
+        body["as_of"] = serde_json::json!(day);
+    }
+    if let Some(v) = &args.versions {
+        body["versions"] = serde_json::json!(v);
+    }
     let v = args.conn.client().search(&body).await?;
     if args.conn.json {
         return print_json(out, &v);
@@ -78,6 +90,9 @@ pub async fn search(args: SearchArgs, out: &mut (dyn Write + Send)) -> anyhow::R
             truncate(&section, 60),
             pages
         )?;
+        if let Some(v) = &h.version {
+            writeln!(out, "           {}", v.describe())?;
+        }
         writeln!(out, "           {}", truncate(&excerpt(&h.text), 100))?;
     }
     if let Some(n) = v["stale_dropped"].as_u64().filter(|n| *n > 0) {

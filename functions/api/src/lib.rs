@@ -33,6 +33,7 @@ pub mod progress;
 pub mod search;
 pub mod state;
 pub mod views;
+mod works;
 
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::Method;
@@ -105,6 +106,8 @@ fn table() -> Routes {
             get(intake::list_intake_failures),
         ),
         (Method::POST, "/search", post(search::search_chunks)),
+        (Method::GET, "/works", get(works::list_works)),
+        (Method::GET, "/works/{work_id}", get(works::get_work)),
         (
             Method::POST,
             "/notifications/s3",

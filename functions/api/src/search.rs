@@ -6,7 +6,7 @@ use crate::state::ApiState;
 use axum::extract::State;
 use axum::Json;
 use docpipe_core::filters::Filters;
-use docpipe_search::{search, Mode, Query, SearchDeps, SearchResult, MAX_TOP_K};
+use docpipe_search::{search, Mode, Query, SearchDeps, SearchResult, Versions, MAX_TOP_K};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -25,6 +25,22 @@ pub struct SearchRequest {
     /// `dense`, `keyword` or `hybrid` (the default).
     #[serde(default, deserialize_with = "mode_name")]
     pub mode: Option<Mode>,
+    /// The date the search is for (YYYY-MM-DD; default today).
+    #[serde(default)]
+    pub as_of: Option<String>,
+    /// `in_force` (the default: each law's version in force on `as_of`) or `all`.
+    #[serde(default, deserialize_with = "versions_name")]
+    pub versions: Option<Versions>,
+}
+
+fn versions_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Versions>, D::Error> {
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v @ serde_json::Value::String(_)) => serde_json::from_value(v)
+            .map(Some)
+            .map_err(|_| serde::de::Error::custom("versions must be in_force or all")),
+        Some(_) => Err(serde::de::Error::custom("versions must be in_force or all")),
+    }
 }
 
 /// serde reads a struct from a JSON array too (`"filters": []`); the spec says an object or null.
@@ -119,6 +135,8 @@ pub(crate) async fn search_chunks(
     ApiJson(request): ApiJson<SearchRequest>,
 ) -> Result<Json<SearchResult>, ApiError> {
     let top_k = check(&request)?;
+    let as_of = crate::works::as_of_date(request.as_of.as_deref())
+        .map_err(|e| ApiError::validation("as_of", e))?;
     let filters = request.filters.unwrap_or_default();
     let result = search(
         &SearchDeps {
@@ -132,6 +150,8 @@ pub(crate) async fn search_chunks(
             top_k,
             mode: request.mode.unwrap_or_default(),
             filters: &filters,
+            as_of: Some(&as_of),
+            versions: request.versions.unwrap_or_default(),
         },
     )
     .await?;

@@ -16,13 +16,14 @@ use crate::adapters::{ObjectStore, StorageError};
 use crate::error::StageError;
 use crate::stages::cleanup::{record_and_try, Carried, CleanupDeps};
 use crate::stages::keywords;
+use crate::stages::versions::{self, VersionOf};
 use docpipe_core::artifacts;
 use docpipe_core::config::IndexConfig;
 use docpipe_core::model::{DocStatus, JobMessage, Stage};
 use docpipe_db::cleanups::{self, Kind};
 use docpipe_db::keyword::{self, AnalysedDocument};
 use docpipe_db::transitions::{self, IndexCounts};
-use docpipe_db::{documents, runs, Db, DbError};
+use docpipe_db::{documents, runs, works, Db, DbError};
 use docpipe_embed::{EmbedError, Embedder};
 use docpipe_parse::VectorChunk;
 use docpipe_vector::{ChunkRecord, VectorError, VectorIndex};
@@ -214,6 +215,12 @@ async fn finish_run(
     let t = Instant::now();
     let keywords = analyse_keywords(deps, doc_id).await?;
     let keyword_ms = t.elapsed().as_millis() as u64;
+    let version = {
+        let client = deps.db.client().await.map_err(db_err)?;
+        versions::read(&**client, doc_id, &keywords.title, &keywords.title_key)
+            .await
+            .map_err(db_err)?
+    };
     let metadata = serde_json::json!({
         "index": {
             "chunks": chunks,
@@ -227,9 +234,17 @@ async fn finish_run(
             "duration_ms": started.elapsed().as_millis() as u64,
         }
     });
-    if !commit(deps, doc_id, lease, chunks, &keywords, metadata)
-        .await
-        .map_err(db_err)?
+    if !commit(
+        deps,
+        doc_id,
+        lease,
+        chunks,
+        &keywords,
+        version.as_ref(),
+        metadata,
+    )
+    .await
+    .map_err(db_err)?
     {
         return Ok(None);
     }
@@ -567,14 +582,17 @@ async fn analyse_keywords(
 }
 
 /// Seed 000 §6.4's transaction: under the document's row lock, the run succeeds and the document
-/// becomes `indexed`, and its keyword rows become this run's, together, and only if this worker
-/// still holds the run's lease.
+/// becomes `indexed`, its keyword rows become this run's, and it becomes a rendition of its
+/// version (which then answers: a version answers while one of its documents is indexed),
+/// together, and only if this worker still holds the run's lease.
+#[allow(clippy::too_many_arguments)]
 async fn commit(
     deps: &IndexDeps<'_>,
     doc_id: &str,
     lease: &HeldLease,
     chunks: usize,
     keywords: &AnalysedDocument,
+    version: Option<&VersionOf>,
     metadata: serde_json::Value,
 ) -> Result<bool, DbError> {
     let mut client = deps.db.client().await?;
@@ -595,6 +613,9 @@ async fn commit(
         .await?;
     if moved {
         keyword::write(&*tx, lease.run_id, keywords).await?;
+        if let Some(v) = version {
+            works::assign(&*tx, doc_id, lease.run_id, &v.assignment()).await?;
+        }
     } else {
         // The decision that this worker's vectors are not the run's, and the clean-up it owes.
         cleanups::record(&*tx, Kind::VectorsRun, doc_id, Some(lease.run_id), LOST).await?;

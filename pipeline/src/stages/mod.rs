@@ -27,3 +27,4 @@ pub mod parse;
 pub mod register;
 pub mod retry;
 pub mod store;
+pub mod versions;

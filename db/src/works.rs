@@ -1,0 +1,390 @@
+//! Works and their versions (`works`, `work_versions`, `version_documents`, migration 0014): which
+//! regulation each indexed document is a version of, and which version was in force on a date.
+//!
+//! A version *answers* while one of its documents is indexed and not being deleted. Of the
+//! answering versions of a work, the one in force on a day is the one that took effect last on
+//! or before it; one that took effect later is not yet in force; the others are superseded; all
+//! of a repealed work are repealed from its repeal. Nothing of this is stored: it follows from the
+//! dates and from the documents' states at the moment of the query, so it is never stale.
+
+use super::{DbError, Type};
+use serde::Serialize;
+use std::collections::HashMap;
+use tokio_postgres::GenericClient;
+
+/// One document's place among the versions, as the index commit records it.
+pub struct Assignment<'a> {
+    pub title: &'a str,
+    pub title_key: &'a str,
+    pub level: &'a str,
+    /// "upload" or "title".
+    pub level_source: &'a str,
+    pub label: &'a str,
+    /// "upload", "heading_note", "file_name" or "publication".
+    pub label_source: &'a str,
+    /// Dates as YYYY-MM-DD, each with its source.
+    pub promulgated: Option<(String, &'a str)>,
+    pub effective_from: Option<(String, &'a str)>,
+    pub notes: serde_json::Value,
+    pub decisions: serde_json::Value,
+}
+
+/// Records `doc_id` (of run `run_id`) as a rendition of the version the assignment names,
+/// creating the work and the version when they are new: the version id.
+pub async fn assign(
+    c: &impl GenericClient,
+    doc_id: &str,
+    run_id: i64,
+    a: &Assignment<'_>,
+) -> Result<i64, DbError> {
+    let work = c
+        .query_typed_one(
+            "INSERT INTO works (title, title_key, level, level_source) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (title_key, level) DO UPDATE SET updated_at = NOW()
+             RETURNING work_id",
+            &[
+                (&a.title, Type::VARCHAR),
+                (&a.title_key, Type::VARCHAR),
+                (&a.level, Type::VARCHAR),
+                (&a.level_source, Type::VARCHAR),
+            ],
+        )
+        .await?;
+    let work_id: i64 = work.get("work_id");
+    let (promulgated, promulgated_source) = split(&a.promulgated);
+    let (effective, effective_source) = split(&a.effective_from);
+    let version = c
+        .query_typed_one(
+            "INSERT INTO work_versions (work_id, label, label_source, promulgated_on,
+                 promulgated_source, effective_from, effective_from_source, notes, decisions)
+             VALUES ($1, $2, $3, $4::text::date, $5, $6::text::date, $7, $8, $9)
+             ON CONFLICT (work_id, label) DO UPDATE SET
+                 promulgated_on = EXCLUDED.promulgated_on,
+                 promulgated_source = EXCLUDED.promulgated_source,
+                 effective_from = EXCLUDED.effective_from,
+                 effective_from_source = EXCLUDED.effective_from_source,
+                 notes = EXCLUDED.notes, decisions = EXCLUDED.decisions, updated_at = NOW()
+             RETURNING version_id",
+            &[
+                (&work_id, Type::INT8),
+                (&a.label, Type::VARCHAR),
+                (&a.label_source, Type::VARCHAR),
+                (&promulgated, Type::TEXT),
+                (&promulgated_source, Type::VARCHAR),
+                (&effective, Type::TEXT),
+                (&effective_source, Type::VARCHAR),
+                (&a.notes, Type::JSONB),
+                (&a.decisions, Type::JSONB),
+            ],
+        )
+        .await?;
+    let version_id: i64 = version.get("version_id");
+    c.execute_typed(
+        "INSERT INTO version_documents (doc_id, version_id, run_id) VALUES ($1, $2, $3)
+         ON CONFLICT (doc_id) DO UPDATE SET version_id = EXCLUDED.version_id,
+             run_id = EXCLUDED.run_id, assigned_at = NOW()",
+        &[
+            (&doc_id, Type::VARCHAR),
+            (&version_id, Type::INT8),
+            (&run_id, Type::INT8),
+        ],
+    )
+    .await?;
+    Ok(version_id)
+}
+
+fn split<'a>(dated: &'a Option<(String, &'a str)>) -> (Option<&'a str>, &'a str) {
+    match dated {
+        Some((day, source)) => (Some(day.as_str()), source),
+        None => (None, ""),
+    }
+}
+
+/// Every answering version with its work, its validity and its status on `$1` (a date): the one
+/// query all of this module's reads stand on. A version without any date is taken as in force
+/// from the beginning of time (it cannot be placed), and is superseded by any dated one.
+const TIMELINE: &str = "
+    WITH answering AS (
+        SELECT v.version_id, v.work_id, v.label, v.promulgated_on, v.effective_from,
+               COALESCE(v.effective_from, v.promulgated_on, '-infinity'::date) AS eff
+        FROM work_versions v
+        WHERE EXISTS (SELECT 1 FROM version_documents vd
+                      JOIN documents d ON d.doc_id = vd.doc_id
+                      WHERE vd.version_id = v.version_id AND d.status = 'indexed'
+                        AND d.deleting_at IS NULL)
+    ), timeline AS (
+        SELECT a.*, LEAD(a.eff) OVER w AS eff_to, LEAD(a.version_id) OVER w AS next_version,
+               LEAD(a.label) OVER w AS next_label
+        FROM answering a
+        WINDOW w AS (PARTITION BY a.work_id ORDER BY a.eff, a.version_id)
+    ), current AS (
+        SELECT DISTINCT ON (t.work_id) t.work_id, t.version_id, t.label
+        FROM timeline t
+        WHERE t.eff <= $1::text::date
+        ORDER BY t.work_id, t.eff DESC, t.version_id DESC
+    ), placed AS (
+        SELECT t.*, w.title, w.level, w.repealed_on, w.successor_work_id,
+               c.version_id AS current_version, c.label AS current_label,
+               CASE WHEN w.repealed_on IS NOT NULL AND w.repealed_on <= $1::text::date
+                        THEN 'repealed'
+                    WHEN t.eff > $1::text::date THEN 'not_yet_in_force'
+                    WHEN c.version_id = t.version_id THEN 'in_force'
+                    ELSE 'superseded' END AS status
+        FROM timeline t
+        JOIN works w ON w.work_id = t.work_id
+        LEFT JOIN current c ON c.work_id = t.work_id
+    )";
+
+/// The indexed documents of versions that did not answer as in force on `as_of`: what a search
+/// for the versions in force on that day leaves out, before any ranking is cut. As many as there
+/// are documents of other versions than the ones in force.
+pub async fn documents_not_in_force(
+    c: &impl GenericClient,
+    as_of: &str,
+) -> Result<Vec<String>, DbError> {
+    let sql = format!(
+        "{TIMELINE}
+         SELECT vd.doc_id
+         FROM placed p
+         JOIN version_documents vd ON vd.version_id = p.version_id
+         JOIN documents d ON d.doc_id = vd.doc_id AND d.status = 'indexed'
+         WHERE p.status <> 'in_force'
+         ORDER BY vd.doc_id"
+    );
+    let rows = c.query_typed(&sql, &[(&as_of, Type::TEXT)]).await?;
+    Ok(rows.iter().map(|r| r.get("doc_id")).collect())
+}
+
+/// What a hit says of its version.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VersionPlace {
+    pub work_id: i64,
+    pub work_title: String,
+    pub level: String,
+    pub version_id: i64,
+    pub version: String,
+    pub effective_from: Option<String>,
+    /// The day the next version took effect (exclusive), or the repeal.
+    pub effective_to: Option<String>,
+    /// On the search's `as_of`: in_force, not_yet_in_force, superseded or repealed.
+    pub status: String,
+    /// For a superseded version: the version that replaced it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaced_by: Option<String>,
+    #[serde(skip)]
+    pub replaced_by_id: Option<i64>,
+    /// Every indexed document of this version (its renditions: md, docx, pdf…).
+    pub documents: Vec<String>,
+}
+
+/// The version each of `doc_ids` belongs to, placed on `as_of`. Documents of no version (not a
+/// regulation, or indexed before versions existed) are absent.
+pub async fn places(
+    c: &impl GenericClient,
+    doc_ids: &[String],
+    as_of: &str,
+) -> Result<HashMap<String, VersionPlace>, DbError> {
+    if doc_ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let sql = format!(
+        "{TIMELINE}
+         SELECT vd.doc_id, p.work_id, p.title, p.level, p.version_id, p.label,
+                p.effective_from::text AS effective_from,
+                COALESCE(LEAST(p.eff_to, p.repealed_on), p.eff_to, p.repealed_on)::text
+                    AS effective_to,
+                p.status, p.next_version, p.next_label,
+                (SELECT array_agg(r.doc_id ORDER BY r.doc_id)
+                 FROM version_documents r JOIN documents rd ON rd.doc_id = r.doc_id
+                 WHERE r.version_id = p.version_id AND rd.status = 'indexed'
+                   AND rd.deleting_at IS NULL) AS renditions
+         FROM version_documents vd
+         JOIN placed p ON p.version_id = vd.version_id
+         WHERE vd.doc_id = ANY($2)"
+    );
+    let rows = c
+        .query_typed(
+            &sql,
+            &[(&as_of, Type::TEXT), (&doc_ids, Type::VARCHAR_ARRAY)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let status: String = r.get("status");
+            let superseded = status == "superseded";
+            (
+                r.get("doc_id"),
+                VersionPlace {
+                    work_id: r.get("work_id"),
+                    work_title: r.get("title"),
+                    level: r.get("level"),
+                    version_id: r.get("version_id"),
+                    version: r.get("label"),
+                    effective_from: r.get("effective_from"),
+                    effective_to: r.get("effective_to"),
+                    replaced_by: r
+                        .get::<_, Option<String>>("next_label")
+                        .filter(|_| superseded),
+                    replaced_by_id: r
+                        .get::<_, Option<i64>>("next_version")
+                        .filter(|_| superseded),
+                    status,
+                    documents: r
+                        .get::<_, Option<Vec<String>>>("renditions")
+                        .unwrap_or_default(),
+                },
+            )
+        })
+        .collect())
+}
+
+/// The text of the block titled `section_title` in an indexed document of `version_id`, if it
+/// has one: what a superseded article became.
+pub async fn article_text_in(
+    c: &impl GenericClient,
+    version_id: i64,
+    section_title: &str,
+) -> Result<Option<String>, DbError> {
+    let row = c
+        .query_typed_opt(
+            "SELECT sb.text FROM semantic_blocks sb
+             JOIN version_documents vd ON vd.doc_id = sb.doc_id
+             JOIN documents d ON d.doc_id = sb.doc_id
+             WHERE vd.version_id = $1 AND sb.section_title = $2 AND d.status = 'indexed'
+               AND d.deleting_at IS NULL
+             ORDER BY sb.doc_id, sb.id LIMIT 1",
+            &[(&version_id, Type::INT8), (&section_title, Type::VARCHAR)],
+        )
+        .await?;
+    Ok(row.map(|r| r.get("text")))
+}
+
+/// One work in a listing.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkSummary {
+    pub work_id: i64,
+    pub title: String,
+    pub level: String,
+    pub level_source: String,
+    /// Versions that answer.
+    pub versions: i64,
+    /// The version in force today, if any.
+    pub current_version: Option<String>,
+    pub repealed_on: Option<String>,
+}
+
+/// Works with at least one answering version, by title, `limit` after `after_id`, narrowed to a
+/// level and to titles containing `name` (normalised as the caller normalises).
+pub async fn list(
+    c: &impl GenericClient,
+    today: &str,
+    level: Option<&str>,
+    name_key: Option<&str>,
+    after_id: i64,
+    limit: i64,
+) -> Result<Vec<WorkSummary>, DbError> {
+    let sql = format!(
+        "{TIMELINE}
+         SELECT w.work_id, w.title, w.level, w.level_source, w.repealed_on::text AS repealed_on,
+                count(p.version_id) AS versions, max(p.current_label) AS current_version
+         FROM works w JOIN placed p ON p.work_id = w.work_id
+         WHERE w.work_id > $2
+           AND ($3::varchar IS NULL OR w.level = $3)
+           AND ($4::varchar IS NULL OR strpos(w.title_key, $4) > 0)
+         GROUP BY w.work_id
+         ORDER BY w.work_id LIMIT $5"
+    );
+    let rows = c
+        .query_typed(
+            &sql,
+            &[
+                (&today, Type::TEXT),
+                (&after_id, Type::INT8),
+                (&level, Type::VARCHAR),
+                (&name_key, Type::VARCHAR),
+                (&limit, Type::INT8),
+            ],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| WorkSummary {
+            work_id: r.get("work_id"),
+            title: r.get("title"),
+            level: r.get("level"),
+            level_source: r.get("level_source"),
+            versions: r.get("versions"),
+            current_version: r.get("current_version"),
+            repealed_on: r.get("repealed_on"),
+        })
+        .collect())
+}
+
+/// One version on a work's timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct VersionRecord {
+    pub version_id: i64,
+    pub version: String,
+    pub version_source: String,
+    pub promulgated_on: Option<String>,
+    pub promulgated_source: String,
+    pub effective_from: Option<String>,
+    pub effective_from_source: String,
+    pub effective_to: Option<String>,
+    pub status: String,
+    pub notes: serde_json::Value,
+    pub decisions: serde_json::Value,
+    pub documents: Vec<String>,
+}
+
+/// A work and its answering versions, oldest first, placed on `as_of`; none if it has none.
+pub async fn timeline(
+    c: &impl GenericClient,
+    work_id: i64,
+    as_of: &str,
+) -> Result<Option<(WorkSummary, Vec<VersionRecord>)>, DbError> {
+    let works = list(c, as_of, None, None, work_id - 1, 1).await?;
+    let Some(work) = works.into_iter().find(|w| w.work_id == work_id) else {
+        return Ok(None);
+    };
+    let sql = format!(
+        "{TIMELINE}
+         SELECT p.version_id, p.label, v.label_source, p.promulgated_on::text AS promulgated_on,
+                v.promulgated_source, p.effective_from::text AS effective_from,
+                v.effective_from_source,
+                COALESCE(LEAST(p.eff_to, p.repealed_on), p.eff_to, p.repealed_on)::text
+                    AS effective_to,
+                p.status, v.notes, v.decisions,
+                (SELECT array_agg(r.doc_id ORDER BY r.doc_id)
+                 FROM version_documents r JOIN documents rd ON rd.doc_id = r.doc_id
+                 WHERE r.version_id = p.version_id AND rd.status = 'indexed'
+                   AND rd.deleting_at IS NULL) AS renditions
+         FROM placed p JOIN work_versions v ON v.version_id = p.version_id
+         WHERE p.work_id = $2
+         ORDER BY p.eff, p.version_id"
+    );
+    let rows = c
+        .query_typed(&sql, &[(&as_of, Type::TEXT), (&work_id, Type::INT8)])
+        .await?;
+    let versions = rows
+        .iter()
+        .map(|r| VersionRecord {
+            version_id: r.get("version_id"),
+            version: r.get("label"),
+            version_source: r.get("label_source"),
+            promulgated_on: r.get("promulgated_on"),
+            promulgated_source: r.get("promulgated_source"),
+            effective_from: r.get("effective_from"),
+            effective_from_source: r.get("effective_from_source"),
+            effective_to: r.get("effective_to"),
+            status: r.get("status"),
+            notes: r.get("notes"),
+            decisions: r.get("decisions"),
+            documents: r
+                .get::<_, Option<Vec<String>>>("renditions")
+                .unwrap_or_default(),
+        })
+        .collect();
+    Ok(Some((work, versions)))
+}

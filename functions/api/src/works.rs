@@ -1,0 +1,108 @@
+//! `GET /works` and `GET /works/{work_id}`: the laws docpipe holds, each with its versions, their
+//! dates (with where each came from), their status on a date and their documents.
+
+use crate::documents::page_limit;
+use crate::problem::{ApiError, ApiQuery};
+use crate::state::ApiState;
+use axum::extract::{Path, State};
+use axum::Json;
+use docpipe_parse::article_ref::normalize_law_name;
+use docpipe_parse::version_dates::Day;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WorksQuery {
+    pub level: Option<String>,
+    /// Part of the title, as people write it (中华人民共和国 or not).
+    pub name: Option<String>,
+    pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WorkQuery {
+    /// The date the statuses are for (YYYY-MM-DD; default today).
+    pub as_of: Option<String>,
+}
+
+/// A date a request gave (today when none), or what is wrong with it.
+pub(crate) fn as_of_date(given: Option<&str>) -> Result<String, String> {
+    match given {
+        None => Ok(docpipe_search::today()),
+        Some(text) => Day::parse_iso(text)
+            .map(|d| d.to_string())
+            .ok_or_else(|| format!("{text:?} is not a calendar date (YYYY-MM-DD)")),
+    }
+}
+
+fn short(field: &str, value: Option<&str>, max_chars: usize) -> Result<(), ApiError> {
+    match value {
+        Some(v) if v.chars().count() > max_chars || v.chars().any(char::is_control) => {
+            Err(ApiError::invalid(format!(
+                "{field}: at most {max_chars} characters, without control characters"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+pub(crate) async fn list_works(
+    State(state): State<Arc<ApiState>>,
+    ApiQuery(q): ApiQuery<WorksQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = page_limit(q.limit)?;
+    short("level", q.level.as_deref(), 128)?;
+    short("name", q.name.as_deref(), 200)?;
+    let after = match q.cursor.as_deref() {
+        None => 0,
+        Some(c) => c
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| ApiError::invalid("cursor is not one this API gave out"))?,
+    };
+    let name_key = q.name.as_deref().map(normalize_law_name);
+    let client = state.db.client().await?;
+    let mut works = docpipe_db::works::list(
+        &**client,
+        &docpipe_search::today(),
+        q.level.as_deref(),
+        name_key.as_deref().filter(|k| !k.is_empty()),
+        after,
+        limit + 1,
+    )
+    .await?;
+    let next_cursor = if works.len() as i64 > limit {
+        works.truncate(limit as usize);
+        works.last().map(|w| w.work_id.to_string())
+    } else {
+        None
+    };
+    Ok(Json(json!({ "works": works, "next_cursor": next_cursor })))
+}
+
+pub(crate) async fn get_work(
+    State(state): State<Arc<ApiState>>,
+    Path(work_id): Path<String>,
+    ApiQuery(q): ApiQuery<WorkQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let id = work_id
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| ApiError::invalid(format!("work_id: {work_id:?} is not a work id")))?;
+    let as_of =
+        as_of_date(q.as_of.as_deref()).map_err(|e| ApiError::invalid(format!("as_of: {e}")))?;
+    let client = state.db.client().await?;
+    let Some((work, versions)) = docpipe_db::works::timeline(&**client, id, &as_of).await? else {
+        return Err(ApiError::NotFound(format!("work {id} does not exist")));
+    };
+    Ok(Json(
+        json!({ "work": work, "as_of": as_of, "versions": versions }),
+    ))
+}

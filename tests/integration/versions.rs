@@ -1,0 +1,339 @@
+//! Laws over time on the real stack: each document of `corpus/versions` becomes a version of its
+//! law with the dates `INDEX.tsv` gives, and a search as of a date answers with the version in
+//! force on it, in every mode, the others left out before the top k is cut.
+
+use docpipe_core::filters::Filters;
+use docpipe_db::Type;
+use docpipe_search::{Mode, SearchResult, Versions};
+use helpers::{corpus_dir, Pipeline};
+use std::collections::BTreeMap;
+
+const MODES: [Mode; 3] = [Mode::Dense, Mode::Keyword, Mode::Hybrid];
+
+/// One row of `corpus/versions/INDEX.tsv`.
+#[derive(Debug, Clone)]
+struct Version {
+    file: String,
+    published: String,
+}
+
+/// The laws of `corpus/versions` with exactly two versions, oldest first within each.
+fn two_version_laws() -> Vec<(String, [Version; 2])> {
+    let text = std::fs::read_to_string(corpus_dir().join("versions/INDEX.tsv"))
+        .expect("corpus/versions/INDEX.tsv");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split('\t').collect();
+    let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+    let (file, law, published) = (col("file"), col("law"), col("published"));
+    let mut by_law: BTreeMap<String, Vec<Version>> = BTreeMap::new();
+    for line in lines.filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split('\t').collect();
+        by_law.entry(f[law].to_string()).or_default().push(Version {
+            file: f[file].to_string(),
+            published: f[published].to_string(),
+        });
+    }
+    by_law
+        .into_iter()
+        .filter(|(_, v)| v.len() == 2)
+        .map(|(law, mut v)| {
+            v.sort_by(|a, b| a.published.cmp(&b.published));
+            let newer = v.pop().unwrap();
+            let older = v.pop().unwrap();
+            (law, [older, newer])
+        })
+        .collect()
+}
+
+async fn ingest(p: &Pipeline, v: &Version, suffix: &[u8]) -> String {
+    let mut body = std::fs::read(corpus_dir().join("versions").join(&v.file)).unwrap();
+    body.extend_from_slice(suffix);
+    let key = format!("uploads/versions/{}{}", suffix.len(), v.file);
+    let doc_id = p.ingest_indexed(&key, &body).await.doc_id;
+    p.wait_searchable(&doc_id).await;
+    doc_id
+}
+
+/// A document's version as recorded: (work id, label, effective from).
+async fn version_of(p: &Pipeline, doc_id: &str) -> (i64, String, String) {
+    let row =
+        p.db.client()
+            .await
+            .query_typed_one(
+                "SELECT v.work_id, v.label, COALESCE(v.effective_from::text, '') AS effective_from
+             FROM version_documents vd JOIN work_versions v ON v.version_id = vd.version_id
+             WHERE vd.doc_id = $1",
+                &[(&doc_id, Type::VARCHAR)],
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{doc_id} has no version: {e}"));
+    (
+        row.get("work_id"),
+        row.get("label"),
+        row.get("effective_from"),
+    )
+}
+
+async fn first_article(p: &Pipeline, doc_id: &str) -> String {
+    p.db.client()
+        .await
+        .query_typed_one(
+            "SELECT text FROM semantic_blocks
+             WHERE doc_id = $1 AND section_title LIKE '第一条%' ORDER BY id LIMIT 1",
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await
+        .unwrap()
+        .get("text")
+}
+
+/// The day before `day` (YYYY-MM-DD), far enough for these tests: the first of the month goes
+/// back to the 28th of the month before.
+fn day_before(day: &str) -> String {
+    let (y, m, d): (i32, u32, u32) = (
+        day[..4].parse().unwrap(),
+        day[5..7].parse().unwrap(),
+        day[8..].parse().unwrap(),
+    );
+    if d > 1 {
+        format!("{y:04}-{m:02}-{:02}", d - 1)
+    } else if m > 1 {
+        format!("{y:04}-{:02}-28", m - 1)
+    } else {
+        format!("{:04}-12-31", y - 1)
+    }
+}
+
+/// The labels of the hits from `work`.
+fn labels_of(r: &SearchResult, work: i64) -> Vec<(String, String)> {
+    r.hits
+        .iter()
+        .filter_map(|h| h.version.as_ref())
+        .filter(|v| v.work_id == work)
+        .map(|v| (v.version.clone(), v.status.clone()))
+        .collect()
+}
+
+struct Law {
+    name: String,
+    work: i64,
+    /// (doc id, label, effective from), older first.
+    versions: [(String, String, String); 2],
+    first_article: [String; 2],
+}
+
+#[tokio::test]
+async fn each_law_answers_with_the_version_in_force_on_the_date_in_every_mode() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let chosen: Vec<_> = two_version_laws().into_iter().take(10).collect();
+    assert_eq!(chosen.len(), 10);
+    let mut laws = Vec::new();
+    for (name, [older, newer]) in &chosen {
+        let mut versions = Vec::new();
+        let mut texts = Vec::new();
+        for v in [older, newer] {
+            let doc_id = ingest(&p, v, b"").await;
+            let (work, label, effective) = version_of(&p, &doc_id).await;
+            assert_eq!(
+                label, v.published,
+                "{}: the version is its publication date",
+                v.file
+            );
+            assert!(!effective.is_empty(), "{}: an effective date", v.file);
+            texts.push(first_article(&p, &doc_id).await);
+            versions.push((work, (doc_id, label, effective)));
+        }
+        assert_eq!(
+            versions[0].0, versions[1].0,
+            "{name}: one work for both versions"
+        );
+        assert!(versions[0].1 .2 < versions[1].1 .2, "{name}: {versions:?}");
+        let [(work, a), (_, b)] = <[_; 2]>::try_from(versions).unwrap();
+        laws.push(Law {
+            name: name.clone(),
+            work,
+            versions: [a, b],
+            first_article: <[String; 2]>::try_from(texts).unwrap(),
+        });
+    }
+    let none = Filters::default();
+    for law in &laws {
+        let [(_, old, old_from), (_, new, new_from)] = &law.versions;
+        let dates = [
+            (day_before(old_from), None),
+            (old_from.clone(), Some(old)),
+            (day_before(new_from), Some(old)),
+            (new_from.clone(), Some(new)),
+        ];
+        for (as_of, expected) in &dates {
+            for mode in MODES {
+                let r = p
+                    .search_as_of(
+                        &law.first_article[0],
+                        10,
+                        mode,
+                        &none,
+                        Some(as_of),
+                        Versions::InForce,
+                    )
+                    .await;
+                assert_eq!(r.as_of, *as_of);
+                let got = labels_of(&r, law.work);
+                let what = format!("{} as of {as_of} ({mode:?})", law.name);
+                match expected {
+                    None => assert!(got.is_empty(), "{what}: not yet in force, got {got:?}"),
+                    Some(label) => {
+                        assert!(
+                            got.iter().all(|(l, s)| l == *label && s == "in_force"),
+                            "{what}: only {label}, got {got:?}"
+                        );
+                        if mode != Mode::Dense {
+                            assert!(!got.is_empty(), "{what}: its first article");
+                        }
+                    }
+                }
+            }
+            // The article named, as of the date: the version then in force, or nothing.
+            let named = p
+                .search_as_of(
+                    &format!("{}第一条", law.name),
+                    5,
+                    Mode::Keyword,
+                    &none,
+                    Some(as_of),
+                    Versions::InForce,
+                )
+                .await;
+            let referenced: Vec<_> = named
+                .hits
+                .iter()
+                .filter(|h| h.referenced)
+                .filter_map(|h| h.version.as_ref().map(|v| v.version.clone()))
+                .collect();
+            match expected {
+                None => assert!(
+                    referenced.is_empty(),
+                    "{} as of {as_of}: {referenced:?}",
+                    law.name
+                ),
+                Some(label) => assert_eq!(
+                    referenced,
+                    [label.to_string()],
+                    "{} as of {as_of}",
+                    law.name
+                ),
+            }
+        }
+        // Every version, each with its status today: the older one superseded by the newer,
+        // saying whether its first article changed there.
+        let all = p
+            .search_as_of(
+                &law.first_article[0],
+                20,
+                Mode::Keyword,
+                &none,
+                None,
+                Versions::All,
+            )
+            .await;
+        let old_hit = all
+            .hits
+            .iter()
+            .filter_map(|h| h.version.as_ref().map(|v| (h, v)))
+            .find(|(h, v)| v.version == *old && h.citation.contains("第一条"));
+        if let Some((_, v)) = old_hit {
+            assert_eq!(v.status, "superseded", "{}", law.name);
+            assert_eq!(v.replaced_by.as_deref(), Some(new.as_str()));
+            assert_eq!(v.effective_to.as_deref(), Some(new_from.as_str()));
+            assert_eq!(
+                v.changed_in_replacement,
+                Some(law.first_article[0] != law.first_article[1]),
+                "{}",
+                law.name
+            );
+        }
+    }
+    // Today, without a date: no superseded article answers.
+    for law in &laws {
+        let r = p
+            .search(&law.first_article[0], 10, Mode::Hybrid, &none)
+            .await;
+        assert!(
+            labels_of(&r, law.work)
+                .iter()
+                .all(|(l, s)| *l == law.versions[1].1 && s == "in_force"),
+            "{}: {:?}",
+            law.name,
+            labels_of(&r, law.work)
+        );
+    }
+    p.cleanup().await;
+}
+
+#[tokio::test]
+async fn deleting_the_current_version_hands_back_to_the_one_before_and_renditions_answer_once() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (name, [older, newer]) = two_version_laws()
+        .into_iter()
+        .find(|(law, _)| law == "保守国家秘密法")
+        .expect("保守国家秘密法 in corpus/versions");
+    let old_doc = ingest(&p, &older, b"").await;
+    // The same version again, as another file: a rendition, not a version of its own.
+    let old_copy = ingest(&p, &older, b"\n").await;
+    let new_doc = ingest(&p, &newer, b"").await;
+    let (work, old_label, _) = version_of(&p, &old_doc).await;
+    assert_eq!(version_of(&p, &old_copy).await.1, old_label);
+    let query = first_article(&p, &old_doc).await;
+    let none = Filters::default();
+
+    let today = p.search(&query, 10, Mode::Keyword, &none).await;
+    let got = labels_of(&today, work);
+    assert!(
+        !got.is_empty()
+            && got
+                .iter()
+                .all(|(l, s)| *l == newer.published && s == "in_force"),
+        "{name} today: {got:?}"
+    );
+
+    let then = p
+        .search_as_of(
+            &query,
+            10,
+            Mode::Keyword,
+            &none,
+            Some("2015-01-01"),
+            Versions::InForce,
+        )
+        .await;
+    let first: Vec<_> = then
+        .hits
+        .iter()
+        .filter(|h| h.citation.contains("第一条"))
+        .filter_map(|h| h.version.as_ref())
+        .filter(|v| v.work_id == work)
+        .collect();
+    assert_eq!(first.len(), 1, "one hit for two renditions: {first:?}");
+    let mut both = vec![old_doc.clone(), old_copy.clone()];
+    both.sort();
+    assert_eq!(first[0].documents, both);
+
+    docpipe_pipeline::stages::delete::delete(&p.delete_deps(), &new_doc)
+        .await
+        .expect("delete");
+    let after = p.search(&query, 10, Mode::Keyword, &none).await;
+    let got = labels_of(&after, work);
+    assert!(
+        !got.is_empty() && got.iter().all(|(l, s)| *l == old_label && s == "in_force"),
+        "the version before answers once the current one is deleted: {got:?}"
+    );
+    let (summary, timeline) =
+        docpipe_db::works::timeline(&**p.db.client().await, work, "2030-01-01")
+            .await
+            .unwrap()
+            .expect("the work");
+    assert_eq!(summary.current_version.as_deref(), Some(old_label.as_str()));
+    assert_eq!(timeline.len(), 1);
+    assert_eq!(timeline[0].documents, both);
+    p.cleanup().await;
+}
