@@ -2164,3 +2164,141 @@ fn every_template_route_is_signed_except_the_health_check_and_the_webhook() {
         "{problems:?}"
     );
 }
+
+/// The law of `corpus/versions` in its two versions, oldest first: (file, body).
+fn secrets_law_versions() -> Vec<(String, Vec<u8>)> {
+    [
+        "保守国家秘密法(2010-04-29).md",
+        "保守国家秘密法(2024-02-27).md",
+    ]
+    .iter()
+    .map(|f| {
+        let body =
+            std::fs::read(helpers::corpus_dir().join("versions").join(f)).expect("corpus/versions");
+        (f.to_string(), body)
+    })
+    .collect()
+}
+
+#[tokio::test]
+async fn works_list_their_versions_and_bad_dates_or_ids_are_problems() {
+    let api = Api::new().await;
+    for (file, body) in secrets_law_versions() {
+        let doc = api
+            .p
+            .ingest_indexed(&format!("uploads/versions/{file}"), &body)
+            .await;
+        api.p.wait_searchable(&doc.doc_id).await;
+    }
+    let (status, page) = api.get("/works?name=中华人民共和国保守国家秘密法").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let works = page["works"].as_array().unwrap();
+    assert_eq!(works.len(), 1, "{page}");
+    let work = &works[0];
+    assert_eq!(work["level"], "法律");
+    assert_eq!(work["level_source"], "title");
+    assert_eq!(work["versions"], 2);
+    assert_eq!(work["current_version"], "2024-02-27");
+    let id = work["work_id"].as_i64().unwrap();
+    let (_, none) = api.get("/works?name=民法典").await;
+    assert_eq!(none["works"], json!([]));
+
+    let (status, timeline) = api.get(&format!("/works/{id}?as_of=2015-01-01")).await;
+    assert_eq!(status, StatusCode::OK, "{timeline}");
+    let versions = timeline["versions"].as_array().unwrap();
+    let summary: Vec<_> = versions
+        .iter()
+        .map(|v| {
+            (
+                v["version"].as_str().unwrap(),
+                v["status"].as_str().unwrap(),
+                v["effective_from"].as_str().unwrap(),
+                v["effective_from_source"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("2010-04-29", "in_force", "2010-10-01", "effect_article"),
+            (
+                "2024-02-27",
+                "not_yet_in_force",
+                "2024-05-01",
+                "effect_article"
+            ),
+        ]
+    );
+    assert_eq!(versions[0]["effective_to"], "2024-05-01");
+
+    let (status, then) = api
+        .post(
+            "/search",
+            &json!({"query": "国家秘密的密级分为绝密、机密、秘密三级", "as_of": "2015-01-01", "mode": "keyword"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{then}");
+    assert_eq!(then["as_of"], "2015-01-01");
+    assert_eq!(then["versions"], "in_force");
+    let hits = then["hits"].as_array().unwrap();
+    assert!(!hits.is_empty(), "{then}");
+    assert!(
+        hits.iter().all(|h| h["version"]["version"] == "2010-04-29"),
+        "{then}"
+    );
+
+    let get = |path: String| {
+        let api = &api;
+        async move { read(api.http.get(api.url(&path)).send().await.unwrap()).await }
+    };
+    for (path, what) in [
+        ("/works/abc".to_string(), "a work id that is no number"),
+        ("/works/0".to_string(), "work id 0"),
+        (format!("/works/{id}?as_of=2024-02-30"), "no such day"),
+        (format!("/works/{id}?as_of=yesterday"), "no date"),
+        ("/works?limit=0".to_string(), "limit 0"),
+        ("/works?cursor=x".to_string(), "a cursor not given out"),
+        ("/works?colour=red".to_string(), "an unknown parameter"),
+    ] {
+        assert_problem(&get(path).await, 400, "invalid-parameter", what);
+    }
+    assert_problem(
+        &get("/works/999999999".into()).await,
+        404,
+        "not-found",
+        "an unknown work",
+    );
+    let post = |body: Value| {
+        let api = &api;
+        async move {
+            read(
+                api.http
+                    .post(api.url("/search"))
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await
+        }
+    };
+    assert_problem(
+        &post(json!({"query": "保密", "as_of": "2024-13-01"})).await,
+        422,
+        "validation-failed",
+        "a month 13",
+    );
+    for (body, what) in [
+        (
+            json!({"query": "保密", "as_of": 20240101}),
+            "a number for a date",
+        ),
+        (
+            json!({"query": "保密", "versions": "latest"}),
+            "an unknown choice",
+        ),
+    ] {
+        assert_problem(&post(body).await, 422, "invalid-body", what);
+    }
+    api.p.cleanup().await;
+}

@@ -253,7 +253,12 @@ async fn search_finds_it(cli: &Cli, doc_id: &str, name: &str) {
     }
     let text = cli.ok(&["search", "湿地保护规划", "--top-k", "2"]).await;
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 4, "{text}");
+    // Each hit: its line, its law's version (the law is one version of its work), its passage.
+    assert_eq!(lines.len(), 6, "{text}");
+    assert!(
+        lines[1].trim_start().starts_with("version ") && lines[1].contains("in force"),
+        "{text}"
+    );
     assert!(
         lines[0].starts_with(" 1  0.") && lines[0].contains(name),
         "{text}"
@@ -263,7 +268,7 @@ async fn search_finds_it(cli: &Cli, doc_id: &str, name: &str) {
         lines[0].contains('›') || lines[0].contains("湿地"),
         "{text}"
     );
-    assert!(lines[2].starts_with(" 2  "), "{text}");
+    assert!(lines[3].starts_with(" 2  "), "{text}");
     let filtered = cli
         .json(&["search", "湿地", "--regulation-type", "行政法规"])
         .await;
