@@ -388,3 +388,63 @@ pub async fn timeline(
         .collect();
     Ok(Some((work, versions)))
 }
+
+/// A version of a work by its label, as (version id, work id), or, failing that, by its id.
+pub async fn find_version(
+    c: &impl GenericClient,
+    work_id: i64,
+    version: &str,
+) -> Result<Option<(i64, i64)>, DbError> {
+    let by_id: Option<i64> = version.parse().ok();
+    let row = c
+        .query_typed_opt(
+            "SELECT version_id, work_id FROM work_versions
+             WHERE (work_id = $1 AND label = $2) OR version_id = $3
+             ORDER BY (work_id = $1 AND label = $2) DESC LIMIT 1",
+            &[
+                (&work_id, Type::INT8),
+                (&version, Type::VARCHAR),
+                (&by_id, Type::INT8),
+            ],
+        )
+        .await?;
+    Ok(row.map(|r| (r.get("version_id"), r.get("work_id"))))
+}
+
+/// The articles of one indexed rendition of `version_id` (the first by doc id), in order, as
+/// (section title, section path, text); none when no rendition is indexed.
+pub async fn version_articles(
+    c: &impl GenericClient,
+    version_id: i64,
+) -> Result<Option<Vec<(String, Vec<String>, String)>>, DbError> {
+    let doc = c
+        .query_typed_opt(
+            "SELECT vd.doc_id FROM version_documents vd JOIN documents d ON d.doc_id = vd.doc_id
+             WHERE vd.version_id = $1 AND d.status = 'indexed' AND d.deleting_at IS NULL
+             ORDER BY vd.doc_id LIMIT 1",
+            &[(&version_id, Type::INT8)],
+        )
+        .await?;
+    let Some(doc) = doc else {
+        return Ok(None);
+    };
+    let doc_id: String = doc.get("doc_id");
+    let rows = c
+        .query_typed(
+            "SELECT section_title, section_path, text FROM semantic_blocks
+             WHERE doc_id = $1 AND block_type = 'article' ORDER BY id",
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await?;
+    Ok(Some(
+        rows.iter()
+            .map(|r| {
+                (
+                    r.get("section_title"),
+                    serde_json::from_value(r.get("section_path")).unwrap_or_default(),
+                    r.get("text"),
+                )
+            })
+            .collect(),
+    ))
+}

@@ -22,7 +22,7 @@ pub use status::status;
 pub use summary::{summary, summary_value, SummaryArgs};
 pub use tree::{tree, TreeArgs};
 pub use upload::{content_type_of, upload, UploadArgs};
-pub use works::{versions, works, VersionsArgs, WorksArgs};
+pub use works::{diff, versions, works, DiffArgs, VersionsArgs, WorksArgs};
 
 use crate::client::{ClientError, Conn};
 use clap::{Args, Subcommand};
@@ -55,6 +55,8 @@ pub enum ApiCommand {
     Works(WorksArgs),
     /// One law's versions over time: dates and their sources, status, documents.
     Versions(VersionsArgs),
+    /// What changed between two versions of a law, article by article.
+    Diff(DiffArgs),
 }
 
 /// Runs one command, printing to `out`.
@@ -72,6 +74,7 @@ pub async fn run(cmd: ApiCommand, out: &mut (dyn Write + Send)) -> anyhow::Resul
         ApiCommand::IntakeFailures(a) => intake_failures(a, out).await,
         ApiCommand::Works(a) => works(a, out).await,
         ApiCommand::Versions(a) => versions(a, out).await,
+        ApiCommand::Diff(a) => diff(a, out).await,
     }
 }
 

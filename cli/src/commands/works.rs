@@ -140,3 +140,100 @@ fn print_timeline(out: &mut (dyn Write + Send), work: &Value) -> anyhow::Result<
     }
     Ok(())
 }
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The work: its id, or a name that matches exactly one work.
+    pub work: String,
+    /// The older version (label or id); default the one before TO.
+    pub from: Option<String>,
+    /// The newer version; default the latest.
+    pub to: Option<String>,
+    /// Also list the unchanged articles.
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+pub async fn diff(args: DiffArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
+    let client = args.conn.client();
+    let id = work_id(&client, &args.work).await?;
+    let mut query = Vec::new();
+    if let Some(f) = &args.from {
+        query.push(("from", f.clone()));
+    }
+    if let Some(t) = &args.to {
+        query.push(("to", t.clone()));
+    }
+    let d = client.get(&format!("/works/{id}/diff"), &query).await?;
+    if args.conn.json {
+        return print_json(out, &d);
+    }
+    let c = &d["counts"];
+    let n = |k: &str| c[k].as_i64().unwrap_or(0);
+    writeln!(
+        out,
+        "{} → {}: {} → {} articles; {} unchanged, {} renumbered, {} modified, {} added, {} removed, {} moved",
+        d["from"].as_str().unwrap_or_default(),
+        d["to"].as_str().unwrap_or_default(),
+        n("old_articles"),
+        n("new_articles"),
+        n("unchanged"),
+        n("renumbered"),
+        n("modified"),
+        n("added"),
+        n("removed"),
+        n("moved")
+    )?;
+    for a in d["articles"].as_array().into_iter().flatten() {
+        let change = a["change"].as_str().unwrap_or_default();
+        if change == "unchanged" && !args.all && a["moved"] != true {
+            continue;
+        }
+        let numbers = match (a["old_number"].as_str(), a["new_number"].as_str()) {
+            (Some(o), Some(n)) if o != n => format!("{o} → {n}"),
+            (_, Some(n)) => n.to_string(),
+            (Some(o), None) => o.to_string(),
+            _ => String::new(),
+        };
+        let moved = if a["moved"] == true {
+            format!(
+                "  (moved: {} → {})",
+                a["old_chapter"].as_str().unwrap_or("-"),
+                a["new_chapter"].as_str().unwrap_or("-")
+            )
+        } else {
+            String::new()
+        };
+        writeln!(out, "{change:<10}  {numbers}{moved}")?;
+        for s in a["spans"].as_array().into_iter().flatten().take(3) {
+            writeln!(
+                out,
+                "            - {}\n            + {}",
+                truncate(s["old"].as_str().unwrap_or_default(), 80),
+                truncate(s["new"].as_str().unwrap_or_default(), 80)
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A work's id from an id or a name that matches exactly one work.
+async fn work_id(client: &crate::client::Client, work: &str) -> anyhow::Result<i64> {
+    if let Ok(id) = work.parse::<i64>() {
+        return Ok(id);
+    }
+    let page = client
+        .get(
+            "/works",
+            &[("name", work.to_string()), ("limit", "2".into())],
+        )
+        .await?;
+    let found = page["works"].as_array().cloned().unwrap_or_default();
+    match found.as_slice() {
+        [one] => one["work_id"].as_i64().context("a work id"),
+        [] => bail!("no work is named {work:?}"),
+        _ => bail!("{work:?} names more than one work: give its id (docpipe works --name …)"),
+    }
+}

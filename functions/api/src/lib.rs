@@ -109,6 +109,11 @@ fn table() -> Routes {
         (Method::GET, "/works", get(works::list_works)),
         (Method::GET, "/works/{work_id}", get(works::get_work)),
         (
+            Method::GET,
+            "/works/{work_id}/diff",
+            get(works::diff_versions),
+        ),
+        (
             Method::POST,
             "/notifications/s3",
             post(notifications::s3_notification),

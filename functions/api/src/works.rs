@@ -91,11 +91,7 @@ pub(crate) async fn get_work(
     Path(work_id): Path<String>,
     ApiQuery(q): ApiQuery<WorkQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let id = work_id
-        .parse::<i64>()
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| ApiError::invalid(format!("work_id: {work_id:?} is not a work id")))?;
+    let id = work_id_of(&work_id)?;
     let as_of =
         as_of_date(q.as_of.as_deref()).map_err(|e| ApiError::invalid(format!("as_of: {e}")))?;
     let client = state.db.client().await?;
@@ -105,4 +101,103 @@ pub(crate) async fn get_work(
     Ok(Json(
         json!({ "work": work, "as_of": as_of, "versions": versions }),
     ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DiffQuery {
+    /// The older version (its label, or its id); default the version before `to`.
+    pub from: Option<String>,
+    /// The newer version; default the latest.
+    pub to: Option<String>,
+}
+
+/// `GET /works/{work_id}/diff`: two versions aligned article by article.
+pub(crate) async fn diff_versions(
+    State(state): State<Arc<ApiState>>,
+    Path(work_id): Path<String>,
+    ApiQuery(q): ApiQuery<DiffQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let id = work_id_of(&work_id)?;
+    short("from", q.from.as_deref(), 64)?;
+    short("to", q.to.as_deref(), 64)?;
+    let client = state.db.client().await?;
+    let Some((_, timeline)) =
+        docpipe_db::works::timeline(&**client, id, &docpipe_search::today()).await?
+    else {
+        return Err(ApiError::NotFound(format!("work {id} does not exist")));
+    };
+    let labels: Vec<&str> = timeline.iter().map(|v| v.version.as_str()).collect();
+    let to = match &q.to {
+        Some(t) => t.clone(),
+        None => labels.last().map(|l| l.to_string()).unwrap_or_default(),
+    };
+    let from = match &q.from {
+        Some(f) => f.clone(),
+        None => match labels.iter().position(|l| *l == to) {
+            Some(at) if at > 0 => labels[at - 1].to_string(),
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "work {id} has no version before {to:?} to compare it with: give from"
+                )))
+            }
+        },
+    };
+    let mut sides = Vec::new();
+    for (field, label) in [("from", &from), ("to", &to)] {
+        let (version_id, owner) = docpipe_db::works::find_version(&**client, id, label)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(format!("work {id} has no version {label:?}")))?;
+        if owner != id {
+            return Err(ApiError::invalid(format!(
+                "{field}: version {label} is of work {owner}, not {id}: a diff compares two versions of one work"
+            )));
+        }
+        let articles = docpipe_db::works::version_articles(&**client, version_id)
+            .await?
+            .ok_or_else(|| {
+                ApiError::conflict(
+                    "version-not-indexed",
+                    format!("version {label} of work {id} has no indexed document"),
+                )
+            })?;
+        sides.push(articles.into_iter().map(diff_article).collect::<Vec<_>>());
+    }
+    let diff = docpipe_search::diff::diff(&sides[0], &sides[1]);
+    Ok(Json(
+        json!({ "work_id": id, "from": from, "to": to, "counts": diff.counts, "articles": diff.articles }),
+    ))
+}
+
+fn work_id_of(text: &str) -> Result<i64, ApiError> {
+    text.parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| ApiError::invalid(format!("work_id: {text:?} is not a work id")))
+}
+
+/// A block of an article as the diff reads it: its number, its chapter and its text without the
+/// number.
+fn diff_article(
+    (title, path, text): (String, Vec<String>, String),
+) -> docpipe_search::diff::Article {
+    let chapter = match path.len() {
+        0..=2 => String::new(),
+        n => path[1..n - 1].join(" > "),
+    };
+    let number = title
+        .split_whitespace()
+        .next()
+        .unwrap_or(&title)
+        .to_string();
+    let body = text
+        .strip_prefix(number.as_str())
+        .map(|rest| rest.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{3000}'))
+        .unwrap_or(&text)
+        .to_string();
+    docpipe_search::diff::Article {
+        number,
+        chapter,
+        text: body,
+    }
 }
