@@ -239,27 +239,6 @@ pub async fn places(
         .collect())
 }
 
-/// The text of the block titled `section_title` in an indexed document of `version_id`, if it
-/// has one: what a superseded article became.
-pub async fn article_text_in(
-    c: &impl GenericClient,
-    version_id: i64,
-    section_title: &str,
-) -> Result<Option<String>, DbError> {
-    let row = c
-        .query_typed_opt(
-            "SELECT sb.text FROM semantic_blocks sb
-             JOIN version_documents vd ON vd.doc_id = sb.doc_id
-             JOIN documents d ON d.doc_id = sb.doc_id
-             WHERE vd.version_id = $1 AND sb.section_title = $2 AND d.status = 'indexed'
-               AND d.deleting_at IS NULL
-             ORDER BY sb.doc_id, sb.id LIMIT 1",
-            &[(&version_id, Type::INT8), (&section_title, Type::VARCHAR)],
-        )
-        .await?;
-    Ok(row.map(|r| r.get("text")))
-}
-
 /// One work in a listing.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkSummary {

@@ -92,6 +92,46 @@ pub struct Diff {
     pub articles: Vec<ArticleChange>,
 }
 
+impl Article {
+    /// An article block as (section title, section path, text): its number, its chapter (the
+    /// path between the law's title and the article) and its text without the number.
+    pub fn from_block((title, path, text): (String, Vec<String>, String)) -> Article {
+        let chapter = match path.len() {
+            0..=2 => String::new(),
+            n => path[1..n - 1].join(" > "),
+        };
+        let number = title
+            .split_whitespace()
+            .next()
+            .unwrap_or(&title)
+            .to_string();
+        let body = text
+            .strip_prefix(number.as_str())
+            .map(|rest| rest.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{3000}'))
+            .unwrap_or(&text)
+            .to_string();
+        Article {
+            number,
+            chapter,
+            text: body,
+        }
+    }
+}
+
+/// Whether `article` changed in the version whose articles are `later`: not if its text is there
+/// under any number (it may have been renumbered), yes if its number is there with another text,
+/// unknown (none) if neither.
+pub fn changed_in(later: &[Article], article: &Article) -> Option<bool> {
+    let key = squeezed(&article.text);
+    if later.iter().any(|a| squeezed(&a.text) == key) {
+        return Some(false);
+    }
+    later
+        .iter()
+        .any(|a| a.number == article.number)
+        .then_some(true)
+}
+
 /// The text with every kind of space removed: what "identical" compares.
 fn squeezed(s: &str) -> String {
     s.chars()
@@ -532,6 +572,32 @@ mod tests {
         let d = diff(&old, &new);
         assert_eq!(d.counts.renumbered, 2, "{:?}", d.counts);
         assert_eq!(d.counts.added + d.counts.removed + d.counts.modified, 0);
+    }
+
+    #[test]
+    fn a_renumbered_article_did_not_change_and_a_rewritten_one_did() {
+        let later = vec![
+            art("第一条", "", "新增的条文。"),
+            art("第二条", "", "原来的第一条。"),
+        ];
+        assert_eq!(
+            changed_in(&later, &art("第一条", "", "原来的第一条。")),
+            Some(false)
+        );
+        assert_eq!(
+            changed_in(&later, &art("第二条", "", "删去的条文。")),
+            Some(true)
+        );
+        assert_eq!(changed_in(&later, &art("第九条", "", "删去的条文。")), None);
+        let block = Article::from_block((
+            "第十条".into(),
+            vec!["某法".into(), "第二章 管理".into(), "第十条".into()],
+            "第十条　条文。".into(),
+        ));
+        assert_eq!(
+            (block.chapter.as_str(), block.text.as_str()),
+            ("第二章 管理", "条文。")
+        );
     }
 
     #[test]

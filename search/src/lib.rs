@@ -242,6 +242,8 @@ async fn describe_versions(
     places: &HashMap<String, VersionPlace>,
     live: &HashMap<i64, LiveBlock>,
 ) -> Result<(), DbError> {
+    // The replacing versions' articles, read once each.
+    let mut replacing: HashMap<i64, Vec<diff::Article>> = HashMap::new();
     for hit in hits.iter_mut() {
         let Some(place) = places.get(&hit.doc_id) else {
             continue;
@@ -251,9 +253,25 @@ async fn describe_versions(
             .find(|b| b.doc_id == hit.doc_id && b.semantic_id == hit.semantic_id);
         let changed = match (place.replaced_by_id, block) {
             (Some(next), Some(block)) => {
-                works::article_text_in(&**db.client().await?, next, &block.section_title)
-                    .await?
-                    .map(|text| text != block.text)
+                if let std::collections::hash_map::Entry::Vacant(slot) = replacing.entry(next) {
+                    let articles = works::version_articles(&**db.client().await?, next)
+                        .await?
+                        .unwrap_or_default();
+                    slot.insert(
+                        articles
+                            .into_iter()
+                            .map(diff::Article::from_block)
+                            .collect(),
+                    );
+                }
+                diff::changed_in(
+                    &replacing[&next],
+                    &diff::Article::from_block((
+                        block.section_title.clone(),
+                        Vec::new(),
+                        block.text.clone(),
+                    )),
+                )
             }
             _ => None,
         };

@@ -110,7 +110,7 @@ fn print_timeline(out: &mut (dyn Write + Send), work: &Value) -> anyhow::Result<
     )?;
     writeln!(
         out,
-        "{:<10}  {:<16}  {:<24}  {:<10}  DOCUMENTS",
+        "{:<10}  {:<16}  {:<28}  {:<10}  DOCUMENTS",
         "VERSION", "STATUS", "EFFECTIVE (SOURCE)", "UNTIL"
     )?;
     for v in work["versions"].as_array().into_iter().flatten() {
@@ -127,7 +127,7 @@ fn print_timeline(out: &mut (dyn Write + Send), work: &Value) -> anyhow::Result<
             .collect();
         writeln!(
             out,
-            "{:<10}  {:<16}  {:<24}  {:<10}  {}",
+            "{:<10}  {:<16}  {:<28}  {:<10}  {}",
             v["version"].as_str().unwrap_or_default(),
             v["status"].as_str().unwrap_or_default(),
             effective,
@@ -208,12 +208,12 @@ pub async fn diff(args: DiffArgs, out: &mut (dyn Write + Send)) -> anyhow::Resul
         };
         writeln!(out, "{change:<10}  {numbers}{moved}")?;
         for s in a["spans"].as_array().into_iter().flatten().take(3) {
-            writeln!(
-                out,
-                "            - {}\n            + {}",
-                truncate(s["old"].as_str().unwrap_or_default(), 80),
-                truncate(s["new"].as_str().unwrap_or_default(), 80)
-            )?;
+            for (sign, side) in [('-', "old"), ('+', "new")] {
+                let text = s[side].as_str().unwrap_or_default();
+                if !text.is_empty() {
+                    writeln!(out, "            {sign} {}", truncate(text, 80))?;
+                }
+            }
         }
     }
     Ok(())

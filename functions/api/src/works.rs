@@ -161,7 +161,12 @@ pub(crate) async fn diff_versions(
                     format!("version {label} of work {id} has no indexed document"),
                 )
             })?;
-        sides.push(articles.into_iter().map(diff_article).collect::<Vec<_>>());
+        sides.push(
+            articles
+                .into_iter()
+                .map(docpipe_search::diff::Article::from_block)
+                .collect::<Vec<_>>(),
+        );
     }
     let diff = docpipe_search::diff::diff(&sides[0], &sides[1]);
     Ok(Json(
@@ -174,30 +179,4 @@ fn work_id_of(text: &str) -> Result<i64, ApiError> {
         .ok()
         .filter(|n| *n > 0)
         .ok_or_else(|| ApiError::invalid(format!("work_id: {text:?} is not a work id")))
-}
-
-/// A block of an article as the diff reads it: its number, its chapter and its text without the
-/// number.
-fn diff_article(
-    (title, path, text): (String, Vec<String>, String),
-) -> docpipe_search::diff::Article {
-    let chapter = match path.len() {
-        0..=2 => String::new(),
-        n => path[1..n - 1].join(" > "),
-    };
-    let number = title
-        .split_whitespace()
-        .next()
-        .unwrap_or(&title)
-        .to_string();
-    let body = text
-        .strip_prefix(number.as_str())
-        .map(|rest| rest.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{3000}'))
-        .unwrap_or(&text)
-        .to_string();
-    docpipe_search::diff::Article {
-        number,
-        chapter,
-        text: body,
-    }
 }
