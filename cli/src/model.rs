@@ -159,11 +159,13 @@ impl HitVersion {
     /// "version 2018-10-26, in force 2018-10-26 – 2024-07-01, superseded by 2023-12-29 (changed
     /// there)".
     pub fn describe(&self) -> String {
+        let validity = match &self.effective_to {
+            Some(to) => format!("{} – {to}", self.effective_from.as_deref().unwrap_or("?")),
+            None => format!("from {}", self.effective_from.as_deref().unwrap_or("?")),
+        };
         let mut s = format!(
-            "version {}, in force {} – {}, {}",
+            "version {}, in force {validity}, {}",
             self.version,
-            self.effective_from.as_deref().unwrap_or("?"),
-            self.effective_to.as_deref().unwrap_or(""),
             self.status.replace('_', " ")
         );
         if let Some(by) = &self.replaced_by {
