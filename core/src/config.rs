@@ -145,6 +145,31 @@ impl ParseConfig {
     }
 }
 
+/// When a newly indexed version starts to answer searches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReleaseMode {
+    /// With the index commit that completes it.
+    #[default]
+    Auto,
+    /// When someone releases it (`POST /works/{id}/versions/{doc_id}/release`): a review gate.
+    Manual,
+}
+
+impl ReleaseMode {
+    fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Self {
+        match env.optional("DOCPIPE_RELEASE_MODE").as_deref() {
+            None | Some("") | Some("auto") => ReleaseMode::Auto,
+            Some("manual") => ReleaseMode::Manual,
+            Some(other) => {
+                env.problem(format!(
+                    "DOCPIPE_RELEASE_MODE must be auto or manual, not {other:?}"
+                ));
+                ReleaseMode::Auto
+            }
+        }
+    }
+}
+
 /// Everything the index stage needs besides the embedder and the vector index.
 #[derive(Debug, Clone)]
 pub struct IndexConfig {
@@ -157,6 +182,7 @@ pub struct IndexConfig {
     /// The lease (renewed every third of it, shorter than the queue's visibility timeout so that
     /// the redelivery of a crashed worker's message can take over) and the backoff.
     pub clock: crate::clock::Clock,
+    pub release: ReleaseMode,
 }
 
 impl IndexConfig {
@@ -166,6 +192,7 @@ impl IndexConfig {
             index_queue_url: env.url("DOCPIPE_INDEX_QUEUE_URL"),
             embed_batch: env.parsed_or("DOCPIPE_EMBED_BATCH", 32usize).max(1),
             clock: crate::clock::Clock::read(env),
+            release: ReleaseMode::read(env),
         }
     }
 }

@@ -83,6 +83,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0014_works_and_versions",
         sql: include_str!("../../migrations/0014_works_and_versions.sql"),
     },
+    Migration {
+        version: 15,
+        name: "0015_version_release",
+        sql: include_str!("../../migrations/0015_version_release.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

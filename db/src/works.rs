@@ -1,7 +1,8 @@
 //! Works and their versions (`works`, `work_versions`, `version_documents`, migration 0014): which
 //! regulation each indexed document is a version of, and which version was in force on a date.
 //!
-//! A version *answers* while one of its documents is indexed and not being deleted. Of the
+//! A version *answers* once released (by the index commit, or through the API in the manual
+//! release mode) and while one of its documents is indexed and not being deleted. Of the
 //! answering versions of a work, the one in force on a day is the one that took effect last on
 //! or before it; one that took effect later is not yet in force; the others are superseded; all
 //! of a repealed work are repealed from its repeal. Nothing of this is stored: it follows from the
@@ -30,12 +31,14 @@ pub struct Assignment<'a> {
 }
 
 /// Records `doc_id` (of run `run_id`) as a rendition of the version the assignment names,
-/// creating the work and the version when they are new: the version id.
+/// creating the work and the version when they are new, and releases the version when `release`
+/// (it then answers from this transaction's commit on): the version id.
 pub async fn assign(
     c: &impl GenericClient,
     doc_id: &str,
     run_id: i64,
     a: &Assignment<'_>,
+    release: bool,
 ) -> Result<i64, DbError> {
     let work = c
         .query_typed_one(
@@ -90,7 +93,108 @@ pub async fn assign(
         ],
     )
     .await?;
+    if release {
+        c.execute_typed(
+            "UPDATE work_versions SET released_at = NOW()
+             WHERE version_id = $1 AND released_at IS NULL",
+            &[(&version_id, Type::INT8)],
+        )
+        .await?;
+    }
     Ok(version_id)
+}
+
+/// What became of a release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Released {
+    /// The version answers from now on.
+    Now { label: String },
+    /// It already did.
+    Already { label: String },
+    /// The document is of no version of this work.
+    NotOfWork,
+    /// The document is not indexed (or is being deleted): its version cannot answer yet.
+    NotIndexed { label: String, status: String },
+}
+
+/// Releases the version `doc_id` is a rendition of, if it belongs to `work_id` and the document
+/// is indexed: one compare-and-set, so a search sees the version either before or after it, whole.
+pub async fn release(
+    c: &impl GenericClient,
+    work_id: i64,
+    doc_id: &str,
+) -> Result<Released, DbError> {
+    let row = c
+        .query_typed_opt(
+            "SELECT v.version_id, v.label, v.released_at IS NOT NULL AS released, d.status,
+                    d.deleting_at IS NOT NULL AS deleting
+             FROM version_documents vd
+             JOIN work_versions v ON v.version_id = vd.version_id
+             JOIN documents d ON d.doc_id = vd.doc_id
+             WHERE vd.doc_id = $1 AND v.work_id = $2",
+            &[(&doc_id, Type::VARCHAR), (&work_id, Type::INT8)],
+        )
+        .await?;
+    let Some(row) = row else {
+        return Ok(Released::NotOfWork);
+    };
+    let (version_id, label): (i64, String) = (row.get("version_id"), row.get("label"));
+    let status: String = row.get("status");
+    if status != "indexed" || row.get::<_, bool>("deleting") {
+        return Ok(Released::NotIndexed { label, status });
+    }
+    if row.get::<_, bool>("released") {
+        return Ok(Released::Already { label });
+    }
+    let moved = c
+        .execute_typed(
+            "UPDATE work_versions SET released_at = NOW()
+             WHERE version_id = $1 AND released_at IS NULL",
+            &[(&version_id, Type::INT8)],
+        )
+        .await?;
+    Ok(if moved == 1 {
+        Released::Now { label }
+    } else {
+        Released::Already { label }
+    })
+}
+
+/// The versions of `work_id` with an indexed document that wait for their release, oldest first.
+pub async fn held(c: &impl GenericClient, work_id: i64) -> Result<Vec<VersionRecord>, DbError> {
+    let rows = c
+        .query_typed(
+            "SELECT v.version_id, v.label, v.label_source, v.promulgated_on::text AS promulgated_on,
+                    v.promulgated_source, v.effective_from::text AS effective_from,
+                    v.effective_from_source, v.notes, v.decisions,
+                    array_agg(d.doc_id ORDER BY d.doc_id) AS renditions
+             FROM work_versions v
+             JOIN version_documents vd ON vd.version_id = v.version_id
+             JOIN documents d ON d.doc_id = vd.doc_id
+             WHERE v.work_id = $1 AND v.released_at IS NULL AND d.status = 'indexed'
+               AND d.deleting_at IS NULL
+             GROUP BY v.version_id
+             ORDER BY COALESCE(v.effective_from, v.promulgated_on), v.version_id",
+            &[(&work_id, Type::INT8)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| VersionRecord {
+            version_id: r.get("version_id"),
+            version: r.get("label"),
+            version_source: r.get("label_source"),
+            promulgated_on: r.get("promulgated_on"),
+            promulgated_source: r.get("promulgated_source"),
+            effective_from: r.get("effective_from"),
+            effective_from_source: r.get("effective_from_source"),
+            effective_to: None,
+            status: "held".into(),
+            notes: r.get("notes"),
+            decisions: r.get("decisions"),
+            documents: r.get("renditions"),
+        })
+        .collect())
 }
 
 fn split<'a>(dated: &'a Option<(String, &'a str)>) -> (Option<&'a str>, &'a str) {
@@ -100,7 +204,7 @@ fn split<'a>(dated: &'a Option<(String, &'a str)>) -> (Option<&'a str>, &'a str)
     }
 }
 
-/// Every answering version with its work, its validity and its status on `$1` (a date): the one
+/// Every answering (released, with an indexed document) version with its work, its validity and its status on `$1` (a date): the one
 /// query all of this module's reads stand on. A version without any date is taken as in force
 /// from the beginning of time (it cannot be placed), and is superseded by any dated one.
 const TIMELINE: &str = "
@@ -108,7 +212,8 @@ const TIMELINE: &str = "
         SELECT v.version_id, v.work_id, v.label, v.promulgated_on, v.effective_from,
                COALESCE(v.effective_from, v.promulgated_on, '-infinity'::date) AS eff
         FROM work_versions v
-        WHERE EXISTS (SELECT 1 FROM version_documents vd
+        WHERE v.released_at IS NOT NULL
+          AND EXISTS (SELECT 1 FROM version_documents vd
                       JOIN documents d ON d.doc_id = vd.doc_id
                       WHERE vd.version_id = v.version_id AND d.status = 'indexed'
                         AND d.deleting_at IS NULL)
@@ -317,15 +422,22 @@ pub struct VersionRecord {
     pub documents: Vec<String>,
 }
 
-/// A work and its answering versions, oldest first, placed on `as_of`; none if it has none.
+/// A work and its answering versions, oldest first, placed on `as_of`, then the versions held for
+/// their release (status `held`); none if it has neither.
 pub async fn timeline(
     c: &impl GenericClient,
     work_id: i64,
     as_of: &str,
 ) -> Result<Option<(WorkSummary, Vec<VersionRecord>)>, DbError> {
     let works = list(c, as_of, None, None, work_id - 1, 1).await?;
-    let Some(work) = works.into_iter().find(|w| w.work_id == work_id) else {
-        return Ok(None);
+    let held = held(c, work_id).await?;
+    let work = match works.into_iter().find(|w| w.work_id == work_id) {
+        Some(w) => w,
+        None if !held.is_empty() => match work_row(c, work_id).await? {
+            Some(w) => w,
+            None => return Ok(None),
+        },
+        None => return Ok(None),
     };
     let sql = format!(
         "{TIMELINE}
@@ -364,8 +476,30 @@ pub async fn timeline(
                 .get::<_, Option<Vec<String>>>("renditions")
                 .unwrap_or_default(),
         })
-        .collect();
+        .collect::<Vec<_>>();
+    let mut versions = versions;
+    versions.extend(held);
     Ok(Some((work, versions)))
+}
+
+/// The work's own row, with no answering version.
+async fn work_row(c: &impl GenericClient, work_id: i64) -> Result<Option<WorkSummary>, DbError> {
+    let row = c
+        .query_typed_opt(
+            "SELECT work_id, title, level, level_source, repealed_on::text AS repealed_on
+             FROM works WHERE work_id = $1",
+            &[(&work_id, Type::INT8)],
+        )
+        .await?;
+    Ok(row.map(|r| WorkSummary {
+        work_id: r.get("work_id"),
+        title: r.get("title"),
+        level: r.get("level"),
+        level_source: r.get("level_source"),
+        versions: 0,
+        current_version: None,
+        repealed_on: r.get("repealed_on"),
+    }))
 }
 
 /// A version of a work by its label, as (version id, work id), or, failing that, by its id.

@@ -987,6 +987,7 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
                     index_queue_url: get("index_queue"),
                     embed_batch: 32,
                     clock: helpers::template_clock(1.0),
+                    release: Default::default(),
                 },
             };
             let (job, _) = current_job(db.clone(), doc_id.clone()).await?;

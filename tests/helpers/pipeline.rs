@@ -72,6 +72,7 @@ impl Pipeline {
                 index_queue_url: aws.index_queue.clone(),
                 embed_batch: 32,
                 clock: aws.clock.clone(),
+                release: Default::default(),
             },
         };
         Pipeline {

@@ -2247,6 +2247,36 @@ async fn works_list_their_versions_and_bad_dates_or_ids_are_problems() {
         "{then}"
     );
 
+    // The default release mode released each version with its index commit.
+    let doc_id: String = api
+        .p
+        .db
+        .client()
+        .await
+        .query_typed_one(
+            "SELECT doc_id FROM version_documents ORDER BY doc_id LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let (status, released) = api
+        .post(
+            &format!("/works/{id}/versions/{doc_id}/release"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{released}");
+    assert_eq!(released["already"], true);
+    let stranger = docpipe_core::ids::random_doc_id();
+    let (status, _) = api
+        .post(
+            &format!("/works/{id}/versions/{stranger}/release"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
     let get = |path: String| {
         let api = &api;
         async move { read(api.http.get(api.url(&path)).send().await.unwrap()).await }

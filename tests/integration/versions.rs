@@ -337,3 +337,112 @@ async fn deleting_the_current_version_hands_back_to_the_one_before_and_rendition
     assert_eq!(timeline[0].documents, both);
     p.cleanup().await;
 }
+
+/// `ReleaseMode=manual`: an indexed version waits, answering nothing, until it is released; the
+/// version before it answers meanwhile; a release is one compare-and-set, so a search racing it
+/// sees one version or the other, never both and never none; a document that is not indexed
+/// cannot release its version.
+#[tokio::test]
+async fn in_the_manual_mode_a_version_answers_only_once_released_and_searches_see_it_whole() {
+    use docpipe_db::works::{self, Released};
+    let mut p = Pipeline::new(Pipeline::hash()).await;
+    p.index.config.release = docpipe_core::config::ReleaseMode::Manual;
+    let (_, [older, newer]) = two_version_laws()
+        .into_iter()
+        .find(|(law, _)| law == "保守国家秘密法")
+        .expect("保守国家秘密法 in corpus/versions");
+    let old_doc = ingest(&p, &older, b"").await;
+    let (work, old_label, _) = version_of(&p, &old_doc).await;
+    let query = first_article(&p, &old_doc).await;
+    let none = Filters::default();
+    let held = p.search(&query, 10, Mode::Keyword, &none).await;
+    assert!(
+        labels_of(&held, work).is_empty(),
+        "held, it answers nothing"
+    );
+    let (_, timeline) = works::timeline(&**p.db.client().await, work, "2030-01-01")
+        .await
+        .unwrap()
+        .expect("a held version's work is shown");
+    assert_eq!(
+        timeline
+            .iter()
+            .map(|v| v.status.as_str())
+            .collect::<Vec<_>>(),
+        ["held"]
+    );
+    assert_eq!(
+        works::release(&**p.db.client().await, work, &old_doc)
+            .await
+            .unwrap(),
+        Released::Now {
+            label: old_label.clone()
+        }
+    );
+    assert_eq!(
+        works::release(&**p.db.client().await, work, &old_doc)
+            .await
+            .unwrap(),
+        Released::Already {
+            label: old_label.clone()
+        }
+    );
+    assert_eq!(
+        works::release(&**p.db.client().await, work + 1, &old_doc)
+            .await
+            .unwrap(),
+        Released::NotOfWork
+    );
+
+    let new_doc = ingest(&p, &newer, b"").await;
+    let before = p.search(&query, 10, Mode::Keyword, &none).await;
+    let got = labels_of(&before, work);
+    assert!(
+        !got.is_empty() && got.iter().all(|(l, _)| *l == old_label),
+        "the newer version is held: the older one answers, {got:?}"
+    );
+
+    // Searches racing the release: each sees one version, whole.
+    let searches = async {
+        let mut seen = Vec::new();
+        for _ in 0..25 {
+            let r = p.search(&query, 10, Mode::Keyword, &none).await;
+            let labels: std::collections::BTreeSet<String> =
+                labels_of(&r, work).into_iter().map(|(l, _)| l).collect();
+            seen.push(labels);
+        }
+        seen
+    };
+    let release = async {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        works::release(&**p.db.client().await, work, &new_doc)
+            .await
+            .unwrap()
+    };
+    let (seen, released) = tokio::join!(searches, release);
+    assert_eq!(
+        released,
+        Released::Now {
+            label: newer.published.clone()
+        }
+    );
+    assert!(
+        seen.iter().all(|labels| labels.len() == 1),
+        "one version per answer: {seen:?}"
+    );
+    let after = p.search(&query, 10, Mode::Keyword, &none).await;
+    assert!(labels_of(&after, work)
+        .iter()
+        .all(|(l, s)| *l == newer.published && s == "in_force"));
+
+    // A document being processed again is not indexed: its version cannot be released through it.
+    p.retry(&old_doc).await.expect("retry");
+    match works::release(&**p.db.client().await, work, &old_doc)
+        .await
+        .unwrap()
+    {
+        Released::NotIndexed { status, .. } => assert_ne!(status, "indexed"),
+        other => panic!("a document not indexed released its version: {other:?}"),
+    }
+    p.cleanup().await;
+}

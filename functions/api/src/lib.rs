@@ -115,6 +115,11 @@ fn table() -> Routes {
         ),
         (
             Method::POST,
+            "/works/{work_id}/versions/{doc_id}/release",
+            post(works::release_version),
+        ),
+        (
+            Method::POST,
             "/notifications/s3",
             post(notifications::s3_notification),
         ),

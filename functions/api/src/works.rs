@@ -180,3 +180,61 @@ fn work_id_of(text: &str) -> Result<i64, ApiError> {
         .filter(|n| *n > 0)
         .ok_or_else(|| ApiError::invalid(format!("work_id: {text:?} is not a work id")))
 }
+
+/// `POST /works/{work_id}/versions/{doc_id}/release`: the version `doc_id` is a rendition of
+/// starts to answer searches (one compare-and-set; a search sees it before or after, whole). The
+/// review gate of `ReleaseMode=manual`; in the default mode the index commit has released it
+/// already, and this answers so.
+pub(crate) async fn release_version(
+    State(state): State<Arc<ApiState>>,
+    meta: crate::context::RequestMeta,
+    Path((work_id, doc_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let id = work_id_of(&work_id)?;
+    if !docpipe_core::ids::is_addressable_doc_id(&doc_id) {
+        return Err(ApiError::invalid(
+            "doc_id must be \"doc_\" followed by 32 lowercase hexadecimal digits",
+        ));
+    }
+    let audit =
+        crate::audit::Audit::begin(&state, &meta, "release", &doc_id, json!({ "work_id": id }))
+            .await?;
+    let outcome = async {
+        let client = state.db.client().await?;
+        Ok::<_, ApiError>(docpipe_db::works::release(&**client, id, &doc_id).await?)
+    }
+    .await;
+    use docpipe_db::works::Released;
+    match outcome {
+        Ok(Released::Now { label }) => {
+            audit
+                .finish(&state, crate::audit::SUCCEEDED, None, json!({ "version": label }))
+                .await;
+            Ok(Json(json!({ "work_id": id, "version": label, "released": true, "already": false })))
+        }
+        Ok(Released::Already { label }) => {
+            audit
+                .finish(&state, crate::audit::SUCCEEDED, None, json!({ "version": label, "already": true }))
+                .await;
+            Ok(Json(json!({ "work_id": id, "version": label, "released": true, "already": true })))
+        }
+        Ok(Released::NotOfWork) => Err(audit
+            .fail(
+                &state,
+                ApiError::NotFound(format!("document {doc_id} is of no version of work {id}")),
+            )
+            .await),
+        Ok(Released::NotIndexed { label, status }) => Err(audit
+            .fail(
+                &state,
+                ApiError::conflict(
+                    "version-not-indexed",
+                    format!(
+                        "version {label} cannot answer yet: its document {doc_id} is {status}, not indexed"
+                    ),
+                ),
+            )
+            .await),
+        Err(e) => Err(audit.fail(&state, e).await),
+    }
+}

@@ -18,7 +18,7 @@ use crate::stages::cleanup::{record_and_try, Carried, CleanupDeps};
 use crate::stages::keywords;
 use crate::stages::versions::{self, VersionOf};
 use docpipe_core::artifacts;
-use docpipe_core::config::IndexConfig;
+use docpipe_core::config::{IndexConfig, ReleaseMode};
 use docpipe_core::model::{DocStatus, JobMessage, Stage};
 use docpipe_db::cleanups::{self, Kind};
 use docpipe_db::keyword::{self, AnalysedDocument};
@@ -614,7 +614,8 @@ async fn commit(
     if moved {
         keyword::write(&*tx, lease.run_id, keywords).await?;
         if let Some(v) = version {
-            works::assign(&*tx, doc_id, lease.run_id, &v.assignment()).await?;
+            let release = deps.config.release == ReleaseMode::Auto;
+            works::assign(&*tx, doc_id, lease.run_id, &v.assignment(), release).await?;
         }
     } else {
         // The decision that this worker's vectors are not the run's, and the clean-up it owes.
