@@ -276,6 +276,9 @@ pub struct VersionPlace {
     /// For a superseded version: the version that replaced it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replaced_by: Option<String>,
+    /// For a repealed work: the work that took its place, if one was named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub successor: Option<String>,
     #[serde(skip)]
     pub replaced_by_id: Option<i64>,
     /// Every indexed document of this version (its renditions: md, docx, pdf…).
@@ -298,13 +301,14 @@ pub async fn places(
                 p.effective_from::text AS effective_from,
                 COALESCE(LEAST(p.eff_to, p.repealed_on), p.eff_to, p.repealed_on)::text
                     AS effective_to,
-                p.status, p.next_version, p.next_label,
+                p.status, p.next_version, p.next_label, s.title AS successor,
                 (SELECT array_agg(r.doc_id ORDER BY r.doc_id)
                  FROM version_documents r JOIN documents rd ON rd.doc_id = r.doc_id
                  WHERE r.version_id = p.version_id AND rd.status = 'indexed'
                    AND rd.deleting_at IS NULL) AS renditions
          FROM version_documents vd
          JOIN placed p ON p.version_id = vd.version_id
+         LEFT JOIN works s ON s.work_id = p.successor_work_id
          WHERE vd.doc_id = ANY($2)"
     );
     let rows = c
@@ -334,6 +338,7 @@ pub async fn places(
                     replaced_by_id: r
                         .get::<_, Option<i64>>("next_version")
                         .filter(|_| superseded),
+                    successor: r.get("successor"),
                     status,
                     documents: r
                         .get::<_, Option<Vec<String>>>("renditions")
@@ -356,6 +361,8 @@ pub struct WorkSummary {
     /// The version in force today, if any.
     pub current_version: Option<String>,
     pub repealed_on: Option<String>,
+    /// The work that took its place, when it was repealed naming one.
+    pub successor_work_id: Option<i64>,
 }
 
 /// Works with at least one answering version, by title, `limit` after `after_id`, narrowed to a
@@ -371,6 +378,7 @@ pub async fn list(
     let sql = format!(
         "{TIMELINE}
          SELECT w.work_id, w.title, w.level, w.level_source, w.repealed_on::text AS repealed_on,
+                w.successor_work_id,
                 count(p.version_id) AS versions, max(p.current_label) AS current_version
          FROM works w JOIN placed p ON p.work_id = w.work_id
          WHERE w.work_id > $2
@@ -401,6 +409,7 @@ pub async fn list(
             versions: r.get("versions"),
             current_version: r.get("current_version"),
             repealed_on: r.get("repealed_on"),
+            successor_work_id: r.get("successor_work_id"),
         })
         .collect())
 }
@@ -486,7 +495,8 @@ pub async fn timeline(
 async fn work_row(c: &impl GenericClient, work_id: i64) -> Result<Option<WorkSummary>, DbError> {
     let row = c
         .query_typed_opt(
-            "SELECT work_id, title, level, level_source, repealed_on::text AS repealed_on
+            "SELECT work_id, title, level, level_source, repealed_on::text AS repealed_on,
+                    successor_work_id
              FROM works WHERE work_id = $1",
             &[(&work_id, Type::INT8)],
         )
@@ -499,6 +509,7 @@ async fn work_row(c: &impl GenericClient, work_id: i64) -> Result<Option<WorkSum
         versions: 0,
         current_version: None,
         repealed_on: r.get("repealed_on"),
+        successor_work_id: r.get("successor_work_id"),
     }))
 }
 
@@ -560,4 +571,50 @@ pub async fn version_articles(
             })
             .collect(),
     ))
+}
+
+/// What became of a repeal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Repealed {
+    Done,
+    NoSuchWork,
+    NoSuchSuccessor,
+}
+
+/// Marks `work_id` repealed from `on` (YYYY-MM-DD; none: not repealed after all), naming the work
+/// that took its place. From that day its versions answer as `repealed`, never as in force.
+pub async fn repeal(
+    c: &impl GenericClient,
+    work_id: i64,
+    on: Option<&str>,
+    successor: Option<i64>,
+) -> Result<Repealed, DbError> {
+    if let Some(s) = successor {
+        let exists = c
+            .query_typed_opt(
+                "SELECT 1 AS one FROM works WHERE work_id = $1",
+                &[(&s, Type::INT8)],
+            )
+            .await?;
+        if exists.is_none() {
+            return Ok(Repealed::NoSuchSuccessor);
+        }
+    }
+    let moved = c
+        .execute_typed(
+            "UPDATE works SET repealed_on = $2::text::date, successor_work_id = $3,
+                 updated_at = NOW()
+             WHERE work_id = $1",
+            &[
+                (&work_id, Type::INT8),
+                (&on, Type::TEXT),
+                (&successor, Type::INT8),
+            ],
+        )
+        .await?;
+    Ok(if moved == 1 {
+        Repealed::Done
+    } else {
+        Repealed::NoSuchWork
+    })
 }

@@ -69,6 +69,9 @@ pub struct HitVersion {
     /// For a superseded version: the version that replaced it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaced_by: Option<String>,
+    /// For a repealed law: the law that took its place, when one was named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successor: Option<String>,
     /// For a superseded version: whether the article of the same number reads differently in the
     /// version that replaced it (absent when that version has no such article).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -284,6 +287,7 @@ async fn describe_versions(
             effective_to: place.effective_to.clone(),
             status: place.status.clone(),
             replaced_by: place.replaced_by.clone(),
+            successor: place.successor.clone(),
             changed_in_replacement: changed,
             documents: place.documents.clone(),
         });

@@ -2268,6 +2268,45 @@ async fn works_list_their_versions_and_bad_dates_or_ids_are_problems() {
         .await;
     assert_eq!(status, StatusCode::OK, "{released}");
     assert_eq!(released["already"], true);
+    for (body, status, what) in [
+        (json!({"repealed_on": "2025-13-01"}), 422, "a month 13"),
+        (
+            json!({"repealed_on": "2025-01-01", "successor_work_id": id}),
+            422,
+            "itself",
+        ),
+        (
+            json!({"repealed_on": null, "successor_work_id": 999_999}),
+            422,
+            "a successor without a repeal",
+        ),
+        (
+            json!({"repealed_on": "2025-01-01", "successor_work_id": 999_999}),
+            422,
+            "no such successor",
+        ),
+        (json!({"on": "2025-01-01"}), 422, "an unknown field"),
+    ] {
+        let (got, problem) = api.post(&format!("/works/{id}/repeal"), &body).await;
+        assert_eq!(got.as_u16(), status, "{what}: {problem}");
+    }
+    let (got, _) = api
+        .post(
+            "/works/999999999/repeal",
+            &json!({"repealed_on": "2025-01-01"}),
+        )
+        .await;
+    assert_eq!(got, StatusCode::NOT_FOUND);
+    let (got, repealed) = api
+        .post(
+            &format!("/works/{id}/repeal"),
+            &json!({"repealed_on": "2030-01-01"}),
+        )
+        .await;
+    assert_eq!(got, StatusCode::OK, "{repealed}");
+    assert_eq!(repealed["repealed_on"], "2030-01-01");
+    let (_, shown) = api.get(&format!("/works/{id}")).await;
+    assert_eq!(shown["work"]["repealed_on"], "2030-01-01");
     let stranger = docpipe_core::ids::random_doc_id();
     let (status, _) = api
         .post(

@@ -446,3 +446,107 @@ async fn in_the_manual_mode_a_version_answers_only_once_released_and_searches_se
     }
     p.cleanup().await;
 }
+
+/// A repeal (set through the API; the dates cannot give it): from its day the law's versions
+/// answer as repealed, never as in force, naming the law that took its place; before it nothing
+/// changes; undone, the law answers again.
+#[tokio::test]
+async fn a_repealed_law_stops_answering_from_its_repeal_and_names_its_successor() {
+    use docpipe_db::works::{self, Repealed};
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let laws = two_version_laws();
+    let (_, [_, secrets]) = laws
+        .iter()
+        .find(|(law, _)| law == "保守国家秘密法")
+        .expect("保守国家秘密法");
+    let (_, [_, antitrust]) = laws
+        .iter()
+        .find(|(law, _)| law == "反垄断法")
+        .expect("反垄断法");
+    let repealed_doc = ingest(&p, secrets, b"").await;
+    let successor_doc = ingest(&p, antitrust, b"").await;
+    let (work, label, _) = version_of(&p, &repealed_doc).await;
+    let (successor, _, _) = version_of(&p, &successor_doc).await;
+    let query = first_article(&p, &repealed_doc).await;
+    let none = Filters::default();
+    let db = p.db.client().await;
+    assert_eq!(
+        works::repeal(&**db, work, Some("2025-01-01"), Some(successor))
+            .await
+            .unwrap(),
+        Repealed::Done
+    );
+    assert_eq!(
+        works::repeal(&**db, work, Some("2025-01-01"), Some(999_999))
+            .await
+            .unwrap(),
+        Repealed::NoSuchSuccessor
+    );
+    assert_eq!(
+        works::repeal(&**db, 999_999, None, None).await.unwrap(),
+        Repealed::NoSuchWork
+    );
+
+    let before = p
+        .search_as_of(
+            &query,
+            10,
+            Mode::Keyword,
+            &none,
+            Some("2024-12-31"),
+            Versions::InForce,
+        )
+        .await;
+    let got = labels_of(&before, work);
+    assert!(
+        !got.is_empty() && got.iter().all(|(l, s)| *l == label && s == "in_force"),
+        "{got:?}"
+    );
+
+    let after = p
+        .search_as_of(
+            &query,
+            10,
+            Mode::Keyword,
+            &none,
+            Some("2025-01-01"),
+            Versions::InForce,
+        )
+        .await;
+    assert!(
+        labels_of(&after, work).is_empty(),
+        "repealed: nothing in force"
+    );
+    let all = p
+        .search_as_of(
+            &query,
+            10,
+            Mode::Keyword,
+            &none,
+            Some("2025-01-01"),
+            Versions::All,
+        )
+        .await;
+    let versions: Vec<_> = all
+        .hits
+        .iter()
+        .filter_map(|h| h.version.as_ref())
+        .filter(|v| v.work_id == work)
+        .collect();
+    assert!(!versions.is_empty());
+    assert!(versions.iter().all(|v| v.status == "repealed"
+        && v.successor.as_deref() == Some("中华人民共和国反垄断法")
+        && v.effective_to.as_deref() == Some("2025-01-01")));
+
+    assert_eq!(
+        works::repeal(&**db, work, None, None).await.unwrap(),
+        Repealed::Done
+    );
+    let again = p.search(&query, 10, Mode::Keyword, &none).await;
+    assert!(
+        !labels_of(&again, work).is_empty(),
+        "undone, it answers again"
+    );
+    drop(db);
+    p.cleanup().await;
+}

@@ -44,6 +44,18 @@ impl Audit {
         target_id: &str,
         detail: Value,
     ) -> Result<Audit, ApiError> {
+        Self::begin_on(state, meta, action, "document", target_id, detail).await
+    }
+
+    /// [`Audit::begin`] for a target that is no document (a work).
+    pub async fn begin_on(
+        state: &ApiState,
+        meta: &RequestMeta,
+        action: &'static str,
+        target_type: &str,
+        target_id: &str,
+        detail: Value,
+    ) -> Result<Audit, ApiError> {
         let client = state.db.client().await?;
         let id = audit::begin(
             &**client,
@@ -51,7 +63,7 @@ impl Audit {
                 actor_type: &meta.actor.actor_type,
                 actor_id: &meta.actor.actor_id,
                 action,
-                target_type: "document",
+                target_type,
                 target_id,
                 request_id: &meta.request_id,
                 detail: scrub(detail),

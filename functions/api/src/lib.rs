@@ -120,6 +120,11 @@ fn table() -> Routes {
         ),
         (
             Method::POST,
+            "/works/{work_id}/repeal",
+            post(works::repeal_work),
+        ),
+        (
+            Method::POST,
             "/notifications/s3",
             post(notifications::s3_notification),
         ),

@@ -238,3 +238,94 @@ pub(crate) async fn release_version(
         Err(e) => Err(audit.fail(&state, e).await),
     }
 }
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RepealRequest {
+    /// The day it stopped applying (YYYY-MM-DD); null: not repealed after all.
+    pub repealed_on: Option<String>,
+    /// The work that took its place (合同法 → 民法典).
+    #[serde(default)]
+    pub successor_work_id: Option<i64>,
+}
+
+/// `POST /works/{work_id}/repeal`: the law stopped applying on a day (the status the dates of
+/// its versions cannot give), optionally naming the work that took its place.
+pub(crate) async fn repeal_work(
+    State(state): State<Arc<ApiState>>,
+    meta: crate::context::RequestMeta,
+    Path(work_id): Path<String>,
+    crate::problem::ApiJson(request): crate::problem::ApiJson<RepealRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let id = work_id_of(&work_id)?;
+    let on = match request.repealed_on.as_deref() {
+        None => None,
+        Some(day) => Some(Day::parse_iso(day).map(|d| d.to_string()).ok_or_else(|| {
+            ApiError::validation(
+                "repealed_on",
+                format!("{day:?} is not a calendar date (YYYY-MM-DD)"),
+            )
+        })?),
+    };
+    if request.successor_work_id == Some(id) {
+        return Err(ApiError::validation(
+            "successor_work_id",
+            "a work cannot succeed itself",
+        ));
+    }
+    if request.successor_work_id.is_some() && on.is_none() {
+        return Err(ApiError::validation(
+            "successor_work_id",
+            "only a repealed work has a successor: give repealed_on",
+        ));
+    }
+    let audit = crate::audit::Audit::begin_on(
+        &state,
+        &meta,
+        "repeal",
+        "work",
+        &work_id,
+        json!({ "repealed_on": on, "successor_work_id": request.successor_work_id }),
+    )
+    .await?;
+    let outcome = async {
+        let client = state.db.client().await?;
+        Ok::<_, ApiError>(
+            docpipe_db::works::repeal(&**client, id, on.as_deref(), request.successor_work_id)
+                .await?,
+        )
+    }
+    .await;
+    use docpipe_db::works::Repealed;
+    match outcome {
+        Ok(Repealed::Done) => {
+            audit
+                .finish(&state, crate::audit::SUCCEEDED, None, json!({}))
+                .await;
+            Ok(Json(json!({
+                "work_id": id,
+                "repealed_on": on,
+                "successor_work_id": request.successor_work_id,
+            })))
+        }
+        Ok(Repealed::NoSuchWork) => Err(audit
+            .fail(
+                &state,
+                ApiError::NotFound(format!("work {id} does not exist")),
+            )
+            .await),
+        Ok(Repealed::NoSuchSuccessor) => Err(audit
+            .fail(
+                &state,
+                ApiError::validation(
+                    "successor_work_id",
+                    format!(
+                        "work {} does not exist",
+                        request.successor_work_id.unwrap_or_default()
+                    ),
+                ),
+            )
+            .await),
+        Err(e) => Err(audit.fail(&state, e).await),
+    }
+}
