@@ -166,7 +166,8 @@ pub async fn held(c: &impl GenericClient, work_id: i64) -> Result<Vec<VersionRec
         .query_typed(
             "SELECT v.version_id, v.label, v.label_source, v.promulgated_on::text AS promulgated_on,
                     v.promulgated_source, v.effective_from::text AS effective_from,
-                    v.effective_from_source, v.notes, v.decisions,
+                    v.effective_from_source, NULL::text AS effective_to, 'held' AS status,
+                    v.notes, v.decisions,
                     array_agg(d.doc_id ORDER BY d.doc_id) AS renditions
              FROM work_versions v
              JOIN version_documents vd ON vd.version_id = v.version_id
@@ -178,23 +179,7 @@ pub async fn held(c: &impl GenericClient, work_id: i64) -> Result<Vec<VersionRec
             &[(&work_id, Type::INT8)],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| VersionRecord {
-            version_id: r.get("version_id"),
-            version: r.get("label"),
-            version_source: r.get("label_source"),
-            promulgated_on: r.get("promulgated_on"),
-            promulgated_source: r.get("promulgated_source"),
-            effective_from: r.get("effective_from"),
-            effective_from_source: r.get("effective_from_source"),
-            effective_to: None,
-            status: "held".into(),
-            notes: r.get("notes"),
-            decisions: r.get("decisions"),
-            documents: r.get("renditions"),
-        })
-        .collect())
+    Ok(rows.iter().map(VersionRecord::from_row).collect())
 }
 
 fn split<'a>(dated: &'a Option<(String, &'a str)>) -> (Option<&'a str>, &'a str) {
@@ -240,23 +225,26 @@ const TIMELINE: &str = "
         LEFT JOIN current c ON c.work_id = t.work_id
     )";
 
-/// The indexed documents of versions that did not answer as in force on `as_of`: what a search
-/// for the versions in force on that day leaves out, before any ranking is cut. As many as there
-/// are documents of other versions than the ones in force.
-pub async fn documents_not_in_force(
+/// The indexed documents a search leaves out, before any ranking is cut: those of versions that
+/// do not answer (held for their release), and, when `in_force_only`, those of versions not in
+/// force on `as_of`. As many as there are documents of such versions.
+pub async fn documents_left_out(
     c: &impl GenericClient,
     as_of: &str,
+    in_force_only: bool,
 ) -> Result<Vec<String>, DbError> {
     let sql = format!(
         "{TIMELINE}
          SELECT vd.doc_id
-         FROM placed p
-         JOIN version_documents vd ON vd.version_id = p.version_id
+         FROM version_documents vd
          JOIN documents d ON d.doc_id = vd.doc_id AND d.status = 'indexed'
-         WHERE p.status <> 'in_force'
+         LEFT JOIN placed p ON p.version_id = vd.version_id
+         WHERE p.version_id IS NULL OR ($2 AND p.status <> 'in_force')
          ORDER BY vd.doc_id"
     );
-    let rows = c.query_typed(&sql, &[(&as_of, Type::TEXT)]).await?;
+    let rows = c
+        .query_typed(&sql, &[(&as_of, Type::TEXT), (&in_force_only, Type::BOOL)])
+        .await?;
     Ok(rows.iter().map(|r| r.get("doc_id")).collect())
 }
 
@@ -431,6 +419,28 @@ pub struct VersionRecord {
     pub documents: Vec<String>,
 }
 
+impl VersionRecord {
+    /// A row of the timeline's or the held versions' statement (the same columns).
+    fn from_row(r: &tokio_postgres::Row) -> VersionRecord {
+        VersionRecord {
+            version_id: r.get("version_id"),
+            version: r.get("label"),
+            version_source: r.get("label_source"),
+            promulgated_on: r.get("promulgated_on"),
+            promulgated_source: r.get("promulgated_source"),
+            effective_from: r.get("effective_from"),
+            effective_from_source: r.get("effective_from_source"),
+            effective_to: r.get("effective_to"),
+            status: r.get("status"),
+            notes: r.get("notes"),
+            decisions: r.get("decisions"),
+            documents: r
+                .get::<_, Option<Vec<String>>>("renditions")
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// A work and its answering versions, oldest first, placed on `as_of`, then the versions held for
 /// their release (status `held`); none if it has neither.
 pub async fn timeline(
@@ -467,25 +477,7 @@ pub async fn timeline(
     let rows = c
         .query_typed(&sql, &[(&as_of, Type::TEXT), (&work_id, Type::INT8)])
         .await?;
-    let versions = rows
-        .iter()
-        .map(|r| VersionRecord {
-            version_id: r.get("version_id"),
-            version: r.get("label"),
-            version_source: r.get("label_source"),
-            promulgated_on: r.get("promulgated_on"),
-            promulgated_source: r.get("promulgated_source"),
-            effective_from: r.get("effective_from"),
-            effective_from_source: r.get("effective_from_source"),
-            effective_to: r.get("effective_to"),
-            status: r.get("status"),
-            notes: r.get("notes"),
-            decisions: r.get("decisions"),
-            documents: r
-                .get::<_, Option<Vec<String>>>("renditions")
-                .unwrap_or_default(),
-        })
-        .collect::<Vec<_>>();
+    let versions = rows.iter().map(VersionRecord::from_row).collect::<Vec<_>>();
     let mut versions = versions;
     versions.extend(held);
     Ok(Some((work, versions)))

@@ -7,8 +7,10 @@
 //!    number is `unchanged`, another number `renumbered`. These pairs are anchors.
 //! 2. Between two anchors, the articles left on each side are paired by similarity (character
 //!    bigrams, Dice coefficient at least [`MIN_SIMILARITY`]) in order, within a band of
-//!    [`BAND`] positions of the diagonal, so the work is linear in the number of articles: those
-//!    pairs are `modified`, with the spans that changed.
+//!    [`BAND`] positions of the diagonal, so the similarities computed are linear in the number
+//!    of articles (the alignment table itself is one cell per pair of a gap's articles, a few bytes
+//!    each: about 14 MB for a gap as long as the Civil Code): those pairs are `modified`, with the
+//!    spans that changed.
 //! 3. What is left is `removed` (only in the old version) or `added` (only in the new one).
 //!
 //! An article paired with itself whose chapter differs has also `moved`. An article whose text is

@@ -340,15 +340,16 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
     let started = Instant::now();
     let top_k = q.top_k.clamp(1, MAX_TOP_K);
     let as_of = q.as_of.map_or_else(today, str::to_string);
-    // The versions not in force leave before any ranking, so that many versions of one law
-    // cannot push other laws out of the top k.
+    // Versions held for their release, and (by default) those not in force, leave before any
+    // ranking, so that many versions of one law cannot push other laws out of the top k, and a
+    // search racing a release sees the version before it or after it, never both.
     let filters = Filters {
-        exclude_doc_ids: match q.versions {
-            Versions::InForce => {
-                works::documents_not_in_force(&**deps.db.client().await?, &as_of).await?
-            }
-            Versions::All => Vec::new(),
-        },
+        exclude_doc_ids: works::documents_left_out(
+            &**deps.db.client().await?,
+            &as_of,
+            q.versions == Versions::InForce,
+        )
+        .await?,
         ..q.filters.clone()
     };
     let q = &Query {
