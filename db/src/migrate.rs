@@ -88,6 +88,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0015_version_release",
         sql: include_str!("../../migrations/0015_version_release.sql"),
     },
+    Migration {
+        version: 16,
+        name: "0016_version_effective_to",
+        sql: include_str!("../../migrations/0016_version_effective_to.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

@@ -68,6 +68,9 @@ pub struct StoredObject<'a> {
     pub etag: &'a str,
     /// Merged into the document's `metadata` (the full values of fields cut to their column).
     pub metadata: &'a serde_json::Value,
+    /// What the object's metadata names; empty keeps the document's.
+    pub version: &'a str,
+    pub regulation_type: &'a str,
 }
 
 /// Seed 000 §6.2: `pending → stored`, recording what was stored; the run is now queued for parse
@@ -87,7 +90,9 @@ pub async fn mark_stored(
                         source_bucket = $5, content_type = $6, size_bytes = $7,
                         content_sha256 = $8, source_etag = $9, updated_at = NOW(),
                         doc_name = CASE WHEN doc_name = '' THEN $3 ELSE doc_name END,
-                        metadata = metadata || $10::jsonb
+                        metadata = metadata || $10::jsonb,
+                        version = CASE WHEN $11 = '' THEN version ELSE $11 END,
+                        regulation_type = CASE WHEN $12 = '' THEN regulation_type ELSE $12 END
                  WHERE doc_id = $1 AND current_run_id = $2 AND status = 'pending' AND deleting_at IS NULL
                  RETURNING doc_id),
              run AS (
@@ -113,6 +118,8 @@ pub async fn mark_stored(
                 (&object.sha256, Type::VARCHAR),
                 (&object.etag, Type::VARCHAR),
                 (&metadata, Type::TEXT),
+                (&object.version, Type::VARCHAR),
+                (&object.regulation_type, Type::VARCHAR),
             ],
         )
         .await?;

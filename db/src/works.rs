@@ -26,6 +26,8 @@ pub struct Assignment<'a> {
     /// Dates as YYYY-MM-DD, each with its source.
     pub promulgated: Option<(String, &'a str)>,
     pub effective_from: Option<(String, &'a str)>,
+    /// Only an upload gives one.
+    pub effective_to: Option<(String, &'a str)>,
     pub notes: serde_json::Value,
     pub decisions: serde_json::Value,
 }
@@ -56,16 +58,21 @@ pub async fn assign(
     let work_id: i64 = work.get("work_id");
     let (promulgated, promulgated_source) = split(&a.promulgated);
     let (effective, effective_source) = split(&a.effective_from);
+    let (effective_to, effective_to_source) = split(&a.effective_to);
     let version = c
         .query_typed_one(
             "INSERT INTO work_versions (work_id, label, label_source, promulgated_on,
-                 promulgated_source, effective_from, effective_from_source, notes, decisions)
-             VALUES ($1, $2, $3, $4::text::date, $5, $6::text::date, $7, $8, $9)
+                 promulgated_source, effective_from, effective_from_source, notes, decisions,
+                 effective_to, effective_to_source)
+             VALUES ($1, $2, $3, $4::text::date, $5, $6::text::date, $7, $8, $9,
+                     $10::text::date, $11)
              ON CONFLICT (work_id, label) DO UPDATE SET
                  promulgated_on = EXCLUDED.promulgated_on,
                  promulgated_source = EXCLUDED.promulgated_source,
                  effective_from = EXCLUDED.effective_from,
                  effective_from_source = EXCLUDED.effective_from_source,
+                 effective_to = EXCLUDED.effective_to,
+                 effective_to_source = EXCLUDED.effective_to_source,
                  notes = EXCLUDED.notes, decisions = EXCLUDED.decisions, updated_at = NOW()
              RETURNING version_id",
             &[
@@ -78,6 +85,8 @@ pub async fn assign(
                 (&effective_source, Type::VARCHAR),
                 (&a.notes, Type::JSONB),
                 (&a.decisions, Type::JSONB),
+                (&effective_to, Type::TEXT),
+                (&effective_to_source, Type::VARCHAR),
             ],
         )
         .await?;
@@ -102,6 +111,52 @@ pub async fn assign(
         .await?;
     }
     Ok(version_id)
+}
+
+/// A version as recorded, for an upload that names it: its dates, and the documents of it that
+/// are not deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedVersion {
+    pub work_id: i64,
+    pub promulgated_on: Option<String>,
+    pub effective_from: Option<String>,
+    pub effective_to: Option<String>,
+    pub documents: Vec<String>,
+}
+
+/// The version `label` of the work with `title_key` and `level`, if one is recorded with a
+/// document that is not being deleted.
+pub async fn recorded_version(
+    c: &impl GenericClient,
+    title_key: &str,
+    level: &str,
+    label: &str,
+) -> Result<Option<RecordedVersion>, DbError> {
+    let row = c
+        .query_typed_opt(
+            "SELECT w.work_id, v.promulgated_on::text AS promulgated_on,
+                    v.effective_from::text AS effective_from, v.effective_to::text AS effective_to,
+                    array_agg(d.doc_id ORDER BY d.doc_id) AS documents
+             FROM works w
+             JOIN work_versions v ON v.work_id = w.work_id
+             JOIN version_documents vd ON vd.version_id = v.version_id
+             JOIN documents d ON d.doc_id = vd.doc_id AND d.deleting_at IS NULL
+             WHERE w.title_key = $1 AND w.level = $2 AND v.label = $3
+             GROUP BY w.work_id, v.version_id",
+            &[
+                (&title_key, Type::VARCHAR),
+                (&level, Type::VARCHAR),
+                (&label, Type::VARCHAR),
+            ],
+        )
+        .await?;
+    Ok(row.map(|r| RecordedVersion {
+        work_id: r.get("work_id"),
+        promulgated_on: r.get("promulgated_on"),
+        effective_from: r.get("effective_from"),
+        effective_to: r.get("effective_to"),
+        documents: r.get("documents"),
+    }))
 }
 
 /// What became of a release.
@@ -166,7 +221,8 @@ pub async fn held(c: &impl GenericClient, work_id: i64) -> Result<Vec<VersionRec
         .query_typed(
             "SELECT v.version_id, v.label, v.label_source, v.promulgated_on::text AS promulgated_on,
                     v.promulgated_source, v.effective_from::text AS effective_from,
-                    v.effective_from_source, NULL::text AS effective_to, 'held' AS status,
+                    v.effective_from_source, v.effective_to::text AS effective_to,
+                    v.effective_to_source, 'held' AS status,
                     v.notes, v.decisions,
                     array_agg(d.doc_id ORDER BY d.doc_id) AS renditions
              FROM work_versions v
@@ -195,6 +251,7 @@ fn split<'a>(dated: &'a Option<(String, &'a str)>) -> (Option<&'a str>, &'a str)
 const TIMELINE: &str = "
     WITH answering AS (
         SELECT v.version_id, v.work_id, v.label, v.promulgated_on, v.effective_from,
+               v.effective_to AS given_to,
                COALESCE(v.effective_from, v.promulgated_on, '-infinity'::date) AS eff
         FROM work_versions v
         WHERE v.released_at IS NOT NULL
@@ -203,7 +260,8 @@ const TIMELINE: &str = "
                       WHERE vd.version_id = v.version_id AND d.status = 'indexed'
                         AND d.deleting_at IS NULL)
     ), timeline AS (
-        SELECT a.*, LEAD(a.eff) OVER w AS eff_to, LEAD(a.version_id) OVER w AS next_version,
+        SELECT a.*, LEAST(LEAD(a.eff) OVER w, a.given_to) AS eff_to,
+               LEAD(a.version_id) OVER w AS next_version,
                LEAD(a.label) OVER w AS next_label
         FROM answering a
         WINDOW w AS (PARTITION BY a.work_id ORDER BY a.eff, a.version_id)
@@ -218,6 +276,8 @@ const TIMELINE: &str = "
                CASE WHEN w.repealed_on IS NOT NULL AND w.repealed_on <= $1::text::date
                         THEN 'repealed'
                     WHEN t.eff > $1::text::date THEN 'not_yet_in_force'
+                    WHEN c.version_id = t.version_id AND t.given_to <= $1::text::date
+                        THEN 'repealed'
                     WHEN c.version_id = t.version_id THEN 'in_force'
                     ELSE 'superseded' END AS status
         FROM timeline t
@@ -413,6 +473,8 @@ pub struct VersionRecord {
     pub effective_from: Option<String>,
     pub effective_from_source: String,
     pub effective_to: Option<String>,
+    /// "upload", "next_version" (the day the next version took effect) or "repeal".
+    pub effective_to_source: String,
     pub status: String,
     pub notes: serde_json::Value,
     pub decisions: serde_json::Value,
@@ -431,6 +493,7 @@ impl VersionRecord {
             effective_from: r.get("effective_from"),
             effective_from_source: r.get("effective_from_source"),
             effective_to: r.get("effective_to"),
+            effective_to_source: r.get("effective_to_source"),
             status: r.get("status"),
             notes: r.get("notes"),
             decisions: r.get("decisions"),
@@ -465,6 +528,12 @@ pub async fn timeline(
                 v.effective_from_source,
                 COALESCE(LEAST(p.eff_to, p.repealed_on), p.eff_to, p.repealed_on)::text
                     AS effective_to,
+                CASE WHEN p.repealed_on IS NOT NULL
+                          AND (p.eff_to IS NULL OR p.repealed_on < p.eff_to) THEN 'repeal'
+                     WHEN p.eff_to IS NOT NULL AND p.eff_to = v.effective_to
+                         THEN v.effective_to_source
+                     WHEN p.eff_to IS NOT NULL THEN 'next_version'
+                     ELSE '' END AS effective_to_source,
                 p.status, v.notes, v.decisions,
                 (SELECT array_agg(r.doc_id ORDER BY r.doc_id)
                  FROM version_documents r JOIN documents rd ON rd.doc_id = r.doc_id

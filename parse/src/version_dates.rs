@@ -156,6 +156,9 @@ pub struct VersionDates {
     /// The version's own date: when this text was adopted, amended, revised or promulgated.
     pub promulgated: Option<Dated>,
     pub effective_from: Option<Dated>,
+    /// Only ever given with the upload: the text says when a version starts, and the next version
+    /// (or a repeal) when it ends.
+    pub effective_to: Option<Dated>,
     /// Where sources disagreed: which one won, and why.
     pub decisions: Vec<String>,
 }
@@ -299,6 +302,131 @@ fn effective_from<'a>(
             source: Source::Publication,
         }),
         (_, None) => None,
+    }
+}
+
+/// The dates an upload gives for its version, each optional. They beat what the text says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GivenDates {
+    pub promulgated: Option<Day>,
+    pub effective_from: Option<Day>,
+    /// The last day before the version stops applying is the day before this one.
+    pub effective_to: Option<Day>,
+}
+
+/// Why given dates cannot all be true: which two disagree, and how.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{later_field} {later} is {relation} {earlier_field} {earlier}: the dates contradict each other")]
+pub struct Contradiction {
+    pub earlier_field: &'static str,
+    pub earlier: Day,
+    pub later_field: &'static str,
+    pub later: Day,
+    relation: &'static str,
+}
+
+impl GivenDates {
+    pub fn is_empty(&self) -> bool {
+        self.promulgated.is_none() && self.effective_from.is_none() && self.effective_to.is_none()
+    }
+
+    /// A version takes effect no earlier than it is promulgated (the Legislation Law allows no
+    /// retroactive statute), and stops applying after it took effect.
+    pub fn check(&self) -> Result<(), Contradiction> {
+        let pairs = [
+            (
+                "promulgated",
+                self.promulgated,
+                "effective_from",
+                self.effective_from,
+                false,
+            ),
+            (
+                "promulgated",
+                self.promulgated,
+                "effective_to",
+                self.effective_to,
+                true,
+            ),
+            (
+                "effective_from",
+                self.effective_from,
+                "effective_to",
+                self.effective_to,
+                true,
+            ),
+        ];
+        for (earlier_field, earlier, later_field, later, strict) in pairs {
+            let (Some(earlier), Some(later)) = (earlier, later) else {
+                continue;
+            };
+            if later < earlier || (strict && later == earlier) {
+                return Err(Contradiction {
+                    earlier_field,
+                    earlier,
+                    later_field,
+                    later,
+                    relation: if later < earlier {
+                        "before"
+                    } else {
+                        "the same day as"
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl VersionDates {
+    /// The upload's dates over the text's: each given date wins, and where the text said another,
+    /// the decision says so. Checked dates only ([`GivenDates::check`]).
+    pub fn with_given(mut self, given: &GivenDates) -> VersionDates {
+        let mut take = |slot: &mut Option<Dated>, day: Option<Day>, what: &str| {
+            let Some(day) = day else { return };
+            if let Some(read) = slot.filter(|read| read.day != day) {
+                self.decisions.push(format!(
+                    "the upload gives {what} {day}, the text {} ({}): the upload's is taken",
+                    read.day,
+                    read.source.as_str()
+                ));
+            }
+            *slot = Some(Dated {
+                day,
+                source: Source::Upload,
+            });
+        };
+        take(&mut self.promulgated, given.promulgated, "promulgated");
+        take(
+            &mut self.effective_from,
+            given.effective_from,
+            "effective_from",
+        );
+        // A text that takes effect when published takes effect when the upload says it was; one
+        // whose effect article is older than the given date is an amended text's original article.
+        if let (Some(p), Some(e)) = (self.promulgated, self.effective_from) {
+            let follows = e.source == Source::Publication && e.day != p.day;
+            if follows || e.day < p.day {
+                if e.day < p.day {
+                    self.decisions.push(format!(
+                        "the text takes effect on {} ({}), before the given date {}: it takes \
+                         effect when published",
+                        e.day,
+                        e.source.as_str(),
+                        p.day
+                    ));
+                }
+                self.effective_from = Some(Dated {
+                    day: p.day,
+                    source: Source::Publication,
+                });
+            }
+        }
+        self.effective_to = given.effective_to.map(|day| Dated {
+            day,
+            source: Source::Upload,
+        });
+        self
     }
 }
 
@@ -497,6 +625,63 @@ mod tests {
         assert_eq!((p.day, p.source), (day("2019-03-24"), Source::FileName));
         assert_eq!(d.effective_from.unwrap().day, day("2019-03-24"));
         assert_eq!(d.decisions.len(), 2, "{:?}", d.decisions);
+    }
+
+    #[test]
+    fn given_dates_win_and_say_what_they_replaced() {
+        let text = version_dates(
+            "（2013年12月28日通过 2018年10月26日修正）",
+            ["本法自2014年3月1日起施行。"],
+            "x.md",
+        );
+        let given = GivenDates {
+            effective_from: Some(day("2019-01-01")),
+            ..GivenDates::default()
+        };
+        let out = text.clone().with_given(&given);
+        assert_eq!(out.promulgated.unwrap().day, day("2018-10-26"));
+        assert_eq!(out.promulgated.unwrap().source, Source::HeadingNote);
+        let from = out.effective_from.unwrap();
+        assert_eq!((from.day, from.source), (day("2019-01-01"), Source::Upload));
+        assert!(out
+            .decisions
+            .last()
+            .unwrap()
+            .contains("upload gives effective_from 2019-01-01"));
+        // A given version date moves a takes-effect-when-published date with it.
+        let out = text.with_given(&GivenDates {
+            promulgated: Some(day("2018-11-01")),
+            ..GivenDates::default()
+        });
+        assert_eq!(out.effective_from.unwrap().day, day("2018-11-01"));
+        assert_eq!(out.effective_from.unwrap().source, Source::Publication);
+    }
+
+    #[test]
+    fn contradicting_dates_are_named() {
+        let both = |p: &str, e: Option<&str>, t: Option<&str>| GivenDates {
+            promulgated: Some(day(p)),
+            effective_from: e.map(day),
+            effective_to: t.map(day),
+        };
+        assert!(both("2020-01-01", Some("2020-01-01"), None).check().is_ok());
+        let err = both("2020-05-01", Some("2020-01-01"), None)
+            .check()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "effective_from 2020-01-01 is before promulgated 2020-05-01: the dates contradict each other"
+        );
+        let err = both("2020-01-01", Some("2020-02-01"), Some("2020-02-01"))
+            .check()
+            .unwrap_err();
+        assert_eq!(
+            (err.earlier_field, err.later_field),
+            ("effective_from", "effective_to")
+        );
+        assert!(both("2020-01-01", None, Some("2019-01-01"))
+            .check()
+            .is_err());
     }
 
     #[test]

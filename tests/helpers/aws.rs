@@ -148,6 +148,22 @@ impl TestAws {
             .expect("put object");
     }
 
+    /// Puts an object with user metadata (`x-amz-meta-<name>`), as a plain upload names its version.
+    pub async fn put_with_metadata(&self, key: &str, body: &[u8], metadata: &[(&str, &str)]) {
+        let mut put = self
+            .clients
+            .s3
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type("text/markdown")
+            .body(body.to_vec().into());
+        for (name, value) in metadata {
+            put = put.metadata(*name, *value);
+        }
+        put.send().await.expect("put object with metadata");
+    }
+
     pub async fn delete(&self, key: &str) {
         self.clients
             .s3

@@ -2181,6 +2181,107 @@ fn secrets_law_versions() -> Vec<(String, Vec<u8>)> {
 }
 
 #[tokio::test]
+async fn a_registration_names_its_version_and_contradicting_or_colliding_dates_are_problems() {
+    let api = Api::new().await;
+    for (file, body) in secrets_law_versions() {
+        api.p
+            .ingest_indexed(&format!("uploads/versions/{file}"), &body)
+            .await;
+    }
+    let register = |extra: Value| {
+        let mut body =
+            json!({"file_name": "保守国家秘密法.pdf", "content_type": "application/pdf"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    // The 2010 version is recorded as taking effect on 2010-10-01 (its effect article).
+    let (status, problem) = api
+        .post(
+            "/documents",
+            &register(json!({"work": "保守国家秘密法", "version": "2010-04-29",
+                             "effective_from": "2011-01-01"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{problem}");
+    assert_eq!(problem["type"], format!("{PROBLEMS}version-collides"));
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("effective_from 2010-10-01") && detail.contains("2011-01-01"),
+        "{detail}"
+    );
+    assert_eq!(
+        api.p.count("SELECT count(*) FROM documents").await,
+        2,
+        "a refused registration leaves no document"
+    );
+    // The same version with the recorded dates is another rendition of it.
+    let (status, registered) = api
+        .post(
+            "/documents",
+            &register(
+                json!({"work": "《中华人民共和国保守国家秘密法》", "version": "2010-04-29",
+                             "effective_from": "2010-10-01", "regulation_type": "法律"}),
+            ),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
+    let doc_id = registered["doc_id"].as_str().unwrap();
+    let (_, doc) = api.get(&format!("/documents/{doc_id}")).await;
+    assert_eq!(doc["version"], "2010-04-29", "{doc}");
+
+    for (extra, field, what) in [
+        (
+            json!({"promulgated": "2020-05-01", "effective_from": "2020-01-01"}),
+            "effective_from",
+            "in force before it was promulgated",
+        ),
+        (
+            json!({"effective_from": "2020-01-01", "effective_to": "2020-01-01"}),
+            "effective_to",
+            "ends the day it starts",
+        ),
+        (
+            json!({"effective_to": "2020-02-30"}),
+            "effective_to",
+            "no such day",
+        ),
+        (
+            json!({"promulgated": "2020/01/01"}),
+            "promulgated",
+            "not ISO",
+        ),
+        (json!({"work": "《》"}), "work", "names no regulation"),
+        (json!({"work": "法".repeat(513)}), "work", "too long"),
+        (
+            json!({"metadata": {"version_of": {"work": "x"}}}),
+            "metadata",
+            "a reserved key",
+        ),
+    ] {
+        let (status, problem) = api.post("/documents", &register(extra)).await;
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{what}: {problem}"
+        );
+        assert_eq!(problem["field"], field, "{what}: {problem}");
+    }
+    let (_, problem) = api
+        .post(
+            "/documents",
+            &register(json!({"promulgated": "2020-05-01", "effective_from": "2020-01-01"})),
+        )
+        .await;
+    assert_eq!(
+        problem["detail"],
+        "effective_from: effective_from 2020-01-01 is before promulgated 2020-05-01: the dates \
+         contradict each other"
+    );
+}
+
+#[tokio::test]
 async fn works_list_their_versions_and_bad_dates_or_ids_are_problems() {
     let api = Api::new().await;
     for (file, body) in secrets_law_versions() {

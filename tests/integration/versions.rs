@@ -560,3 +560,164 @@ async fn a_repealed_law_stops_answering_from_its_repeal_and_names_its_successor(
     drop(db);
     p.cleanup().await;
 }
+
+/// The version recorded for `doc_id`, as the timeline would name its sources.
+async fn recorded(p: &Pipeline, doc_id: &str) -> serde_json::Value {
+    p.db.client()
+        .await
+        .query_typed_one(
+            "SELECT json_build_object('title', w.title, 'level', w.level,
+                    'level_source', w.level_source, 'label', v.label,
+                    'label_source', v.label_source, 'promulgated', v.promulgated_on::text,
+                    'promulgated_source', v.promulgated_source,
+                    'effective_from', v.effective_from::text,
+                    'effective_from_source', v.effective_from_source,
+                    'effective_to', v.effective_to::text,
+                    'effective_to_source', v.effective_to_source,
+                    'decisions', v.decisions, 'work_id', w.work_id)::text
+             FROM version_documents vd JOIN work_versions v ON v.version_id = vd.version_id
+             JOIN works w ON w.work_id = v.work_id WHERE vd.doc_id = $1",
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await
+        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).unwrap())
+        .unwrap_or_else(|e| panic!("{doc_id} has no version: {e}"))
+}
+
+#[tokio::test]
+async fn object_metadata_names_the_work_and_version_and_bad_or_colliding_metadata_is_refused() {
+    use docpipe_pipeline::stages::store::StoreOutcome;
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (_, [older, newer]) = two_version_laws().into_iter().next().unwrap();
+    let read = |v: &Version| std::fs::read(corpus_dir().join("versions").join(&v.file)).unwrap();
+    // 示范条例 in RFC 2047's B encoding, 地方性法规 in its Q encoding: S3 keeps non-ASCII
+    // metadata so.
+    let work = "=?UTF-8?B?56S66IyD5p2h5L6L?=";
+    let key = "uploads/claimed/older.md";
+    p.aws
+        .put_with_metadata(
+            key,
+            &read(&older),
+            &[
+                ("work", work),
+                ("version", "v1-claimed"),
+                (
+                    "regulation-type",
+                    "=?UTF-8?Q?=E5=9C=B0=E6=96=B9=E6=80=A7=E6=B3=95=E8=A7=84?=",
+                ),
+                ("promulgated", "2030-01-01"),
+                ("effective-from", "2030-06-01"),
+                ("effective-to", "2035-01-01"),
+            ],
+        )
+        .await;
+    assert!(matches!(p.deliver(key).await, StoreOutcome::Stored { .. }));
+    let doc_id = docpipe_core::ids::derived_doc_id(&p.aws.bucket, key);
+    p.drive(&doc_id).await;
+    let doc = p.doc(&doc_id).await.unwrap();
+    assert_eq!(
+        doc.status,
+        docpipe_core::model::DocStatus::Indexed,
+        "{}",
+        doc.error_message
+    );
+    assert_eq!(
+        (doc.version.as_str(), doc.regulation_type.as_str()),
+        ("v1-claimed", "地方性法规")
+    );
+    let v = recorded(&p, &doc_id).await;
+    for (field, want) in [
+        ("title", "示范条例"),
+        ("level", "地方性法规"),
+        ("level_source", "upload"),
+        ("label", "v1-claimed"),
+        ("label_source", "upload"),
+        ("promulgated", "2030-01-01"),
+        ("promulgated_source", "upload"),
+        ("effective_from", "2030-06-01"),
+        ("effective_from_source", "upload"),
+        ("effective_to", "2035-01-01"),
+        ("effective_to_source", "upload"),
+    ] {
+        assert_eq!(v[field], want, "{field}: {v}");
+    }
+    let decisions = v["decisions"].to_string();
+    assert!(
+        decisions.contains("the upload gives promulgated 2030-01-01, the text ")
+            && decisions.contains("the upload gives effective_from 2030-06-01, the text "),
+        "the text's date is recorded as overruled: {decisions}"
+    );
+    let work_id = v["work_id"].as_i64().unwrap();
+    for (as_of, status) in [
+        ("2029-12-31", "not_yet_in_force"),
+        ("2032-01-01", "in_force"),
+        ("2035-01-01", "repealed"),
+    ] {
+        let (_, versions) = docpipe_db::works::timeline(&**p.db.client().await, work_id, as_of)
+            .await
+            .unwrap()
+            .expect("the work");
+        assert_eq!(versions.len(), 1);
+        assert_eq!(versions[0].status, status, "as of {as_of}");
+        assert_eq!(versions[0].effective_to.as_deref(), Some("2035-01-01"));
+        assert_eq!(versions[0].effective_to_source, "upload");
+    }
+
+    let newer = read(&newer);
+    let level = "=?UTF-8?Q?=E5=9C=B0=E6=96=B9=E6=80=A7=E6=B3=95=E8=A7=84?=";
+    let wide = "v".repeat(65);
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<&'a str>);
+    let cases: [Case; 5] = [
+        (
+            "collides",
+            vec![
+                ("work", work),
+                ("version", "v1-claimed"),
+                ("regulation-type", level),
+                ("effective-from", "2031-01-01"),
+            ],
+            vec![
+                "already recorded",
+                "effective_from 2030-06-01",
+                "2031-01-01",
+                &doc_id,
+            ],
+        ),
+        (
+            "contradicts",
+            vec![
+                ("promulgated", "2030-05-01"),
+                ("effective-from", "2030-01-01"),
+            ],
+            vec!["x-amz-meta-effective-from", "contradict"],
+        ),
+        (
+            "encoding",
+            vec![("work", "=?UTF-8?B?56S6")],
+            vec!["x-amz-meta-work", "RFC 2047"],
+        ),
+        (
+            "wide",
+            vec![("version", &wide)],
+            vec!["x-amz-meta-version", "at most 64"],
+        ),
+        (
+            "date",
+            vec![("effective-to", "2030-02-30")],
+            vec!["x-amz-meta-effective-to", "not a date"],
+        ),
+    ];
+    for (name, metadata, expect) in cases {
+        let key = format!("uploads/claimed/{name}.md");
+        p.aws.put_with_metadata(&key, &newer, &metadata).await;
+        let StoreOutcome::Rejected { doc_id, reason, .. } = p.deliver(&key).await else {
+            panic!("{key} is refused");
+        };
+        for part in expect {
+            assert!(reason.contains(part), "{key}: {reason:?} names {part:?}");
+        }
+        let doc = p.doc(&doc_id).await.unwrap();
+        assert_eq!(doc.status, docpipe_core::model::DocStatus::Failed, "{key}");
+        assert_eq!(doc.error_message, reason, "{key}");
+    }
+}

@@ -21,6 +21,18 @@ pub struct UploadArgs {
     pub regulation_type: Option<String>,
     #[arg(long)]
     pub version: Option<String>,
+    /// The work the files are a version of, by its citable title (else read from the text).
+    #[arg(long)]
+    pub work: Option<String>,
+    /// The version's date, YYYY-MM-DD (else read from its heading notes).
+    #[arg(long)]
+    pub promulgated: Option<String>,
+    /// The day the version takes effect, YYYY-MM-DD (else read from its text).
+    #[arg(long)]
+    pub effective_from: Option<String>,
+    /// The day the version stops applying, YYYY-MM-DD.
+    #[arg(long)]
+    pub effective_to: Option<String>,
     /// Comma-separated tags.
     #[arg(long, value_delimiter = ',')]
     pub tags: Vec<String>,
@@ -91,8 +103,17 @@ async fn upload_one(
     if let Some(t) = &args.regulation_type {
         request["regulation_type"] = json!(t);
     }
-    if let Some(v) = &args.version {
-        request["version"] = json!(v);
+    let given = [
+        ("version", &args.version),
+        ("work", &args.work),
+        ("promulgated", &args.promulgated),
+        ("effective_from", &args.effective_from),
+        ("effective_to", &args.effective_to),
+    ];
+    for (field, value) in given {
+        if let Some(v) = value {
+            request[field] = json!(v);
+        }
     }
     if !args.tags.is_empty() {
         request["tags"] = json!(args.tags);

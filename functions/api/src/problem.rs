@@ -258,6 +258,8 @@ impl From<RegisterError> for ApiError {
     fn from(e: RegisterError) -> Self {
         match e {
             RegisterError::Invalid { field, reason } => ApiError::validation(field, reason),
+            RegisterError::Claim(e) => ApiError::validation(e.field, e.reason),
+            RegisterError::Collides(why) => ApiError::conflict("version-collides", why),
             RegisterError::Db(e) => e.into(),
         }
     }

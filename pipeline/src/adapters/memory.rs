@@ -68,6 +68,7 @@ impl ObjectStore for MemoryObjectStore {
             etag: etag_of(&s.body),
             content_type: s.content_type,
             last_modified_ms: Some(s.last_modified_ms),
+            metadata: Default::default(),
         }))
     }
 

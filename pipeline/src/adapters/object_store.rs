@@ -12,6 +12,9 @@ pub struct ObjectHead {
     pub content_type: String,
     /// `Last-Modified`, in milliseconds since the epoch (S3 gives whole seconds).
     pub last_modified_ms: Option<i64>,
+    /// The user metadata (`x-amz-meta-*`), keys without the prefix, in lower case, values as S3
+    /// gives them (RFC 2047 encoded where not US-ASCII).
+    pub metadata: std::collections::HashMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,6 +217,14 @@ impl ObjectStore for S3ObjectStore {
                     .to_string(),
                 content_type: out.content_type().unwrap_or_default().to_string(),
                 last_modified_ms: out.last_modified().and_then(|t| t.to_millis().ok()),
+                metadata: out
+                    .metadata()
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             })),
             Err(err) => {
                 if let Some(denied) = access_denied(&err, bucket, key, "HeadObject") {

@@ -27,4 +27,5 @@ pub mod parse;
 pub mod register;
 pub mod retry;
 pub mod store;
+pub mod version_claim;
 pub mod versions;

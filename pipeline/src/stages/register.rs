@@ -3,6 +3,7 @@
 //! comes through the normal notification path; the store stage finds this document by its key and
 //! adopts the waiting run.
 
+use super::version_claim::{self, ClaimError, Spelling, VersionClaim};
 use docpipe_core::ids;
 use docpipe_core::model::Trigger;
 use docpipe_db::{documents, transitions};
@@ -19,6 +20,9 @@ pub struct Registration {
     pub version: String,
     pub tags: Vec<String>,
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// The work and dates the upload names for its version.
+    #[serde(flatten)]
+    pub claim: VersionClaim,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -32,6 +36,11 @@ pub struct Registered {
 pub enum RegisterError {
     #[error("invalid {field}: {reason}")]
     Invalid { field: &'static str, reason: String },
+    #[error("invalid {}: {}", .0.field, .0.reason)]
+    Claim(#[from] ClaimError),
+    /// The version it names is recorded with other dates.
+    #[error("{0}")]
+    Collides(String),
     #[error("the database is unavailable")]
     Db(#[from] DbError),
 }
@@ -124,6 +133,14 @@ pub fn validate(r: &Registration) -> Result<(), RegisterError> {
     {
         return Err(invalid("metadata", "must be at most 16 KiB of JSON"));
     }
+    if r.metadata.contains_key(version_claim::METADATA_KEY) {
+        return Err(invalid(
+            "metadata",
+            "the key \"version_of\" is reserved: send work, promulgated, effective_from and \
+             effective_to as fields of their own",
+        ));
+    }
+    r.claim.check(Spelling::Registration)?;
     Ok(())
 }
 
@@ -136,8 +153,15 @@ pub async fn register(
     validate(registration)?;
     let doc_id = ids::random_doc_id();
     let object_name = format!("uploads/{doc_id}/{}", registration.file_name);
+    let given = registration.claim.check(Spelling::Registration)?;
     let mut metadata = registration.metadata.clone();
     metadata.insert("tags".into(), serde_json::json!(registration.tags));
+    if !registration.claim.is_empty() {
+        metadata.insert(
+            version_claim::METADATA_KEY.into(),
+            serde_json::json!(registration.claim),
+        );
+    }
     let metadata = serde_json::Value::Object(metadata).to_string();
     let doc_name = if registration.doc_name.is_empty() {
         &registration.file_name
@@ -145,6 +169,17 @@ pub async fn register(
         &registration.doc_name
     };
     let mut client = db.client().await?;
+    if let Some(why) = version_claim::collision(
+        &**client,
+        &registration.claim,
+        &given,
+        &registration.version,
+        &registration.regulation_type,
+    )
+    .await?
+    {
+        return Err(RegisterError::Collides(why));
+    }
     let tx = client.transaction().await.map_err(DbError::from)?;
     documents::insert_registered(
         &*tx,

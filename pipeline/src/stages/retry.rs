@@ -181,6 +181,8 @@ async fn open_stored_run(
             sha256: &digest.sha256,
             etag: &head.etag,
             metadata: &serde_json::json!({}),
+            version: "",
+            regulation_type: "",
         },
     )
     .await?;

@@ -9,6 +9,7 @@
 use crate::adapters::JobQueue;
 use crate::adapters::{ContentDigest, ObjectHead, ObjectStore, StorageError};
 use crate::error::StageError;
+use crate::stages::version_claim::{self, Spelling, VersionClaim};
 use docpipe_core::config::StoreConfig;
 use docpipe_core::events::ObjectRef;
 use docpipe_core::ids;
@@ -17,6 +18,7 @@ use docpipe_db::documents::{self, Document};
 use docpipe_db::tombstones::{self, VersionTime};
 use docpipe_db::transitions::{self, StoredObject};
 use docpipe_db::{fit, intake, Db, DbError};
+use docpipe_vector::limits;
 use tokio_postgres::GenericClient;
 use tracing::{info, warn};
 
@@ -99,6 +101,10 @@ pub async fn store_object(
         );
         return refuse(reason).await;
     }
+    let named = match named_version(deps, &head).await? {
+        Ok(named) => named,
+        Err(reason) => return refuse(reason).await,
+    };
     let digest = match read_digest(deps, bucket, &key).await? {
         Read::Digest(digest) => digest,
         Read::Missing => return object_missing(deps, &doc_id, object, &key).await,
@@ -109,6 +115,7 @@ pub async fn store_object(
         doc_id: &doc_id,
         key: &key,
         head: &head,
+        named: &named,
     };
     let run_id = match record_stored(deps, &upload, &digest).await? {
         Recorded::Stored(run_id) => run_id,
@@ -154,6 +161,60 @@ struct Upload<'a> {
     doc_id: &'a str,
     key: &'a str,
     head: &'a ObjectHead,
+    named: &'a NamedVersion,
+}
+
+/// The version a plain upload's object metadata names (all empty when it names none).
+struct NamedVersion {
+    version: String,
+    regulation_type: String,
+    claim: VersionClaim,
+}
+
+/// What the object's metadata names of its version, checked as a registration is: `Err` with the
+/// reason the upload is refused (a field too wide, dates that contradict, a version recorded with
+/// other dates).
+async fn named_version(
+    deps: &StoreDeps<'_>,
+    head: &ObjectHead,
+) -> Result<Result<NamedVersion, String>, StageError> {
+    let (version, regulation_type, claim) =
+        match version_claim::from_object_metadata(&head.metadata) {
+            Ok(named) => named,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+    let widths = [
+        ("x-amz-meta-version", &version, 64, limits::VERSION_BYTES),
+        (
+            "x-amz-meta-regulation-type",
+            &regulation_type,
+            128,
+            limits::REGULATION_TYPE_BYTES,
+        ),
+    ];
+    for (field, value, chars, bytes) in widths {
+        if value.chars().count() > chars || value.len() > bytes {
+            return Ok(Err(format!(
+                "invalid {field}: must be at most {chars} characters and {bytes} bytes of UTF-8"
+            )));
+        }
+    }
+    let given = match claim.check(Spelling::ObjectMetadata) {
+        Ok(given) => given,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let client = deps.db.client().await.map_err(db_err)?;
+    let collides = version_claim::collision(&**client, &claim, &given, &version, &regulation_type)
+        .await
+        .map_err(db_err)?;
+    Ok(match collides {
+        Some(why) => Err(why),
+        None => Ok(NamedVersion {
+            version,
+            regulation_type,
+            claim,
+        }),
+    })
 }
 
 /// What the store transaction decided.
@@ -205,6 +266,12 @@ async fn record_stored(
         return Ok(Recorded::Duplicate);
     }
     let run_id = run_for_new_content(&*tx, &doc, deps.config, &digest.sha256).await?;
+    let mut metadata = names.full_values();
+    if let (Some(m), serde_json::Value::Object(claim)) =
+        (metadata.as_object_mut(), upload.named.claim.as_metadata())
+    {
+        m.extend(claim);
+    }
     let stored = transitions::mark_stored(
         &*tx,
         doc_id,
@@ -217,7 +284,9 @@ async fn record_stored(
             size_bytes: digest.bytes as i64,
             sha256: &digest.sha256,
             etag: &upload.head.etag,
-            metadata: &names.full_values(),
+            metadata: &metadata,
+            version: &upload.named.version,
+            regulation_type: &upload.named.regulation_type,
         },
     )
     .await

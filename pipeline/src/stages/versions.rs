@@ -1,10 +1,12 @@
 //! Which version of which law a document is: read before the index commit, recorded in it
-//! ([`docpipe_db::works::assign`]). What the upload gave (the registration's `version` and
-//! `regulation_type`) beats what the text says; the text's dates come with their sources
-//! ([`docpipe_parse::version_dates`]).
+//! ([`docpipe_db::works::assign`]). What the upload gave (its `version` and `regulation_type`, and
+//! the work and dates of its [`VersionClaim`]) beats what the text says; the text's dates come
+//! with their sources ([`docpipe_parse::version_dates`]).
 
+use super::version_claim::{Spelling, VersionClaim};
 use docpipe_db::works::Assignment;
 use docpipe_db::{documents, snapshot, DbError};
+use docpipe_parse::article_ref::normalize_law_name;
 use docpipe_parse::version_dates::{from_blocks, Dated, VersionDates};
 use tokio_postgres::GenericClient;
 
@@ -31,6 +33,7 @@ impl VersionOf {
             label_source: self.label_source,
             promulgated: dated(self.dates.promulgated),
             effective_from: dated(self.dates.effective_from),
+            effective_to: dated(self.dates.effective_to),
             notes: serde_json::to_value(&self.dates.notes).unwrap_or_default(),
             decisions: serde_json::to_value(&self.dates.decisions).unwrap_or_default(),
         }
@@ -57,22 +60,34 @@ pub(crate) async fn read(
     } else {
         &doc.file_name
     };
-    let dates = from_blocks(
+    let claim = VersionClaim::of_document(&doc.metadata).unwrap_or_default();
+    let mut dates = from_blocks(
         blocks.iter().map(|(k, t)| (k.as_str(), t.as_str())),
         file_name,
     );
+    // Checked when the upload was taken in; a claim kept from before the check is not trusted.
+    match claim.dates(Spelling::Registration) {
+        Ok(given) => dates = dates.with_given(&given),
+        Err(e) => dates
+            .decisions
+            .push(format!("the upload's dates are ignored: {e}")),
+    }
+    let (title, title_key) = match claim.work.trim() {
+        "" => (title.to_string(), work_key(title_key)),
+        work => (work.to_string(), work_key(&normalize_law_name(work))),
+    };
     let (label, label_source) = match (doc.version.trim(), dates.promulgated) {
         (given, _) if !given.is_empty() => (given.to_string(), "upload"),
         (_, Some(p)) => (p.day.to_string(), p.source.as_str()),
         _ => return Ok(None),
     };
     let (level, level_source) = match doc.regulation_type.trim() {
-        "" => (level_from_title(title).to_string(), "title"),
+        "" => (level_from_title(&title).to_string(), "title"),
         given => (given.to_string(), "upload"),
     };
     Ok(Some(VersionOf {
-        title: title.to_string(),
-        title_key: work_key(title_key),
+        title,
+        title_key,
         level,
         level_source,
         label,
@@ -83,7 +98,7 @@ pub(crate) async fn read(
 
 /// The work's key: the normalised title without a trailing date in brackets, which names a
 /// version ("湿地保护法(2021-12-24)" is 湿地保护法).
-fn work_key(title_key: &str) -> String {
+pub(crate) fn work_key(title_key: &str) -> String {
     let trimmed = title_key.trim_end_matches([')', '）']);
     match trimmed.rfind(['(', '（']) {
         Some(at)
@@ -103,7 +118,7 @@ fn work_key(title_key: &str) -> String {
 /// The issuing level a title's form says: a law (…法), an administrative regulation (…条例,
 /// …细则, …办法, …规定), a judicial interpretation (the courts' …解释 and …规定); "" when it
 /// says none.
-fn level_from_title(title: &str) -> &'static str {
+pub(crate) fn level_from_title(title: &str) -> &'static str {
     let court = title.contains("最高人民法院") || title.contains("最高人民检察院");
     if court && (title.contains("解释") || title.contains("规定") || title.contains("批复")) {
         "司法解释"

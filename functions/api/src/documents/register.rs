@@ -1,6 +1,7 @@
 //! `POST /documents`: a document registered, with a presigned upload URL.
 
 use super::*;
+use docpipe_pipeline::stages::version_claim::VersionClaim;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -18,6 +19,15 @@ pub(crate) struct RegisterRequest {
     pub tags: Vec<String>,
     #[serde(default)]
     pub metadata: serde_json::Map<String, Value>,
+    /// The work this document is a version of, by its citable title.
+    #[serde(default)]
+    pub work: String,
+    #[serde(default)]
+    pub promulgated: Option<String>,
+    #[serde(default)]
+    pub effective_from: Option<String>,
+    #[serde(default)]
+    pub effective_to: Option<String>,
 }
 
 /// PostgreSQL's JSONB refuses `\u0000` anywhere; so does this API, with a 422 instead of a 503.
@@ -90,6 +100,12 @@ fn to_registration(r: &RegisterRequest) -> stages::register::Registration {
         version: r.version.clone(),
         tags: r.tags.clone(),
         metadata: r.metadata.clone(),
+        claim: VersionClaim {
+            work: r.work.clone(),
+            promulgated: r.promulgated.clone(),
+            effective_from: r.effective_from.clone(),
+            effective_to: r.effective_to.clone(),
+        },
     }
 }
 
