@@ -61,6 +61,12 @@ for r in by("search"):
     print(f"| search p50 / p99, `{r['embedder']}` ({r['collection_chunks']} chunks, {r['queries']} queries, top {r['top_k']}, "
           f"hybrid, authority check included) | {r['search_p50_ms']:.1f} / {r['search_p99_ms']:.1f} ms{parts} | raw Milvus search: "
           f"{r['raw_milvus_p50_ms']:.1f} / {r['raw_milvus_p99_ms']:.1f} ms | **{r['search_p50_ms'] / r['raw_milvus_p50_ms']:.1f}×** at p50 |")
+for r in by("versions_search"):
+    print(f"| search as of a date, {r['mode']} ({r['works']} laws in {r['versions']} versions, every law in two or more; "
+          f"{r['queries']} queries, hash embedder), p50 / p99 | `as_of` {r['as_of']}: {r['as_of_p50_ms']:.1f} / {r['as_of_p99_ms']:.1f} ms "
+          f"(`versions: all`, nothing left out: {r['all_versions_p50_ms']:.1f} ms) | no `as_of` (today, in force): "
+          f"{r['no_as_of_p50_ms']:.1f} / {r['no_as_of_p99_ms']:.1f} ms | **{r['as_of_over_no_as_of']:.2f}×** at p50 "
+          f"({r['as_of_over_all_versions']:.2f}× `all`) |")
 for r in by("keyword-scale"):
     b, s = r["base"], r["scaled"]
     print(f"| keyword query at {r['blocks']:,} articles ({r['postings']:,} postings, {r['postings_size']}; the corpus's "

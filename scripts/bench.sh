@@ -15,8 +15,10 @@
 #                        transaction each, through PgBouncer, on a database of its own
 #   embed + index        index_job on parsed laws (hash, e5-small) against MilvusIndex::insert of as
 #                        many precomputed vectors
-#   search               docpipe::search::search (authority check included) against a raw Milvus
+#   search               docpipe_search::search (authority check included) against a raw Milvus
 #                        search with the query vector computed beforehand
+#   search as of a date  corpus/versions indexed (every law in two or more versions): p50 with an
+#                        `as_of` against the same queries without one, interleaved
 #   retrieval            bench_retrieval + scripts/retrieval/score.py: recall@10/@50, MRR@10 and
 #                        latency of dense, keyword and hybrid on corpus/questions, beside the
 #                        rank_bm25 baseline on the same blocks; bench_keyword_scale: the keyword
@@ -100,6 +102,8 @@ for e in "${EMBEDDERS[@]}"; do
   log "embed + index and search: $e ($CHUNKS chunks, $QUERIES queries)"
   "$BENCH" index-search --embedder "$e" --chunks "$CHUNKS" --queries "$QUERIES" >>"$RESULTS"
 done
+log "search as of a date on corpus/versions: as_of against none, $QUERIES queries"
+"$BENCH" versions-search --queries "$QUERIES" >>"$RESULTS"
 
 # 3b. Retrieval on corpus/questions: dense, keyword and hybrid beside the rank_bm25 baseline on the
 #     same blocks, with the best embedder built in. The laws are indexed once per embedder into a

@@ -258,6 +258,15 @@ impl LiveFilter {
         f
     }
 
+    /// When the documents left out (versions not in force, held for release) are the only
+    /// filter: the clause that leaves them out, on the posting's own block (`kb`). Checked per
+    /// posting, it needs one key lookup, not the three of the full live check; the candidates that
+    /// survive get the full check after scoring, as unfiltered ones do.
+    fn exclusion_only(&self) -> Option<String> {
+        (self.clauses.len() == 1 && self.clauses[0].starts_with("NOT (d.doc_id = ANY("))
+            .then(|| self.clauses[0].replace("d.doc_id", "kb.doc_id"))
+    }
+
     fn sql(&self) -> String {
         self.clauses
             .iter()
@@ -338,6 +347,13 @@ impl SearchStatement {
             "SELECT p.block_id, p.impact FROM keyword_postings p
              WHERE p.term = q.term ORDER BY p.impact DESC LIMIT $4"
                 .to_string()
+        } else if let Some(exclusion) = live.exclusion_only() {
+            format!(
+                "SELECT p.block_id, p.impact FROM keyword_postings p
+                 JOIN keyword_blocks kb ON kb.block_id = p.block_id
+                 WHERE p.term = q.term AND {exclusion}
+                 ORDER BY p.impact DESC LIMIT $4"
+            )
         } else {
             format!(
                 "SELECT p.block_id, p.impact FROM keyword_postings p

@@ -11,6 +11,10 @@
 //!     stores and parses laws until they hold --chunks chunks, times index_job on each, then
 //!     MilvusIndex::insert of as many precomputed vectors (the ceiling); then --queries searches
 //!     through docpipe_search::search (authority check included) against raw Milvus searches
+//! bench_pipeline versions-search [--queries 200] [--as-of 2015-01-01]
+//!     indexes every version of corpus/versions (each law in two or more versions, hash
+//!     embedder), then times the same queries three ways, interleaved: no `as_of` (the default:
+//!     today, in force), `as_of` a past day, and `versions: all` (every version, placed)
 //! bench_pipeline init --bin-dir DIR [--starts 5] NAME...
 //!     spawns each function binary with AWS_LAMBDA_RUNTIME_API pointing here; init time is spawn
 //!     to its first GET /2018-06-01/runtime/invocation/next
@@ -59,6 +63,7 @@ fn main() -> AnyResult<()> {
     match command.as_str() {
         "snapshot" => runtime.block_on(snapshot(rest)),
         "index-search" => runtime.block_on(index_search(rest)),
+        "versions-search" => runtime.block_on(versions_search(rest)),
         "init" => init(rest),
         "rss" => runtime.block_on(rss(rest)),
         "stage-rss" => runtime.block_on(stage_rss(rest)),
@@ -693,6 +698,111 @@ async fn run_index_search(
         "raw_milvus_p99_ms": percentile(&raw_ms, 0.99),
         "authority_check_p50_ms": percentile(&authority_ms, 0.5),
     }));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time travel: search as of a date against search without one, on a corpus of versions.
+
+async fn versions_search(args: Args) -> AnyResult<()> {
+    let queries_n = args.num("queries", 200)?;
+    let as_of = args.opt("as-of").unwrap_or_else(|| "2015-01-01".into());
+    let embedder = embedder_named("hash")?;
+    let bench = bench_pipeline(embedder).await;
+    let result = run_versions_search(&bench, queries_n, &as_of).await;
+    cleanup(&bench).await;
+    result
+}
+
+async fn run_versions_search(bench: &Pipeline, queries_n: usize, as_of: &str) -> AnyResult<()> {
+    let dir = corpus_dir().join("versions");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    files.sort();
+    let mut probes: Vec<Vec<String>> = Vec::new();
+    for (i, path) in files.iter().enumerate() {
+        let text = std::fs::read_to_string(path)?;
+        let (doc_id, run_id, _) =
+            store_and_parse(bench, &format!("uploads/versions/{i}.md"), text.as_bytes()).await?;
+        let outcome = index_job(&bench.index.deps(), &JobMessage::new(&doc_id, run_id)).await?;
+        anyhow::ensure!(
+            matches!(outcome, IndexOutcome::Indexed { .. }),
+            "{}: {outcome:?}",
+            path.display()
+        );
+        probes.push(probe_sentences(&text));
+    }
+    let works = bench.count("SELECT count(*) FROM works").await;
+    let versions = bench.count("SELECT count(*) FROM work_versions").await;
+    // One probe from each version in turn.
+    let mut queries = Vec::new();
+    while queries.len() < queries_n && probes.iter().any(|p| !p.is_empty()) {
+        for p in probes.iter_mut() {
+            if let Some(q) = p.pop() {
+                queries.push(q);
+            }
+        }
+    }
+    queries.truncate(queries_n);
+    let filters = Filters::default();
+    let cache = SearchCache::default();
+    let deps = SearchDeps {
+        db: &bench.db.db,
+        embedder: bench.index.embedder.as_ref(),
+        vectors: bench.milvus.as_ref(),
+        cache: &cache,
+    };
+    let asks: [Ask; 3] = [
+        ("no_as_of", None, docpipe_search::Versions::InForce),
+        ("as_of", Some(as_of), docpipe_search::Versions::InForce),
+        ("all_versions", None, docpipe_search::Versions::All),
+    ];
+    type Ask<'a> = (&'a str, Option<&'a str>, docpipe_search::Versions);
+    fn query<'q>(text: &'q str, mode: Mode, ask: Ask<'q>, filters: &'q Filters) -> Query<'q> {
+        Query {
+            text,
+            top_k: 5,
+            mode,
+            filters,
+            as_of: ask.1,
+            versions: ask.2,
+        }
+    }
+    for q in queries.iter().take(5) {
+        for ask in asks {
+            search(&deps, &query(q, Mode::Hybrid, ask, &filters)).await?;
+        }
+    }
+    for mode in [Mode::Hybrid, Mode::Keyword] {
+        let mut ms: Vec<Vec<f64>> = vec![Vec::new(); asks.len()];
+        // Interleaved, and each query's order rotated, so that no way is always first or last.
+        for (n, q) in queries.iter().enumerate() {
+            for k in 0..asks.len() {
+                let i = (n + k) % asks.len();
+                let t = Instant::now();
+                search(&deps, &query(q, mode, asks[i], &filters)).await?;
+                ms[i].push(t.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        let p50: Vec<f64> = ms.iter().map(|m| percentile(m, 0.5)).collect();
+        emit(json!({
+            "bench": "versions_search",
+            "mode": format!("{mode:?}").to_lowercase(),
+            "works": works,
+            "versions": versions,
+            "queries": queries.len(),
+            "as_of": as_of,
+            "no_as_of_p50_ms": p50[0],
+            "as_of_p50_ms": p50[1],
+            "all_versions_p50_ms": p50[2],
+            "as_of_p99_ms": percentile(&ms[1], 0.99),
+            "no_as_of_p99_ms": percentile(&ms[0], 0.99),
+            "as_of_over_no_as_of": p50[1] / p50[0],
+            "as_of_over_all_versions": p50[1] / p50[2],
+        }));
+    }
     Ok(())
 }
 
