@@ -13,7 +13,7 @@ LOG_TAG=bench-ocr
 . "$ROOT/scripts/lib.sh"
 cd "$ROOT"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}"
-CORPUS="${DOCPIPE_CORPUS:-$ROOT/../shared/corpus}"
+CORPUS="${DOCPIPE_CORPUS:-$ROOT/corpus}"
 export DOCPIPE_PDFIUM_LIB="${DOCPIPE_PDFIUM_LIB:-$ROOT/.local/lib/libpdfium.so}"
 export DOCPIPE_OCR_DIR="${DOCPIPE_OCR_DIR:-$ROOT/.local/ocr}"
 [[ -f "$DOCPIPE_OCR_DIR/manifest.json" ]] || { echo "OCR files missing: bash scripts/fetch-ocr.sh" >&2; exit 1; }

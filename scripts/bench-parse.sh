@@ -5,7 +5,7 @@
 # A third PDF row, the pdfium floor, times only what any pdfium-based parser must do, with the
 # pdfium docpipe runs (no host fonts), so floor and docpipe are measured alike.
 #
-#   scripts/bench-parse.sh            # corpus at ../shared/corpus, or $DOCPIPE_CORPUS
+#   scripts/bench-parse.sh            # the repository's corpus/, or $DOCPIPE_CORPUS
 #   BENCH_PARSE_JSON=f.json ...       # also write the best rows and the ratios as JSON
 #
 # Sets: "pdf" = corpus/pdf + corpus/laws-formats/pdf + the UDHR PDFs of corpus/external;
@@ -17,7 +17,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-CORPUS="${DOCPIPE_CORPUS:-$ROOT/../shared/corpus}"
+CORPUS="${DOCPIPE_CORPUS:-$ROOT/corpus}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}"
 LOG_TAG=bench-parse
 # shellcheck source=scripts/lib.sh

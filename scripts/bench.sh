@@ -38,7 +38,7 @@ log() { printf '[bench] %s\n' "$*" >&2; }
 die() { printf '[bench] ERROR: %s\n' "$*" >&2; exit 1; }
 
 eval "$(bash scripts/stack.sh env)"
-CORPUS="${DOCPIPE_CORPUS:-$ROOT/../shared/corpus}"
+CORPUS="${DOCPIPE_CORPUS:-$ROOT/corpus}"
 export DOCPIPE_CORPUS="$CORPUS"
 OUT="$ROOT/.local/bench"
 mkdir -p "$OUT"

@@ -30,7 +30,7 @@ if ! make -s up > .local/demo-up.log 2>&1; then
 fi
 eval "$(bash scripts/stack.sh env)"
 BIN="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}/debug/docpipe"
-CORPUS="${DOCPIPE_CORPUS:-$ROOT/../shared/corpus}"
+CORPUS="${DOCPIPE_CORPUS:-$ROOT/corpus}"
 LAWS="${DOCPIPE_DEMO_LAWS:-30}"
 [[ -d "$CORPUS/laws-formats" ]] || { echo "corpus not found at $CORPUS (set DOCPIPE_CORPUS)" >&2; exit 1; }
 docpipe() { "$BIN" "$@"; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes docpipe's hostile-input surface with cargo-fuzz (libFuzzer): the notification and job
 # decoders, the SQS batch path, and every parser followed by chunking (see fuzz/fuzz_targets/).
-# Each target runs for a bounded time, seeded from ../shared/corpus and ../shared/events plus the
+# Each target runs for a bounded time, seeded from corpus/ and events/ (events/clients/ are real clients') plus the
 # repository's own events/ and fuzz/seeds/; the corpus it grows is kept in .local/fuzz/corpus for the next run.
 # Prints a table target -> runs -> result and exits non-zero when any target crashed, hung or ran
 # out of memory (the input is saved under .local/fuzz/artifacts/<target>/).
@@ -24,12 +24,12 @@ CARGO_FUZZ_VERSION="0.13.2"
 SANITIZER="${FUZZ_SANITIZER:-none}"
 WORK="$ROOT/.local/fuzz"
 TARGET_DIR="$WORK/target"
-SHARED="${DOCPIPE_SHARED_DIR:-$ROOT/../shared}"
+CORPUS="${DOCPIPE_CORPUS:-$ROOT/corpus}"
 log() { printf '[fuzz] %s\n' "$*" >&2; }
 die() { printf '[fuzz] ERROR: %s\n' "$*" >&2; exit 2; }
 
 [[ "$SECS" =~ ^[0-9]+$ ]] && ((SECS > 0)) || die "SECONDS_PER_TARGET must be a positive integer, not '$SECS'"
-[[ -d "$SHARED/corpus" ]] || die "no seed corpus at $SHARED/corpus (set DOCPIPE_SHARED_DIR)"
+[[ -d "$CORPUS/malformed" ]] || die "no seed corpus at $CORPUS (set DOCPIPE_CORPUS)"
 
 ALL_TARGETS=(events_notification job_message sqs_batch parse_pdf parse_pdf_lopdf parse_docx
   parse_html parse_markdown parse_text)
@@ -71,10 +71,10 @@ JOB='{"v":1,"doc_id":"doc_0123456789abcdef0123456789abcdef","run_id":42}'
 make_seeds() {
   local t="$1" dest="$WORK/seeds/$1"
   rm -rf "$dest"; mkdir -p "$dest"
-  local c="$SHARED/corpus"
+  local c="$CORPUS"
   case "$t" in
     events_notification)
-      copy_seeds "$dest" "$SHARED/events" "$ROOT"/events/store-*.json ;;
+      copy_seeds "$dest" "$ROOT/events/clients" "$ROOT"/events/store-*.json ;;
     job_message)
       printf '%s' "$JOB" >"$dest/job.json"
       printf '%s' '{"v":2,"doc_id":"doc_0123456789abcdef0123456789abcdef","run_id":-1}' >"$dest/v2.json"
@@ -82,7 +82,7 @@ make_seeds() {
     sqs_batch)
       # First byte 0: the rest is the whole Lambda event; 1: the rest is one message body.
       local f i=0
-      for f in "$SHARED"/events/*.json "$ROOT"/events/*sqs*.json "$ROOT"/events/store-*.json; do
+      for f in "$ROOT"/events/clients/*.json "$ROOT"/events/*sqs*.json "$ROOT"/events/store-*.json; do
         [[ -f "$f" ]] || continue
         { printf '\0'; cat "$f"; } >"$dest/event-$i"; i=$((i + 1))
         { printf '\1'; cat "$f"; } >"$dest/body-$i"; i=$((i + 1))

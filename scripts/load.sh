@@ -48,7 +48,7 @@ log() { printf '[load] %s\n' "$*" >&2; }
 die() { printf '[load] ERROR: %s\n' "$*" >&2; exit 1; }
 
 eval "$(bash scripts/stack.sh env)"
-CORPUS="${DOCPIPE_CORPUS:-$ROOT/../shared/corpus}"
+CORPUS="${DOCPIPE_CORPUS:-$ROOT/corpus}"
 DB_NAME=docpipe_load BUCKET=docpipe-load QUEUE_PREFIX=load- COLLECTION=docpipe_load
 POOL_SIZE="${DOCPIPE_DB_POOL_SIZE:-2}"
 PY="$ROOT/.local/venv/bin/python"

@@ -27,9 +27,9 @@ enum Command {
     Migrate,
     /// Run the dev runner: poll the pipeline's queues and invoke the same handlers Lambda runs.
     Dev(dev::DevArgs),
-    /// One function process of the dev runner (its Lambda container): SQS batches in on stdin.
     /// Print the environment the template gives every function (its clock), as KEY=VALUE lines.
     TemplateEnv,
+    /// One function process of the dev runner (its Lambda container): SQS batches in on stdin.
     #[command(hide = true)]
     Lambda {
         /// store, parse, index or dlq.
@@ -43,7 +43,8 @@ enum Command {
     Reconcile(ops::ReconcileArgs),
     /// Rebuild the keyword index of documents an older analyzer indexed, from PostgreSQL alone.
     ReindexKeywords(ops::ReindexKeywordsArgs),
-    /// Load legacy document records (a JSON array of `documents` rows); idempotent, no runs.
+    /// Load legacy document records (a JSON array of `documents` rows); idempotent: each gets a
+    /// run failed at `import` until it is retried.
     Import(ops::ImportArgs),
     #[command(flatten)]
     Api(docpipe_cli::ApiCommand),

@@ -31,8 +31,10 @@ pub struct AnalysedDocument {
 }
 
 /// The document's blocks and the title it is cited by: its first top-level heading that is a name
-/// (a statute's title), else its name without the file extension. A chapter or an article is
-/// never the title: a PDF whose tree starts at 第一章 is cited by its name, not as 《第一章 总则》.
+/// (a statute's title), else the regulation's name on its first line (a PDF or a text file marks
+/// no heading: "中华人民共和国湿地保护法" above its notes), else its name without the file
+/// extension. A chapter or an article is never the title: a PDF whose tree starts at 第一章 is
+/// not cited as 《第一章 总则》.
 pub async fn sources(
     c: &impl GenericClient,
     doc_id: &str,
@@ -48,9 +50,6 @@ pub async fn sources(
         .await?;
     let (heading, name): (Option<String>, Option<String>) =
         row.map_or((None, None), |r| (r.get("heading"), r.get("name")));
-    let title = heading
-        .or_else(|| name.map(|n| docpipe_parse::without_format_extension(&n).to_string()))
-        .unwrap_or_default();
     let rows = c
         .query_typed(
             "SELECT id, section_path, text FROM semantic_blocks WHERE doc_id = $1 ORDER BY id",
@@ -64,7 +63,17 @@ pub async fn sources(
             section_path: serde_json::from_value(r.get("section_path")).unwrap_or_default(),
             text: r.get("text"),
         })
-        .collect();
+        .collect::<Vec<BlockSource>>();
+    let first_line = || {
+        blocks
+            .first()
+            .and_then(|b| docpipe_parse::article_ref::title_line(&b.text))
+            .map(str::to_string)
+    };
+    let title = heading
+        .or_else(first_line)
+        .or_else(|| name.map(|n| docpipe_parse::without_format_extension(&n).to_string()))
+        .unwrap_or_default();
     Ok((title, blocks))
 }
 

@@ -242,7 +242,7 @@ async fn paraphrase_top1(e: &dyn Embedder) -> String {
 fn corpus_dir() -> PathBuf {
     std::env::var_os("DOCPIPE_CORPUS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../corpus"))
 }
 
 /// Body text of the laws (headings and metadata lines dropped), cut every 200 characters.

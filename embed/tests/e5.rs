@@ -187,7 +187,7 @@ fn from_vars_builds_e5() {
 fn corpus_dir() -> PathBuf {
     std::env::var_os("DOCPIPE_CORPUS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../corpus"))
 }
 
 /// Up to `n` questions from the corpus's train.jsonl, and up to `n` ~200-character passages of

@@ -126,6 +126,32 @@ pub fn normalize_law_name(s: &str) -> String {
     Normalised::new(s).text
 }
 
+/// The endings of a regulation's name: what a title line must end with to be taken as one.
+const TITLE_ENDINGS: [&str; 14] = [
+    "法", "法典", "条例", "规定", "办法", "细则", "规则", "决定", "解释", "批复", "规范", "纲要",
+    "章程", "准则",
+];
+
+/// The regulation's name on the first line of `text`, when that line is one: what a document
+/// whose format carries no heading mark (a PDF, a text file) is cited by. The line ends at a line
+/// break, or where its heading note's date begins ("中华人民共和国湿地保护法 2021年12月24日…");
+/// a name is 4 to 64 characters, has no sentence punctuation, is not a chapter or an article, and
+/// ends as regulations' names end.
+pub fn title_line(text: &str) -> Option<&str> {
+    let line = text.trim_start().lines().next()?.trim();
+    let name = match line.find(|c: char| c.is_ascii_digit() || c == '（' || c == '(') {
+        Some(at) => line[..at].trim_end(),
+        None => line,
+    };
+    let chars = name.chars().count();
+    let punctuated = name.contains(['，', '。', '；', '：', '、', '！', '？', ',', ';', ':']);
+    let ok = (4..=64).contains(&chars)
+        && !punctuated
+        && !name.starts_with('第')
+        && TITLE_ENDINGS.iter().any(|e| name.ends_with(e));
+    ok.then_some(name)
+}
+
 // --- numerals ---------------------------------------------------------------------------------
 
 fn cn_digit(c: char) -> Option<u32> {
@@ -548,6 +574,18 @@ pub fn find_article_refs(query: &str, known: &[String]) -> Vec<ArticleRef> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_first_line_that_names_a_regulation_is_its_title() {
+        assert_eq!(title_line("中华人民共和国湿地保护法\n2021 年 12 月 24 日…通过"), Some("中华人民共和国湿地保护法"));
+        assert_eq!(title_line("  中华人民共和国湿地保护法 2021年12月24日通过"), Some("中华人民共和国湿地保护法"));
+        assert_eq!(title_line("专利法实施细则（2023年修订）"), Some("专利法实施细则"));
+        assert_eq!(title_line("第一章 总则"), None);
+        assert_eq!(title_line("第八条规定的，依照本法处理"), None);
+        assert_eq!(title_line("为了加强湿地保护，制定本法"), None);
+        assert_eq!(title_line("湿地保护工作报告"), None);
+        assert_eq!(title_line(""), None);
+    }
 
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::PathBuf;
@@ -1171,9 +1209,12 @@ mod tests {
 
     // --- the questions corpus -----------------------------------------------------------------
 
-    fn corpus() -> Option<PathBuf> {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus/questions");
-        dir.join("laws/INDEX.tsv").is_file().then_some(dir)
+    /// The questions corpus: `$DOCPIPE_CORPUS/questions`, else the repository's.
+    fn corpus() -> PathBuf {
+        std::env::var_os("DOCPIPE_CORPUS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../corpus"))
+            .join("questions")
     }
 
     struct LawDoc {
@@ -1227,10 +1268,7 @@ mod tests {
     /// questions of train.jsonl names an article the corpus has (resolver.py: 0 of 1231).
     #[test]
     fn corpus_articles_resolve() {
-        let Some(dir) = corpus() else {
-            eprintln!("skipped: no questions corpus next to the workspace");
-            return;
-        };
+        let dir = corpus();
         let docs = load_laws(&dir);
         let mut known = Vec::new();
         let mut law_of = Vec::new();

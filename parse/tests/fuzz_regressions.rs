@@ -65,7 +65,7 @@ fn a_chunk_that_starts_inside_a_word_is_costed_as_its_own_text() {
     }
 }
 
-/// The input exactly as the fuzzer saved it (a seed from the shared corpus).
+/// The input exactly as the fuzzer saved it (a seed from the corpus).
 #[test]
 fn the_crazyones_pdf_chunks_within_budget() {
     common::require_pdfium();

@@ -1,4 +1,4 @@
-"""Articles (条) of the laws under shared/corpus/questions/laws/, named the way docpipe's parser names
+"""Articles (条) of the laws under corpus/questions/laws/, named the way docpipe's parser names
 its `semantic_blocks`, plus Chinese numerals and the jieba tokenizer shared by the retrieval scripts.
 
 An article, as docpipe's parse/src/structure.rs recognises it in Markdown:

@@ -1,4 +1,4 @@
-"""The Python BM25 baseline of shared/corpus/questions/README.md, at article level.
+"""The Python BM25 baseline of corpus/questions/README.md, at article level.
 
 As the README describes it: rank_bm25's `BM25Okapi` (its defaults: k1=1.5, b=0.75, epsilon=0.25)
 over the articles split at their 第N条 markers (articles.py, named as docpipe names its semantic

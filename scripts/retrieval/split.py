@@ -18,7 +18,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_CORPUS = os.environ.get(
     "DOCPIPE_QUESTIONS",
-    os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "corpus", "questions")),
+    os.path.normpath(os.path.join(HERE, "..", "..", "corpus", "questions")),
 )
 
 PARTS = ("tune", "check")

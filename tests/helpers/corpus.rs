@@ -1,4 +1,4 @@
-//! The shared corpus of laws, and the probes a test searches them with.
+//! The corpus of laws (`corpus/`, or `$DOCPIPE_CORPUS`), and the probes a test searches them with.
 
 use crate::*;
 use std::path::PathBuf;
@@ -19,7 +19,7 @@ pub fn ensure_pdfium_env() {
 pub fn corpus_dir() -> PathBuf {
     std::env::var("DOCPIPE_CORPUS")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| shared_dir().join("corpus"))
+        .unwrap_or_else(|_| workspace_root().join("corpus"))
 }
 
 /// The Markdown laws of the corpus (`laws/*.md`), in file-name order.

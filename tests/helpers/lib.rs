@@ -28,7 +28,7 @@ pub(crate) fn env_or(name: &str, default: &str) -> String {
         .unwrap_or_else(|| default.to_string())
 }
 
-/// The repository's root, and the shared folder beside it (corpus, seeds, events).
+/// The repository's root: `corpus/`, `docs/seeds/` and `events/` are in it.
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -36,10 +36,14 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-pub fn shared_dir() -> PathBuf {
-    std::env::var("DOCPIPE_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| workspace_root().join("..").join("shared"))
+/// The events real clients made (`sam local generate-event`, moto), kept in `events/clients/`.
+pub fn client_events_dir() -> PathBuf {
+    workspace_root().join("events/clients")
+}
+
+/// The specs docpipe comes from (`docs/seeds/`); seed 000's DDL is migration 0001.
+pub fn seeds_dir() -> PathBuf {
+    workspace_root().join("docs/seeds")
 }
 
 pub fn unique(prefix: &str) -> String {

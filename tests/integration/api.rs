@@ -1781,7 +1781,7 @@ async fn api_gateway_events_reach_the_same_router_and_the_authorizer_names_the_a
 
     // The generic sample event (an unknown path) is answered with a problem by the fallback.
     let sample = std::fs::read_to_string(
-        helpers::shared_dir().join("events/apigateway-http-api-proxy.json"),
+        helpers::client_events_dir().join("apigateway-http-api-proxy.json"),
     )
     .unwrap();
     let a = api.lambda(&sample).await;

@@ -1,7 +1,7 @@
 //! Every fixture made by a real client decodes to what it says, and junk is refused with a reason.
 
 use docpipe_core::events::{decode_notification, is_sqs_batch, Notification};
-use helpers::{shared_dir, workspace_root};
+use helpers::{client_events_dir, workspace_root};
 use serde_json::Value;
 
 fn load(path: &std::path::Path) -> Value {
@@ -18,7 +18,7 @@ fn created(value: &Value) -> Vec<(String, String)> {
 
 #[test]
 fn moto_sam_and_sqs_wrapped_events_name_the_same_key() {
-    let events = shared_dir().join("events");
+    let events = client_events_dir();
     let want = vec![(
         "uploads".to_string(),
         "incoming/report 2026.pdf".to_string(),
@@ -40,7 +40,7 @@ fn moto_sam_and_sqs_wrapped_events_name_the_same_key() {
 
 #[test]
 fn sqs_bodies_that_are_not_events_are_refused() {
-    let events = shared_dir().join("events");
+    let events = client_events_dir();
     for name in [
         "sqs-receive-message.json",
         "sqs-receive-message-json-body.json",
@@ -58,7 +58,7 @@ fn sqs_bodies_that_are_not_events_are_refused() {
 
 #[test]
 fn an_api_gateway_event_is_not_an_upload() {
-    let value = load(&shared_dir().join("events/apigateway-http-api-proxy.json"));
+    let value = load(&client_events_dir().join("apigateway-http-api-proxy.json"));
     let err = decode_notification(&value).unwrap_err();
     assert!(
         err.to_string().contains("not an upload notification"),

@@ -1,12 +1,12 @@
 //! The schema is seed 000's DDL, applied by a runner that is safe to repeat and to race.
 
 use docpipe_db::migrate::{self, MIGRATIONS};
-use helpers::{shared_dir, workspace_root, TestDb};
+use helpers::{seeds_dir, workspace_root, TestDb};
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 
 fn seed_000() -> String {
-    let dir = shared_dir().join("seeds");
+    let dir = seeds_dir();
     let path = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
         .map(|e| e.unwrap().path())

@@ -7,12 +7,12 @@ use std::sync::Once;
 
 use docpipe_parse::{parse, Hint, Limits, ParseError, ParsedDocument};
 
-/// `$DOCPIPE_CORPUS`, else `shared/corpus` beside the workspace (the layout in CI too).
+/// `$DOCPIPE_CORPUS`, else the repository's `corpus/`.
 pub fn corpus() -> PathBuf {
     if let Some(dir) = std::env::var_os("DOCPIPE_CORPUS").filter(|v| !v.is_empty()) {
         return PathBuf::from(dir);
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../corpus")
 }
 
 pub fn corpus_file(rel: &str) -> PathBuf {
