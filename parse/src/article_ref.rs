@@ -577,9 +577,18 @@ mod tests {
 
     #[test]
     fn a_first_line_that_names_a_regulation_is_its_title() {
-        assert_eq!(title_line("中华人民共和国湿地保护法\n2021 年 12 月 24 日…通过"), Some("中华人民共和国湿地保护法"));
-        assert_eq!(title_line("  中华人民共和国湿地保护法 2021年12月24日通过"), Some("中华人民共和国湿地保护法"));
-        assert_eq!(title_line("专利法实施细则（2023年修订）"), Some("专利法实施细则"));
+        assert_eq!(
+            title_line("中华人民共和国湿地保护法\n2021 年 12 月 24 日…通过"),
+            Some("中华人民共和国湿地保护法")
+        );
+        assert_eq!(
+            title_line("  中华人民共和国湿地保护法 2021年12月24日通过"),
+            Some("中华人民共和国湿地保护法")
+        );
+        assert_eq!(
+            title_line("专利法实施细则（2023年修订）"),
+            Some("专利法实施细则")
+        );
         assert_eq!(title_line("第一章 总则"), None);
         assert_eq!(title_line("第八条规定的，依照本法处理"), None);
         assert_eq!(title_line("为了加强湿地保护，制定本法"), None);

@@ -444,7 +444,7 @@ fn last_effect_clause(text: &str) -> Option<Effect> {
     while let Some(at) = rest.find("起施行") {
         let before = &rest[..at];
         if let Some(from) = before.rfind('自') {
-            let between = &before[from + '自'.len_utf8()..];
+            let between = before[from + '自'.len_utf8()..].trim_matches([' ', '\u{3000}']);
             if between.starts_with("公布之日") || between.starts_with("发布之日") {
                 found = Some(Effect::OnPublication);
             } else if let Some((day, used)) = leading_day(between) {
@@ -500,8 +500,16 @@ fn dates_in(text: &str) -> Vec<(Day, usize, usize)> {
     out
 }
 
-/// A date at the very start of `s` ("2024年7月1日", digits ASCII or full-width): the day and the
-/// bytes it used.
+/// The bytes of the spaces (ASCII or U+3000) that open `s`.
+fn spaces_at(s: &str) -> usize {
+    s.chars()
+        .take_while(|c| *c == ' ' || *c == '\u{3000}')
+        .map(char::len_utf8)
+        .sum()
+}
+
+/// A date at the very start of `s` ("2024年7月1日", or "2024 年 7 月 1 日" as a PDF's text layer
+/// spaces it; digits ASCII or full-width): the day and the bytes it used.
 fn leading_day(s: &str) -> Option<(Day, usize)> {
     let mut parts = [0u32; 3];
     let mut at = 0;
@@ -524,11 +532,16 @@ fn leading_day(s: &str) -> Option<(Day, usize)> {
             return None;
         }
         at += width;
+        // A PDF's text layer spaces the digits from their units: "2021 年 12 月 24 日".
+        at += spaces_at(&s[at..]);
         if !s[at..].starts_with(unit) {
             return None;
         }
         at += unit.len_utf8();
         parts[k] = digits.parse().ok()?;
+        if k < 2 {
+            at += spaces_at(&s[at..]);
+        }
     }
     Some((Day::new(parts[0], parts[1], parts[2])?, at))
 }
@@ -682,6 +695,18 @@ mod tests {
         assert!(both("2020-01-01", None, Some("2019-01-01"))
             .check()
             .is_err());
+    }
+
+    #[test]
+    fn a_pdfs_spaced_dates_are_read() {
+        let out = version_dates(
+            "2021 年 12 月 24 日 第十三届全国人民代表大会常务委员会第三十二次会议通过",
+            ["第六十五条 本法自 2022 年 6 月 1 日起施行。"],
+            "law.pdf",
+        );
+        assert_eq!(out.promulgated.unwrap().day, day("2021-12-24"));
+        assert_eq!(out.effective_from.unwrap().day, day("2022-06-01"));
+        assert_eq!(leading_day("2021 年 12 月 24 日 通过").unwrap().1, "2021 年 12 月 24 日".len());
     }
 
     #[test]

@@ -149,7 +149,12 @@ async fn scanned_law(law: &str, pages: &[u32]) {
     );
     // A scan marks no heading: it is cited by the name on its first line, as the same law in
     // Markdown is, never by its first chapter or article.
-    let title = markdown.lines().next().unwrap().trim_start_matches('#').trim();
+    let title = markdown
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches('#')
+        .trim();
     assert_eq!(top.law_title, title, "{}", top.citation);
     assert_eq!(top.citation, format!("《{title}》{article}"));
     p.cleanup().await;

@@ -721,3 +721,38 @@ async fn object_metadata_names_the_work_and_version_and_bad_or_colliding_metadat
         assert_eq!(doc.error_message, reason, "{key}");
     }
 }
+
+#[tokio::test]
+async fn a_pdf_is_cited_by_its_title_line_and_answers_with_its_markdown_as_one_version() {
+    helpers::ensure_pdfium_env();
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let law = "law-15978a0e"; // 中华人民共和国湿地保护法
+    let mut docs = Vec::new();
+    for ext in ["md", "pdf"] {
+        let body = std::fs::read(corpus_dir().join(format!("laws-formats/{ext}/{law}.{ext}")))
+            .unwrap();
+        let doc = p
+            .ingest_indexed(&format!("uploads/formats/{law}.{ext}"), &body)
+            .await;
+        p.wait_searchable(&doc.doc_id).await;
+        docs.push(doc.doc_id);
+    }
+    // The PDF marks no heading: its first line names the law, as the Markdown's `#` does.
+    let (pdf_work, pdf_label, _) = version_of(&p, &docs[1]).await;
+    assert_eq!(version_of(&p, &docs[0]).await.0, pdf_work);
+    assert_eq!(pdf_label, "2021-12-24");
+    let result = p
+        .search("湿地保护法第十五条", 5, Mode::Keyword, &Filters::default())
+        .await;
+    let top = result.hits.first().expect("the named article");
+    assert_eq!(top.citation, "《中华人民共和国湿地保护法》第十五条", "{result:?}");
+    let version = top.version.as_ref().expect("a version");
+    let mut both = docs.clone();
+    both.sort();
+    assert_eq!(version.documents, both, "one hit for both renditions");
+    assert_eq!(
+        result.hits.iter().filter(|h| h.citation == top.citation).count(),
+        1,
+        "the article answers once"
+    );
+}
