@@ -706,7 +706,10 @@ mod tests {
         );
         assert_eq!(out.promulgated.unwrap().day, day("2021-12-24"));
         assert_eq!(out.effective_from.unwrap().day, day("2022-06-01"));
-        assert_eq!(leading_day("2021 年 12 月 24 日 通过").unwrap().1, "2021 年 12 月 24 日".len());
+        assert_eq!(
+            leading_day("2021 年 12 月 24 日 通过").unwrap().1,
+            "2021 年 12 月 24 日".len()
+        );
     }
 
     #[test]

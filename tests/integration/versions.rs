@@ -729,8 +729,8 @@ async fn a_pdf_is_cited_by_its_title_line_and_answers_with_its_markdown_as_one_v
     let law = "law-15978a0e"; // 中华人民共和国湿地保护法
     let mut docs = Vec::new();
     for ext in ["md", "pdf"] {
-        let body = std::fs::read(corpus_dir().join(format!("laws-formats/{ext}/{law}.{ext}")))
-            .unwrap();
+        let body =
+            std::fs::read(corpus_dir().join(format!("laws-formats/{ext}/{law}.{ext}"))).unwrap();
         let doc = p
             .ingest_indexed(&format!("uploads/formats/{law}.{ext}"), &body)
             .await;
@@ -745,13 +745,20 @@ async fn a_pdf_is_cited_by_its_title_line_and_answers_with_its_markdown_as_one_v
         .search("湿地保护法第十五条", 5, Mode::Keyword, &Filters::default())
         .await;
     let top = result.hits.first().expect("the named article");
-    assert_eq!(top.citation, "《中华人民共和国湿地保护法》第十五条", "{result:?}");
+    assert_eq!(
+        top.citation, "《中华人民共和国湿地保护法》第十五条",
+        "{result:?}"
+    );
     let version = top.version.as_ref().expect("a version");
     let mut both = docs.clone();
     both.sort();
     assert_eq!(version.documents, both, "one hit for both renditions");
     assert_eq!(
-        result.hits.iter().filter(|h| h.citation == top.citation).count(),
+        result
+            .hits
+            .iter()
+            .filter(|h| h.citation == top.citation)
+            .count(),
         1,
         "the article answers once"
     );
