@@ -8,7 +8,6 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/docpipe/target
 # make deploy / deploy-check: the stack's parameters, as sam deploy's --parameter-overrides takes
 # them (exported, so that any quoting in the values reaches the scripts intact).
 export PARAMS STACK
-DOCPIPE := $(CARGO_TARGET_DIR)/debug/docpipe
 
 .PHONY: up down env status test demo bench load build lint layers lint-template iam-check \
 	sam-local sam-env sam-local-check deploy-check deploy
@@ -19,14 +18,10 @@ FEATURES := --features docpipe-cli/e5,docpipe-tests/e5
 build:
 	cargo build --workspace --features docpipe-cli/e5
 
-## up: install what is missing, start the stack and the dev runner, apply the migrations
+## up: install what is missing, start the stack, build the CLI (beside the install and the start),
+## apply the migrations, start the dev runner
 up:
-	bash scripts/stack.sh up
-	$(MAKE) -s layers
-	cargo build -q -p docpipe-cli --features e5
-	eval "$$(bash scripts/stack.sh env)"
-	$(DOCPIPE) migrate
-	bash scripts/dev-runner.sh start
+	bash scripts/up.sh
 
 ## down: stop exactly what `up` started (and what `sam-local` started, if it ran)
 down:

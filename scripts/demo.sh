@@ -20,14 +20,19 @@ cd "$ROOT"
 started=$SECONDS
 
 # The stack and the dev runner (`make up`), with its step-by-step log kept in a file: a person
-# watching the demo sees one line for it, or the log's end when it failed.
+# watching the demo sees one line for it, or the log's end when it failed. Each step's seconds go
+# to .local/demo-times for the table at the end.
 mkdir -p .local
-echo "== stack: make up (log: .local/demo-up.log)"
-if ! make -s up > .local/demo-up.log 2>&1; then
+TIMES="$ROOT/.local/demo-times"
+: > "$TIMES"
+echo "== stack: make up (install what is missing, build the CLI, start the services; log: .local/demo-up.log)"
+t=$SECONDS
+if ! DOCPIPE_TIMES="$TIMES" make -s up > .local/demo-up.log 2>&1; then
   tail -n 20 .local/demo-up.log >&2
   echo "make up failed; the whole log is .local/demo-up.log" >&2
   exit 1
 fi
+echo "up $((SECONDS - t))" >> "$TIMES"
 eval "$(bash scripts/stack.sh env)"
 BIN="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}/debug/docpipe"
 CORPUS="${DOCPIPE_CORPUS:-$ROOT/corpus}"
@@ -87,7 +92,9 @@ for f in "$CORPUS"/scanned/*.pdf; do
   stage scans "$f" " (scan)"
 done
 
-echo "== upload: $(find "$STAGE" -type l | wc -l) files through presigned URLs (docpipe upload)"
+FILES="$(find "$STAGE" -type l | wc -l)"
+echo "== upload: $FILES files through presigned URLs (docpipe upload)"
+t=$SECONDS
 ids=()
 for dir in "$STAGE"/*/*/; do
   set_name="$(basename "$(dirname "$dir")")"
@@ -98,14 +105,21 @@ for dir in "$STAGE"/*/*/; do
 done
 echo "   ${#ids[@]} documents: $(find "$STAGE/formats" -type l | wc -l) in four formats, $(find "$STAGE/laws" -type l | wc -l) more laws, $(find "$STAGE/scans" -type l | wc -l) scans (OCR)"
 
+echo "upload $((SECONDS - t))" >> "$TIMES"
+
 echo "== watch: every document until it is indexed or failed (docpipe watch)"
+t=$SECONDS
 docpipe watch "${ids[@]}"
+echo "pipeline $((SECONDS - t))" >> "$TIMES"
 
 echo
 echo "== summary (docpipe summary)"
 docpipe summary
 
+summary_json="$(docpipe summary --json)"
+
 echo
+t=$SECONDS
 q1="湿地保护规划由哪个部门编制？"
 echo "== search in Chinese: docpipe search \"$q1\" --top-k 5"
 docpipe search "$q1" --top-k 5
@@ -116,5 +130,40 @@ echo "== search across languages, local regulations only:"
 echo "   docpipe search \"$q2\" --regulation-type 地方性法规 --top-k 5"
 docpipe search "$q2" --regulation-type 地方性法规 --top-k 5
 
+echo "searches $((SECONDS - t))" >> "$TIMES"
+
 echo
-echo "== demo done in $((SECONDS - started))s. Try: docpipe ls · docpipe status <doc_id> · docpipe tree <doc_id> --depth 2"
+echo "== where the time went ($((SECONDS - started)) s in all)"
+DOCS="${#ids[@]}" FILES="$FILES" SUMMARY="$summary_json" python3 - "$TIMES" <<'PY'
+import json, os, sys
+t = {}
+for line in open(sys.argv[1]):
+    name, secs = line.split()
+    t[name] = t.get(name, 0.0) + float(secs)
+def of(*names):
+    return sum(t.get(n, 0.0) for n in names)
+stages = json.loads(os.environ["SUMMARY"])["stages"]
+docs, files = os.environ["DOCS"], os.environ["FILES"]
+work = lambda s: (stages[s].get("sum_ms") or 0) / 1000
+rows = [
+    ("install", of("stack.packages", "stack.venv", "stack.e5", "stack.pdfium", "stack.ocr", "layers"),
+     "apt packages, Python venv, e5 engine, pdfium, OCR models, Lambda layers (nothing when present)"),
+    ("build", of("build"), "cargo build -p docpipe-cli --features e5, beside the install and the start"),
+    ("stack start", of("stack.milvus-start", "stack.postgres", "stack.pgbouncer", "stack.moto",
+                       "stack.resources", "stack.milvus-ready", "runner"),
+     "PostgreSQL, PgBouncer, moto, Milvus, migrations, dev runner"),
+    ("make up (wall)", of("up"), "the three above, the build overlapping the others"),
+    ("upload", of("upload"), f"{files} files through presigned URLs"),
+    ("store", work("store"), f"stage time summed over {docs} documents"),
+    ("parse", work("parse"), f"stage time summed over {docs} documents (OCR for the scans)"),
+    ("index", work("index"), f"stage time summed over {docs} documents (e5 embeddings, Milvus, keywords)"),
+    ("pipeline (wall)", of("pipeline"), "upload done to the last document indexed; stages overlap"),
+    ("searches", of("searches"), "the two searches above"),
+]
+print(f"   {'step':<16} {'seconds':>8}  what")
+for name, secs, what in rows:
+    print(f"   {name:<16} {secs:>8.1f}  {what}")
+PY
+
+echo
+echo "== demo done in $((SECONDS - started)) s. Try: docpipe ls · docpipe status <doc_id> · docpipe tree <doc_id> --depth 2"

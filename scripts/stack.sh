@@ -3,6 +3,7 @@
 # stand-in), moto (S3 + SQS + bucket notifications) and Milvus 2.3.5 standalone.
 #
 #   bash scripts/stack.sh up        install what is missing, start what is down, (re)create resources
+#   bash scripts/stack.sh prepare   only what a build needs: apt packages, the venv, the e5 engine's source
 #   bash scripts/stack.sh down      stop what `up` started (by pid), wait until the ports are free
 #   bash scripts/stack.sh env       print `export` lines for the stack (only those, on stdout)
 #   bash scripts/stack.sh status    print each service up/down; exit 1 if any is down
@@ -638,10 +639,33 @@ cmd_up() {
   echo
   echo "docpipe local stack is up ($(elapsed "$t0")s total)"
   printf '  %s\n' "${PHASE_REPORT[@]}"
+  write_times
   echo
   cmd_status || true
   echo
   echo "  eval \"\$(bash scripts/stack.sh env)\"    # DATABASE_URL, AWS_*, DOCPIPE_*, MILVUS_URL"
+}
+
+# DOCPIPE_TIMES=FILE: each phase as a line "<phase> <seconds>", for the demo's table of where its time
+# went.
+write_times() {
+  [[ -n "${DOCPIPE_TIMES:-}" ]] || return 0
+  local line
+  for line in "${PHASE_REPORT[@]}"; do
+    read -r name secs <<<"$line"
+    echo "stack.$name ${secs%s}" >> "$DOCPIPE_TIMES"
+  done
+}
+
+# What `cargo build` needs before it can start (the e5 engine's C source), so that scripts/up.sh can
+# build while the rest installs and the services start.
+cmd_prepare() {
+  require_root prepare
+  take_lock
+  phase_begin packages;  phase_packages;        phase_end
+  phase_begin venv;      phase_venv;            phase_end
+  phase_begin e5;        bash "$ROOT/scripts/fetch-e5.sh"; phase_end
+  write_times
 }
 
 cmd_down() {
@@ -757,6 +781,7 @@ cmd_fault() {
 
 case "${1:-}" in
   up)     cmd_up ;;
+  prepare) cmd_prepare ;;
   stop|kill|pause|resume) cmd_fault "$1" "${2:-}" ;;
   down)   cmd_down ;;
   env)    cmd_env ;;

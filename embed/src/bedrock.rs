@@ -99,7 +99,10 @@ impl BedrockEmbedder {
     async fn client(&self) -> &Client {
         self.client
             .get_or_init(|| async {
-                let cfg = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                let cfg = aws_config::defaults(aws_config::BehaviorVersion::latest())
+                    .http_client(https_client())
+                    .load()
+                    .await;
                 Client::new(&cfg)
             })
             .await
@@ -237,6 +240,14 @@ impl Embedder for BedrockEmbedder {
     }
 }
 
+/// rustls on ring, the TLS stack the rest of docpipe uses (the SDK's default would bring aws-lc).
+fn https_client() -> aws_sdk_bedrockruntime::config::SharedHttpClient {
+    use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(Provider::Rustls(CryptoMode::Ring))
+        .build_https()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,6 +326,7 @@ mod no_credentials {
         let conf = aws_sdk_bedrockruntime::Config::builder()
             .region(aws_sdk_bedrockruntime::config::Region::new("us-east-1"))
             .behavior_version(aws_sdk_bedrockruntime::config::BehaviorVersion::latest())
+            .http_client(https_client())
             .build();
         let e = BedrockEmbedder::new(Client::from_conf(conf), DEFAULT_MODEL_ID, 1024, 2).unwrap();
         let err = e.embed_query("x").await.unwrap_err();

@@ -20,10 +20,11 @@ pub struct SummaryArgs {
     pub conn: Conn,
 }
 
-/// The median, the 90th percentile and the largest of some durations (ms), nearest-rank.
+/// The median, the 90th percentile and the largest of some durations (ms), nearest-rank, and their
+/// sum (the stage's work, however many ran at once).
 fn spread(mut ms: Vec<i64>) -> Value {
     if ms.is_empty() {
-        return json!({ "runs": 0, "median_ms": null, "p90_ms": null, "max_ms": null });
+        return json!({ "runs": 0, "median_ms": null, "p90_ms": null, "max_ms": null, "sum_ms": 0 });
     }
     ms.sort_unstable();
     let rank = |q: f64| ms[(((ms.len() as f64) * q).ceil() as usize).clamp(1, ms.len()) - 1];
@@ -37,6 +38,7 @@ fn spread(mut ms: Vec<i64>) -> Value {
         "median_ms": median,
         "p90_ms": rank(0.9),
         "max_ms": ms[ms.len() - 1],
+        "sum_ms": ms.iter().sum::<i64>(),
     })
 }
 
@@ -254,6 +256,7 @@ mod tests {
         assert_eq!(s["p90_ms"], 5);
         assert_eq!(s["max_ms"], 5);
         assert_eq!(spread(vec![1, 2, 3, 4])["median_ms"], 2);
+        assert_eq!(spread(vec![1, 2, 3, 4])["sum_ms"], 10);
         assert_eq!(spread(vec![])["runs"], 0);
     }
 }

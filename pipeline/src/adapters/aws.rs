@@ -12,11 +12,20 @@ pub async fn sdk_config(config: &AwsConfig) -> aws_config::SdkConfig {
         .build();
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(config.region.clone()))
+        .http_client(https_client())
         .timeout_config(timeouts);
     if let Some(endpoint) = &config.endpoint_url {
         loader = loader.endpoint_url(endpoint);
     }
     loader.load().await
+}
+
+/// rustls on ring, the TLS stack the rest of docpipe uses (the SDK's default would bring aws-lc).
+pub(crate) fn https_client() -> aws_sdk_s3::config::SharedHttpClient {
+    use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(Provider::Rustls(CryptoMode::Ring))
+        .build_https()
 }
 
 pub(crate) fn s3_client(sdk: &aws_config::SdkConfig, config: &AwsConfig) -> aws_sdk_s3::Client {

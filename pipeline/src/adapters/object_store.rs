@@ -498,6 +498,7 @@ mod tests {
         });
         let config = aws_sdk_s3::Config::builder()
             .behavior_version_latest()
+            .http_client(crate::adapters::aws::https_client())
             .region(aws_sdk_s3::config::Region::new("us-east-1"))
             .endpoint_url(format!("http://{addr}"))
             .credentials_provider(aws_sdk_s3::config::Credentials::new(
