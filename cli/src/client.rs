@@ -248,6 +248,25 @@ impl Client {
             .await
     }
 
+    /// `POST /citations/resolve`: one citation → its law, version and text.
+    pub async fn resolve_citation(&self, request: &Value) -> Result<Value, ClientError> {
+        self.send(Method::POST, "/citations/resolve", &[], Some(request), &[])
+            .await
+    }
+
+    /// `GET /documents/{doc_id}/articles/{address}`.
+    pub async fn article(&self, doc_id: &str, address: &str) -> Result<Value, ClientError> {
+        self.get(
+            &format!(
+                "/documents/{}/articles/{}",
+                segment(doc_id),
+                segment(address)
+            ),
+            &[],
+        )
+        .await
+    }
+
     /// One page of `GET /documents`.
     pub async fn list_page(
         &self,

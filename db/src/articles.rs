@@ -210,6 +210,44 @@ pub async fn live_blocks(
         .collect())
 }
 
+/// The article blocks (titled 第…条) of these documents, in each document's order, as the parser
+/// made them: what [`docpipe_parse::references::article_texts`] splits into paragraphs and items.
+pub async fn article_blocks(
+    c: &impl GenericClient,
+    doc_ids: &[&str],
+) -> Result<Vec<(String, docpipe_parse::SemanticBlock)>, DbError> {
+    let rows = c
+        .query_typed(
+            "SELECT doc_id, semantic_id, block_type, page_start, page_end, section_path::text AS path,
+                    section_level, section_title, text
+             FROM semantic_blocks
+             WHERE doc_id = ANY($1) AND section_title LIKE '第%'
+             ORDER BY doc_id, id",
+            &[(&doc_ids, Type::VARCHAR_ARRAY)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let path: String = r.get("path");
+            (
+                r.get("doc_id"),
+                docpipe_parse::SemanticBlock {
+                    semantic_id: r.get("semantic_id"),
+                    block_type: r.get("block_type"),
+                    page_start: r.get::<_, i32>("page_start").max(0) as u32,
+                    page_end: r.get::<_, i32>("page_end").max(0) as u32,
+                    section_path: serde_json::from_str(&path).unwrap_or_default(),
+                    section_level: r.get("section_level"),
+                    section_title: r.get("section_title"),
+                    source_ids: Vec::new(),
+                    text: r.get("text"),
+                },
+            )
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::char_prefix;

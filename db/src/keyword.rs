@@ -432,6 +432,17 @@ pub struct LawTitle {
     pub indexed_at: chrono::DateTime<chrono::Utc>,
 }
 
+/// The law `doc_id` is cited as (its keyword row's title), once it is indexed.
+pub async fn title_of(c: &impl GenericClient, doc_id: &str) -> Result<Option<String>, DbError> {
+    let row = c
+        .query_typed_opt(
+            "SELECT title FROM keyword_documents WHERE doc_id = $1",
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await?;
+    Ok(row.map(|r| r.get("title")))
+}
+
 pub async fn law_titles(c: &impl GenericClient) -> Result<Vec<LawTitle>, DbError> {
     let rows = c
         .query_typed(

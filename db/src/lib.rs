@@ -13,7 +13,7 @@
 //! | `documents` | [`transitions`] (status moves), [`documents`] (register, rejected object, delete mark and removal, legacy import) |
 //! | `document_processing_runs` | [`transitions`] (open, stored, parsed, indexed, failed; leases and attempts), [`runs`] (re-drives), [`run_events`], [`documents`] (imported runs) |
 //! | `document_status_history` | [`transitions`], [`documents`] (imported runs) |
-//! | `structure_nodes`, `semantic_blocks`, `document_artifacts` | [`snapshot`] (a run's parse output, replaced whole) |
+//! | `structure_nodes`, `semantic_blocks`, `document_artifacts`, `article_references` | [`snapshot`] and [`references`] (a run's parse output, replaced whole) |
 //! | `keyword_documents`, `keyword_blocks`, `keyword_postings`, `keyword_terms` | [`keyword`] |
 //! | `run_events` | [`run_events`], [`transitions`], [`runs`] |
 //! | `object_tombstones` | [`tombstones`] |
@@ -33,6 +33,7 @@ pub mod intake;
 pub mod keyword;
 pub mod migrate;
 pub mod reconcile;
+pub mod references;
 pub mod run_events;
 pub mod runs;
 pub mod snapshot;

@@ -93,6 +93,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0016_version_effective_to",
         sql: include_str!("../../migrations/0016_version_effective_to.sql"),
     },
+    Migration {
+        version: 17,
+        name: "0017_article_references",
+        sql: include_str!("../../migrations/0017_article_references.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

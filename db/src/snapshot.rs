@@ -4,6 +4,7 @@
 
 use super::{DbError, Type};
 use docpipe_core::artifacts::Artifact;
+use docpipe_parse::references::Reference;
 use docpipe_parse::{SemanticBlock, StructureNode};
 use tokio_postgres::GenericClient;
 
@@ -15,15 +16,18 @@ fn fit(s: &str, max_chars: usize) -> &str {
     }
 }
 
-/// Seed 000 §6.3 steps 4–5: the document's snapshot becomes this parse's, replacing the previous one.
+/// Seed 000 §6.3 steps 4–5: the document's snapshot becomes this parse's, replacing the previous one,
+/// and with it the references between its articles.
 /// The keyword rows of the old blocks go first, with their document frequencies.
 pub async fn replace(
     c: &impl GenericClient,
     doc_id: &str,
     nodes: &[StructureNode],
     blocks: &[SemanticBlock],
+    references: &[Reference],
 ) -> Result<(), DbError> {
     super::keyword::remove(c, doc_id).await?;
+    super::references::replace(c, doc_id, references).await?;
     c.execute_typed(
         "DELETE FROM structure_nodes WHERE doc_id = $1",
         &[(&doc_id, Type::VARCHAR)],

@@ -20,6 +20,7 @@ pub mod ocr;
 mod pdf;
 mod quality;
 mod raw;
+pub mod references;
 mod structure;
 mod text;
 pub mod version_dates;

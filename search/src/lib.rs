@@ -5,6 +5,7 @@
 //! document exists, is `indexed`, is not being deleted, and the hit belongs to its current run)
 //! before it is returned. Stale hits are dropped and counted.
 
+pub mod citations;
 pub mod diff;
 pub mod fusion;
 pub mod references;

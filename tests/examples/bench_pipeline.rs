@@ -331,7 +331,7 @@ async fn snapshot(args: Args) -> AnyResult<()> {
             let mut client = db.client().await;
             let t = Instant::now();
             let tx = client.transaction().await?;
-            docpipe_db::snapshot::replace(&*tx, doc_id, &nodes, &blocks).await?;
+            docpipe_db::snapshot::replace(&*tx, doc_id, &nodes, &blocks, &[]).await?;
             tx.commit().await?;
             unnest.push(secs(t.elapsed()));
 

@@ -16,6 +16,7 @@ mod migrations;
 mod ocr;
 mod parse;
 mod races;
+mod references;
 mod search;
 mod store;
 mod versions;

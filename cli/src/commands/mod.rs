@@ -2,6 +2,7 @@
 //! `summary` (and `watch`, in [`crate::watch`]), one file each. Each prints a table for people, or with `--json`
 //! the API's own JSON for scripts; an error answer becomes `error: <title>: <detail>`.
 
+mod article;
 mod intake_failures;
 mod ls;
 mod retry;
@@ -13,6 +14,7 @@ mod tree;
 mod upload;
 mod works;
 
+pub use article::{article, ArticleArgs};
 pub use intake_failures::{intake_failures, IntakeArgs};
 pub use ls::{ls, LsArgs};
 pub use retry::retry;
@@ -57,6 +59,8 @@ pub enum ApiCommand {
     Versions(VersionsArgs),
     /// What changed between two versions of a law, article by article.
     Diff(DiffArgs),
+    /// One article of a law: its paragraphs and items, what it cites and what cites it.
+    Article(ArticleArgs),
 }
 
 /// Runs one command, printing to `out`.
@@ -75,6 +79,7 @@ pub async fn run(cmd: ApiCommand, out: &mut (dyn Write + Send)) -> anyhow::Resul
         ApiCommand::Works(a) => works(a, out).await,
         ApiCommand::Versions(a) => versions(a, out).await,
         ApiCommand::Diff(a) => diff(a, out).await,
+        ApiCommand::Article(a) => article(a, out).await,
     }
 }
 

@@ -20,11 +20,10 @@ pub struct SummaryArgs {
     pub conn: Conn,
 }
 
-/// The median, the 90th percentile and the largest of some durations (ms), nearest-rank, and their
-/// sum (the stage's work, however many ran at once).
+/// The median, the 90th percentile and the largest of some durations (ms), nearest-rank.
 fn spread(mut ms: Vec<i64>) -> Value {
     if ms.is_empty() {
-        return json!({ "runs": 0, "median_ms": null, "p90_ms": null, "max_ms": null, "sum_ms": 0 });
+        return json!({ "runs": 0, "median_ms": null, "p90_ms": null, "max_ms": null });
     }
     ms.sort_unstable();
     let rank = |q: f64| ms[(((ms.len() as f64) * q).ceil() as usize).clamp(1, ms.len()) - 1];
@@ -38,7 +37,6 @@ fn spread(mut ms: Vec<i64>) -> Value {
         "median_ms": median,
         "p90_ms": rank(0.9),
         "max_ms": ms[ms.len() - 1],
-        "sum_ms": ms.iter().sum::<i64>(),
     })
 }
 
@@ -89,6 +87,11 @@ pub async fn summary_value(client: &Client, filter: &ListFilter) -> anyhow::Resu
             "total": spread(times.total),
         },
         "span_ms": times.span_ms,
+        "until_ms": {
+            "stored": times.until_ms[0],
+            "parsed": times.until_ms[1],
+            "indexed": times.until_ms[2],
+        },
         "failed": failed,
     }))
 }
@@ -130,6 +133,9 @@ struct StageTimes {
     index: Vec<i64>,
     total: Vec<i64>,
     span_ms: Option<i64>,
+    /// From the first run's start to the last document stored, parsed and indexed: where a batch's
+    /// wall time went, stage by stage (the stages overlap).
+    until_ms: [Option<i64>; 3],
 }
 
 impl StageTimes {
@@ -137,8 +143,13 @@ impl StageTimes {
         let mut times = StageTimes::default();
         let mut first_start = None;
         let mut last_end = None;
+        let mut last_at = [None; 3];
         for d in detailed {
             let Some(run) = &d.current_run else { continue };
+            let stages = [&run.stages.stored, &run.stages.parsed, &run.stages.indexed];
+            for (last, stage) in last_at.iter_mut().zip(stages) {
+                *last = (*last).max(stage.at);
+            }
             times.store.extend(run.stages.stored.duration_ms);
             times.parse.extend(run.stages.parsed.duration_ms);
             times.index.extend(run.stages.indexed.duration_ms);
@@ -152,6 +163,11 @@ impl StageTimes {
             (Some(a), Some(b)) => Some((b - a).num_milliseconds()),
             _ => None,
         };
+        let first = detailed
+            .iter()
+            .filter_map(|d| d.current_run.as_ref()?.started_at)
+            .min();
+        times.until_ms = last_at.map(|last| Some((last? - first?).num_milliseconds()));
         times
     }
 }
@@ -256,7 +272,6 @@ mod tests {
         assert_eq!(s["p90_ms"], 5);
         assert_eq!(s["max_ms"], 5);
         assert_eq!(spread(vec![1, 2, 3, 4])["median_ms"], 2);
-        assert_eq!(spread(vec![1, 2, 3, 4])["sum_ms"], 10);
         assert_eq!(spread(vec![])["runs"], 0);
     }
 }

@@ -20,7 +20,9 @@
 //! ```
 //! Every error is RFC 9457 `application/problem+json` ([`problem`]).
 
+mod articles;
 pub mod audit;
+mod citations;
 pub mod context;
 pub mod documents;
 pub mod health;
@@ -92,6 +94,11 @@ fn table() -> Routes {
         ),
         (
             Method::GET,
+            "/documents/{doc_id}/articles/{address}",
+            get(articles::get_article),
+        ),
+        (
+            Method::GET,
             "/documents/{doc_id}/download",
             get(documents::download),
         ),
@@ -106,6 +113,8 @@ fn table() -> Routes {
             get(intake::list_intake_failures),
         ),
         (Method::POST, "/search", post(search::search_chunks)),
+        (Method::POST, "/citations/resolve", post(citations::resolve)),
+        (Method::POST, "/citations/verify", post(citations::verify)),
         (Method::GET, "/works", get(works::list_works)),
         (Method::GET, "/works/{work_id}", get(works::get_work)),
         (

@@ -16,6 +16,7 @@ use docpipe_core::model::{DocStatus, JobMessage, Stage};
 use docpipe_db::cleanups::Kind;
 use docpipe_db::transitions::{self, ParseCounts};
 use docpipe_db::{documents, snapshot, Db, DbError};
+use docpipe_parse::references::Reference;
 use docpipe_parse::{Hint, ParsedDocument, VectorChunk};
 use sha2::Digest;
 use std::time::Instant;
@@ -140,7 +141,7 @@ async fn parse_stored(
         ));
     }
     let fetch_ms = started.elapsed().as_millis() as u64;
-    let (parsed, chunks) = match parse_and_chunk(deps, doc, original, started).await {
+    let (parsed, chunks, references) = match parse_and_chunk(deps, doc, original, started).await {
         Ok(made) => made,
         Err(reason) => return fail(deps, doc_id, run_id, reason).await,
     };
@@ -156,7 +157,13 @@ async fn parse_stored(
         parse_ms,
         artifacts_ms: writing.elapsed().as_millis() as u64,
     };
-    if !commit(deps, doc_id, run_id, &parsed, &chunks, &written, &timings).await? {
+    let output = Output {
+        parsed: &parsed,
+        chunks: &chunks,
+        references: &references,
+        written: &written,
+    };
+    if !commit(deps, doc_id, run_id, &output, &timings).await? {
         return abandon(deps, doc_id, run_id).await;
     }
     info!(
@@ -204,14 +211,15 @@ async fn fetch_original(
     })
 }
 
-/// Parses and chunks on a blocking thread (CPU-bound; OCR may take minutes), with OCR's budget
-/// taken from what is left of the function's timeout. Every parse error is the input's fault.
+/// Parses, chunks and reads the references between articles on a blocking thread (CPU-bound; OCR
+/// may take minutes), with OCR's budget taken from what is left of the function's timeout. Every
+/// parse error is the input's fault.
 async fn parse_and_chunk(
     deps: &ParseDeps<'_>,
     doc: &docpipe_db::documents::Document,
     original: Vec<u8>,
     started: Instant,
-) -> Result<(ParsedDocument, Vec<VectorChunk>), String> {
+) -> Result<(ParsedDocument, Vec<VectorChunk>, Vec<Reference>), String> {
     let hint = Hint::new(doc.file_name.clone(), doc.content_type.clone());
     let limits = docpipe_parse::Limits {
         ocr_budget_ms: ocr_budget(deps.config.clock.parse.function_timeout, started.elapsed()),
@@ -222,11 +230,12 @@ async fn parse_and_chunk(
         let parsed = docpipe_parse::parse(&original, &hint, &limits)?;
         // A document over `DOCPIPE_MAX_CHUNKS` fails here, before any chunk is embedded.
         let chunks = docpipe_parse::chunk_within(&parsed, &chunk_config, limits.max_chunks)?;
-        Ok::<_, docpipe_parse::ParseError>((parsed, chunks))
+        let references = docpipe_parse::references::extract(&parsed.semantic_blocks);
+        Ok::<_, docpipe_parse::ParseError>((parsed, chunks, references))
     })
     .await;
     match parsed {
-        Ok(Ok((_, chunks))) if chunks.is_empty() => {
+        Ok(Ok((_, chunks, _))) if chunks.is_empty() => {
             Err("the document has no text to index (no chunks)".to_string())
         }
         Ok(Ok(made)) => Ok(made),
@@ -284,17 +293,30 @@ struct Timings {
     artifacts_ms: u64,
 }
 
-/// Seed 000 §6.3 steps 1–7 in one transaction. False when the compare-and-set found the document
-/// moved on meanwhile (then nothing was written).
+/// What a parse made, as the commit writes it.
+struct Output<'a> {
+    parsed: &'a ParsedDocument,
+    chunks: &'a [VectorChunk],
+    references: &'a [Reference],
+    written: &'a [Artifact],
+}
+
+/// Seed 000 §6.3 steps 1–7 in one transaction, the references between articles with the snapshot.
+/// False when the compare-and-set found the document moved on meanwhile (then nothing was
+/// written).
 async fn commit(
     deps: &ParseDeps<'_>,
     doc_id: &str,
     run_id: i64,
-    parsed: &ParsedDocument,
-    chunks: &[VectorChunk],
-    written: &[Artifact],
+    output: &Output<'_>,
     timings: &Timings,
 ) -> Result<bool, StageError> {
+    let Output {
+        parsed,
+        chunks,
+        references,
+        written,
+    } = *output;
     let mut client = deps.db.client().await.map_err(db_err)?;
     let tx = client.transaction().await.map_err(|e| db_err(e.into()))?;
     // Lock first: a concurrent duplicate waits here and then finds `parsed`.
@@ -312,6 +334,7 @@ async fn commit(
         doc_id,
         &parsed.structure_nodes,
         &parsed.semantic_blocks,
+        references,
     )
     .await
     .map_err(db_err)?;

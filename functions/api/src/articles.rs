@@ -1,0 +1,165 @@
+//! `GET /documents/{doc_id}/articles/{address}`: one article of a document, its paragraphs (款) and
+//! items (项), the references it makes with their targets' texts, and the references that point at
+//! it ("cited by"), from its own regulation and from other live documents that name its law.
+
+use crate::problem::ApiError;
+use crate::state::ApiState;
+use axum::extract::{Path, State};
+use axum::Json;
+use docpipe_db::references::{self, ReferenceRow};
+use docpipe_parse::article_ref::normalize_law_name;
+use docpipe_parse::references::{article_texts, parse_article, written, ArticleNo, ArticleText};
+use docpipe_search::citations::{Checker, MAX_TEXT_CHARS};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// The most references listed each way; the answer says how many more there were.
+pub const MAX_LISTED: i64 = 200;
+const MAX_ADDRESS_CHARS: usize = 32;
+
+fn cut(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// A target in the same regulation, with its text when the regulation has it.
+fn own_target(row: &ReferenceRow, articles: &[ArticleText]) -> Value {
+    let target = docpipe_parse::references::parse_target(&row.target);
+    let text = target.and_then(|(article, paragraph, item)| {
+        articles
+            .iter()
+            .find(|a| a.number == article)?
+            .part(paragraph, item)
+    });
+    json!({
+        "text": row.text,
+        "kind": row.kind,
+        "paragraph": row.from_paragraph,
+        "law": null,
+        "target": row.target,
+        "dangling": row.dangling,
+        "target_text": text.map(|t| cut(&t, MAX_TEXT_CHARS)),
+    })
+}
+
+pub(crate) async fn get_article(
+    State(state): State<Arc<ApiState>>,
+    Path((doc_id, address)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    if !docpipe_core::ids::is_addressable_doc_id(&doc_id) {
+        return Err(ApiError::invalid(
+            "doc_id must be \"doc_\" followed by 32 lowercase hexadecimal digits",
+        ));
+    }
+    let article = (address.chars().count() <= MAX_ADDRESS_CHARS)
+        .then(|| parse_article(&address))
+        .flatten()
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
+                "address {:?} names no article: write 第三十九条, 第39条, 39 or 第三十九条之一",
+                cut(&address, MAX_ADDRESS_CHARS)
+            ))
+        })?;
+    let client = state.db.client().await?;
+    if !docpipe_db::views::document_exists(&**client, &doc_id).await? {
+        return Err(ApiError::NotFound(format!("no document {doc_id}")));
+    }
+    let blocks: Vec<_> = docpipe_db::articles::article_blocks(&**client, &[doc_id.as_str()])
+        .await?
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    let articles = article_texts(&blocks);
+    let Some(this) = articles.iter().find(|a| a.number == article) else {
+        return Err(ApiError::NotFound(format!(
+            "document {doc_id} has no article {} (it has {} articles)",
+            written(article, None, None),
+            articles.len()
+        )));
+    };
+    let title = docpipe_db::keyword::title_of(&**client, &doc_id).await?;
+    let from = article.to_string();
+    let outgoing = references::outgoing(&**client, &doc_id, &from, MAX_LISTED + 1).await?;
+    let keys: Vec<String> = title
+        .iter()
+        .map(|t| normalize_law_name(t))
+        .filter(|k| !k.is_empty())
+        .collect();
+    let incoming = references::incoming(&**client, &doc_id, &keys, article, MAX_LISTED + 1).await?;
+    drop(client);
+
+    let as_of = docpipe_search::today();
+    let mut checker = Checker::new(&state.db, &as_of).await?;
+    let mut refs = Vec::new();
+    for row in outgoing.iter().take(MAX_LISTED as usize) {
+        match &row.target_law {
+            None => refs.push(own_target(row, &articles)),
+            Some(law) => {
+                let citation = docpipe_parse::references::Citation {
+                    span: 0..0,
+                    text: row.text.clone(),
+                    law: law.clone(),
+                    target: docpipe_parse::references::parse_target(&row.target)
+                        .map(|(a, p, i)| docpipe_parse::references::Target::Article {
+                            article: a,
+                            paragraph: p,
+                            item: i,
+                        })
+                        .unwrap_or(docpipe_parse::references::Target::Article {
+                            article: ArticleNo::new(0, 0),
+                            paragraph: None,
+                            item: None,
+                        }),
+                };
+                let checked = checker.check(&citation).await?;
+                refs.push(json!({
+                    "text": row.text,
+                    "kind": row.kind,
+                    "paragraph": row.from_paragraph,
+                    "law": law,
+                    "target": row.target,
+                    "dangling": false,
+                    "status": checked.status,
+                    "canonical": checked.canonical,
+                    "target_doc_id": checked.doc_id,
+                    "target_text": checked.text,
+                }));
+            }
+        }
+    }
+    let cited_by: Vec<Value> = incoming
+        .iter()
+        .take(MAX_LISTED as usize)
+        .map(|r| {
+            json!({
+                "doc_id": r.doc_id,
+                "article": r.from_article,
+                "paragraph": r.from_paragraph,
+                "text": r.text,
+                "kind": r.kind,
+                "target": r.target,
+            })
+        })
+        .collect();
+    let citation = title.as_deref().map(|t| {
+        let name = docpipe_parse::article_ref::citation(t, 1);
+        format!(
+            "{}{}",
+            name.strip_suffix("第一条").unwrap_or(&name),
+            written(article, None, None)
+        )
+    });
+    Ok(Json(json!({
+        "doc_id": doc_id,
+        "article": from,
+        "citation": citation,
+        "text": cut(&this.text(), 20_000),
+        "paragraphs": this.paragraphs,
+        "references": refs,
+        "references_truncated": outgoing.len() as i64 > MAX_LISTED,
+        "cited_by": cited_by,
+        "cited_by_truncated": incoming.len() as i64 > MAX_LISTED,
+    })))
+}

@@ -1,0 +1,283 @@
+//! Citations checked against the authority: a citation as people write it (《民法典》第1079条第3款第（一）
+//! 项, 民法典第一千零七十九条, 婚姻法第三十二条) resolved to the law's live documents, the version in
+//! force on a date, and the text of the article, paragraph or item it names.
+//!
+//! A law is known by its documents' normalised titles ([`normalize_law_name`]: 中华人民共和国 and
+//! title marks out), with a version date in brackets ignored. A law that several documents carry
+//! (the Civil Code's 编, its versions) answers from the one holding the article, in force on the
+//! date. Nothing is guessed: an article, paragraph or item the law does not have is `not_found`,
+//! one that only a version not in force has is `not_in_force`.
+
+use std::collections::HashMap;
+
+use docpipe_db::keyword::LawTitle;
+use docpipe_db::works::{self, VersionPlace};
+use docpipe_db::{articles, keyword, Db, DbError};
+use docpipe_parse::article_ref::normalize_law_name;
+use docpipe_parse::references::{article_texts, written, ArticleText, Citation, Target};
+use serde::Serialize;
+
+/// What a citation comes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Found,
+    /// The law is known and has no such article, paragraph or item.
+    NotFound,
+    /// Only a version not in force on the date has it (superseded, not yet in force, repealed).
+    NotInForce,
+    /// No document carries the law.
+    LawUnknown,
+}
+
+/// One citation, checked.
+#[derive(Debug, Clone, Serialize)]
+pub struct Checked {
+    /// As written, and where in the text it was.
+    pub citation: String,
+    pub span: [usize; 2],
+    pub status: Status,
+    /// The law as written (title marks out).
+    pub law: String,
+    /// The canonical target: art:1079:p3:i1.
+    pub address: String,
+    /// As a lawyer cites it: 《中华人民共和国民法典》第一千零七十九条第三款第（一）项 (when the law is known).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canonical: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub doc_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<VersionPlace>,
+    /// The text cited (at most [`MAX_TEXT_CHARS`] characters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Why, in words.
+    pub reason: String,
+    /// For a repealed law: the law that took its place.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub successor: Option<String>,
+}
+
+/// The most text one answer carries per citation.
+pub const MAX_TEXT_CHARS: usize = 4000;
+
+/// Laws repealed by a code that took their place, with the day it took effect: the Civil Code
+/// (第一千二百六十条) repealed these on 2021-01-01. A citation of one names its successor even when no
+/// document carries the old law.
+const REPEALED: [(&str, &str, &str); 9] = [
+    ("婚姻法", "中华人民共和国民法典", "2021-01-01"),
+    ("继承法", "中华人民共和国民法典", "2021-01-01"),
+    ("民法通则", "中华人民共和国民法典", "2021-01-01"),
+    ("收养法", "中华人民共和国民法典", "2021-01-01"),
+    ("担保法", "中华人民共和国民法典", "2021-01-01"),
+    ("合同法", "中华人民共和国民法典", "2021-01-01"),
+    ("物权法", "中华人民共和国民法典", "2021-01-01"),
+    ("侵权责任法", "中华人民共和国民法典", "2021-01-01"),
+    ("民法总则", "中华人民共和国民法典", "2021-01-01"),
+];
+
+/// A normalised title without a version date in brackets: 湿地保护法(2021-12-24) → 湿地保护法.
+fn law_key(title_key: &str) -> &str {
+    let t = title_key.trim_end_matches([')', '）']);
+    match t.rfind(['(', '（']) {
+        Some(at)
+            if t[at..]
+                .chars()
+                .skip(1)
+                .all(|c| c.is_ascii_digit() || c == '-')
+                && t.len() - at > 8 =>
+        {
+            &title_key[..at]
+        }
+        _ => title_key,
+    }
+}
+
+fn cut(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// Checks citations against the live documents, reading each law's articles once.
+pub struct Checker<'a> {
+    db: &'a Db,
+    as_of: String,
+    by_key: HashMap<String, Vec<LawTitle>>,
+    left_out: Vec<String>,
+    articles: HashMap<String, Vec<ArticleText>>,
+}
+
+impl<'a> Checker<'a> {
+    /// What is live now, for citations on `as_of` (YYYY-MM-DD).
+    pub async fn new(db: &'a Db, as_of: &str) -> Result<Checker<'a>, DbError> {
+        let client = db.client().await?;
+        let mut by_key: HashMap<String, Vec<LawTitle>> = HashMap::new();
+        for t in keyword::law_titles(&**client).await? {
+            by_key
+                .entry(law_key(&t.title_key).to_string())
+                .or_default()
+                .push(t);
+        }
+        for docs in by_key.values_mut() {
+            docs.sort_by_key(|d| std::cmp::Reverse(d.indexed_at));
+        }
+        let left_out = works::documents_left_out(&**client, as_of, true).await?;
+        Ok(Checker {
+            db,
+            as_of: as_of.to_string(),
+            by_key,
+            left_out,
+            articles: HashMap::new(),
+        })
+    }
+
+    /// Whether any live document carries the law named `law` (as written).
+    pub fn knows(&self, law: &str) -> bool {
+        self.by_key.contains_key(&normalize_law_name(law))
+    }
+
+    async fn articles_of(&mut self, doc_ids: &[String]) -> Result<(), DbError> {
+        let missing: Vec<&str> = doc_ids
+            .iter()
+            .filter(|d| !self.articles.contains_key(*d))
+            .map(String::as_str)
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let client = self.db.client().await?;
+        let rows = articles::article_blocks(&**client, &missing).await?;
+        let mut by_doc: HashMap<String, Vec<docpipe_parse::SemanticBlock>> = HashMap::new();
+        for (doc, block) in rows {
+            by_doc.entry(doc).or_default().push(block);
+        }
+        for doc in missing {
+            let blocks = by_doc.remove(doc).unwrap_or_default();
+            self.articles
+                .insert(doc.to_string(), article_texts(&blocks));
+        }
+        Ok(())
+    }
+
+    /// One citation, checked.
+    pub async fn check(&mut self, c: &Citation) -> Result<Checked, DbError> {
+        let address = c.target.to_string();
+        let mut out = Checked {
+            citation: c.text.clone(),
+            span: [c.span.start, c.span.end],
+            status: Status::LawUnknown,
+            law: c.law.clone(),
+            address,
+            canonical: None,
+            doc_id: None,
+            version: None,
+            text: None,
+            reason: String::new(),
+            successor: None,
+        };
+        let key = normalize_law_name(&c.law);
+        let repealed = REPEALED.iter().find(|(name, _, _)| *name == key);
+        let Some(docs) = self.by_key.get(&key).cloned() else {
+            match repealed {
+                Some((_, successor, on)) if self.as_of.as_str() >= *on => {
+                    out.status = Status::NotInForce;
+                    out.successor = Some(successor.to_string());
+                    out.reason =
+                        format!("{} was repealed on {on}; {successor} took its place", c.law);
+                }
+                _ => out.reason = format!("no document carries a law named {}", c.law),
+            }
+            return Ok(out);
+        };
+        let (article, paragraph, item) = match &c.target {
+            Target::Article {
+                article,
+                paragraph,
+                item,
+            } => (*article, *paragraph, *item),
+            Target::Articles { from, .. } => (*from, None, None),
+            Target::Paragraphs { article, from, .. } => (*article, Some(*from), None),
+            Target::Items {
+                article,
+                paragraph,
+                from,
+                ..
+            } => (*article, *paragraph, Some(*from)),
+            Target::Division { .. } => {
+                out.status = Status::NotFound;
+                out.reason = "a citation names an article".into();
+                return Ok(out);
+            }
+        };
+        let doc_ids: Vec<String> = docs.iter().map(|d| d.doc_id.clone()).collect();
+        self.articles_of(&doc_ids).await?;
+        let title = docs[0].title.clone();
+        let name = docpipe_parse::article_ref::citation(&title, 1);
+        let name = name.strip_suffix("第一条").unwrap_or(&name);
+        out.canonical = Some(format!("{name}{}", written(article, paragraph, item)));
+        let find = |doc: &LawTitle| -> Option<&ArticleText> {
+            self.articles
+                .get(&doc.doc_id)?
+                .iter()
+                .find(|a| a.number == article)
+        };
+        let in_force: Vec<&LawTitle> = docs
+            .iter()
+            .filter(|d| !self.left_out.contains(&d.doc_id))
+            .collect();
+        let held = in_force
+            .iter()
+            .find_map(|d| find(d).map(|a| (*d, a)))
+            .or_else(|| docs.iter().find_map(|d| find(d).map(|a| (d, a))));
+        let Some((doc, text)) = held else {
+            out.status = Status::NotFound;
+            out.reason = format!("{title} has no article {}", written(article, None, None));
+            return Ok(out);
+        };
+        let doc_id = doc.doc_id.clone();
+        let part = text.part(paragraph, item);
+        let place = {
+            let client = self.db.client().await?;
+            works::places(&**client, std::slice::from_ref(&doc_id), &self.as_of)
+                .await?
+                .remove(&doc_id)
+        };
+        out.doc_id = Some(doc_id.clone());
+        out.version = place;
+        match part {
+            None => {
+                out.status = Status::NotFound;
+                out.reason = format!(
+                    "{} {} has {} paragraph(s){}",
+                    title,
+                    written(article, None, None),
+                    text.paragraphs.len(),
+                    match paragraph.and_then(|p| text.paragraphs.get(p as usize - 1)) {
+                        Some(p) =>
+                            format!(", its paragraph {} {} item(s)", p.number, p.items.len()),
+                        None => String::new(),
+                    }
+                );
+            }
+            Some(t) => {
+                out.text = Some(cut(&t, MAX_TEXT_CHARS));
+                if self.left_out.contains(&doc_id) {
+                    out.status = Status::NotInForce;
+                    out.reason = match &out.version {
+                        Some(v) => format!(
+                            "the version {} is {} on {}",
+                            v.version, v.status, self.as_of
+                        ),
+                        None => format!("no version of {title} in force on {}", self.as_of),
+                    };
+                } else {
+                    out.status = Status::Found;
+                    out.reason = format!("in force on {}", self.as_of);
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,329 @@
+//! The article graph on the real stack: references read at parse time and written with the
+//! snapshot (a retry leaves no stale edge), served per article both ways, a reference to a law not
+//! yet held resolved once that law arrives, and citations resolved and verified against the
+//! version in force; every bad input a problem.
+
+use helpers::{corpus_dir, Pipeline};
+use serde_json::{json, Value};
+
+const AD_LAW: &str = "laws/law-ff6c19d6.md"; // 中华人民共和国广告法
+
+async fn indexed(p: &Pipeline, key: &str, body: &[u8]) -> String {
+    let doc = p.ingest_indexed(key, body).await;
+    p.wait_searchable(&doc.doc_id).await;
+    doc.doc_id
+}
+
+async fn get(http: &reqwest::Client, url: String) -> (u16, Value) {
+    let r = http.get(url).send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn post(http: &reqwest::Client, url: String, body: Value) -> (u16, Value) {
+    let r = http.post(url).json(&body).send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'-' {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn references_are_written_with_the_snapshot_and_a_retry_leaves_no_stale_edge() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let body = std::fs::read(corpus_dir().join(AD_LAW)).unwrap();
+    let doc = indexed(&p, "uploads/refs/ad.md", &body).await;
+    let rows = p
+        .count_for(
+            "SELECT count(*) FROM article_references WHERE doc_id = $1",
+            &doc,
+        )
+        .await;
+    assert!(rows >= 40, "{rows} references");
+    // 第十五条 ¶2: 前款规定以外的处方药… → 第十五条第一款.
+    let edge = p
+        .count_for(
+            "SELECT count(*) FROM article_references WHERE doc_id = $1 AND from_article = '15'
+               AND from_paragraph = 2 AND text = '前款' AND target = 'art:15:p1' AND NOT dangling",
+            &doc,
+        )
+        .await;
+    assert_eq!(edge, 1);
+
+    // An edge of an older snapshot: the next parse commit must take it away.
+    let client = p.db.db.client().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO article_references (doc_id, ref_no, semantic_id, from_article,
+                 from_paragraph, span_start, span_end, text, kind, target, dangling)
+             VALUES ($1, 100000, 'S99999', '999', 1, 0, 1, '本法第一条', 'mention', 'art:1', false)",
+            &[&doc],
+        )
+        .await
+        .unwrap();
+    drop(client);
+    p.retry(&doc).await.unwrap();
+    p.drive(&doc).await;
+    p.wait_searchable(&doc).await;
+    assert_eq!(
+        p.count_for(
+            "SELECT count(*) FROM article_references WHERE doc_id = $1 AND from_article = '999'",
+            &doc
+        )
+        .await,
+        0,
+        "the old snapshot's edge is gone"
+    );
+    assert_eq!(
+        p.count_for(
+            "SELECT count(*) FROM article_references WHERE doc_id = $1",
+            &doc
+        )
+        .await,
+        rows,
+        "the same references, once"
+    );
+}
+
+#[tokio::test]
+async fn an_article_is_served_with_its_references_both_ways() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let body = std::fs::read(corpus_dir().join(AD_LAW)).unwrap();
+    let doc = indexed(&p, "uploads/refs/ad.md", &body).await;
+    let base = helpers::serve_api(&p).await;
+    let http = reqwest::Client::new();
+
+    let (status, a) = get(
+        &http,
+        format!("{base}/documents/{doc}/articles/{}", encode("第十五条")),
+    )
+    .await;
+    assert_eq!(status, 200, "{a}");
+    assert_eq!(a["citation"], "《中华人民共和国广告法》第十五条");
+    assert_eq!(a["paragraphs"].as_array().unwrap().len(), 2, "{a}");
+    let before = a["references"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["text"] == "前款")
+        .expect("前款");
+    assert_eq!(before["target"], "art:15:p1");
+    assert_eq!(
+        before["target_text"].as_str(),
+        a["paragraphs"][0]["text"].as_str(),
+        "the target's text is its first paragraph"
+    );
+    // Article 15's first paragraph is cited by ¶2 of itself (前款); article 1 cites nothing, and
+    // what cites 第九条 comes from the articles that name it.
+    let (_, nine) = get(&http, format!("{base}/documents/{doc}/articles/9")).await;
+    let cited_by = nine["cited_by"].as_array().unwrap();
+    assert!(
+        cited_by
+            .iter()
+            .any(|r| r["target"].as_str().unwrap().starts_with("art:9")),
+        "{nine}"
+    );
+    assert!(cited_by.iter().all(|r| r["doc_id"] == doc.as_str()));
+
+    // The same article by other spellings of its address.
+    for address in ["15", "第15条", "第十五条"] {
+        let (status, b) = get(
+            &http,
+            format!("{base}/documents/{doc}/articles/{}", encode(address)),
+        )
+        .await;
+        assert_eq!(status, 200, "{address}");
+        assert_eq!(b["article"], "15");
+    }
+    // Bad input: an address naming nothing, an article the law lacks, an unknown or bad id.
+    for (url, want) in [
+        (
+            format!("{base}/documents/{doc}/articles/{}", encode("第三章")),
+            400,
+        ),
+        (
+            format!(
+                "{base}/documents/{doc}/articles/{}",
+                encode("x".repeat(40).as_str())
+            ),
+            400,
+        ),
+        (format!("{base}/documents/{doc}/articles/9000"), 404),
+        (
+            format!("{base}/documents/doc_{}/articles/1", "0".repeat(32)),
+            404,
+        ),
+        (format!("{base}/documents/bad%20id/articles/1"), 400),
+    ] {
+        let r = http.get(&url).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), want, "{url}");
+        assert_eq!(
+            r.headers()["content-type"].to_str().unwrap(),
+            "application/problem+json",
+            "{url}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_dangling_target_is_kept_and_another_law_resolves_once_it_arrives() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let citing = "# 甲市测试条例\n\n第一条 为了测试，制定本条例。\n\n第二条 违反本条例第九百条规定的，依照《中华人民共和国乙测试法》第二条处罚。\n\n前款规定的处罚，参照适用本条例第一条。\n";
+    let doc = indexed(&p, "uploads/refs/citing.md", citing.as_bytes()).await;
+    let base = helpers::serve_api(&p).await;
+    let http = reqwest::Client::new();
+    let (status, a) = get(&http, format!("{base}/documents/{doc}/articles/2")).await;
+    assert_eq!(status, 200, "{a}");
+    let refs = a["references"].as_array().unwrap();
+    let dangling = refs
+        .iter()
+        .find(|r| r["text"] == "本条例第九百条")
+        .expect("kept");
+    assert_eq!(dangling["dangling"], true);
+    assert_eq!(dangling["target"], "art:900");
+    let other = refs
+        .iter()
+        .find(|r| r["law"] == "中华人民共和国乙测试法")
+        .expect("the other law's article");
+    assert_eq!(other["status"], "law_unknown", "{other}");
+    assert_eq!(other["kind"], "apply");
+    let analogy = refs.iter().find(|r| r["text"] == "本条例第一条").unwrap();
+    assert_eq!(analogy["kind"], "analogy");
+
+    let cited = "# 中华人民共和国乙测试法\n\n第一条 总则。\n\n第二条 违反规定的，处一千元罚款。\n";
+    let law = indexed(&p, "uploads/refs/cited.md", cited.as_bytes()).await;
+    let (_, a) = get(&http, format!("{base}/documents/{doc}/articles/2")).await;
+    let other = a["references"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["law"] == "中华人民共和国乙测试法")
+        .cloned()
+        .unwrap();
+    assert_eq!(other["status"], "found", "{other}");
+    assert_eq!(other["target_doc_id"], law.as_str());
+    assert!(other["target_text"].as_str().unwrap().contains("一千元"));
+    // And the law's article 2 is cited by the other document.
+    let (_, two) = get(&http, format!("{base}/documents/{law}/articles/2")).await;
+    assert!(
+        two["cited_by"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["doc_id"] == doc.as_str()),
+        "{two}"
+    );
+}
+
+#[tokio::test]
+async fn citations_are_resolved_and_verified_and_bad_ones_refused() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let body = std::fs::read(corpus_dir().join(AD_LAW)).unwrap();
+    let doc = indexed(&p, "uploads/refs/ad.md", &body).await;
+    let base = helpers::serve_api(&p).await;
+    let http = reqwest::Client::new();
+
+    for spelling in [
+        "《中华人民共和国广告法》第十五条第二款",
+        "《广告法》第15条第2款",
+        "广告法第十五条第二款",
+        "广告法第１５条第２款",
+        "《广告法》 第 15 条 第 2 款",
+    ] {
+        let (status, r) = post(
+            &http,
+            format!("{base}/citations/resolve"),
+            json!({ "citation": spelling }),
+        )
+        .await;
+        assert_eq!(status, 200, "{spelling}: {r}");
+        let r = &r["resolved"];
+        assert_eq!(r["status"], "found", "{spelling}: {r}");
+        assert_eq!(r["address"], "art:15:p2");
+        assert_eq!(r["canonical"], "《中华人民共和国广告法》第十五条第二款");
+        assert_eq!(r["doc_id"], doc.as_str());
+        assert!(r["text"].as_str().unwrap().contains("处方药"), "{r}");
+    }
+    // A law the Civil Code repealed names its successor.
+    let (status, r) = post(
+        &http,
+        format!("{base}/citations/resolve"),
+        json!({ "citation": "婚姻法第三十二条" }),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["resolved"]["status"], "not_in_force");
+    assert_eq!(r["resolved"]["successor"], "中华人民共和国民法典");
+
+    // A passage: found, not found (article, paragraph, item), law unknown.
+    let passage = "依据《广告法》第十五条第一款，以及广告法第九百条、广告法第十五条第九款和广告法第十五条第一款第（九）项，另见《中华人民共和国无此法》第一条。";
+    let (status, v) = post(
+        &http,
+        format!("{base}/citations/verify"),
+        json!({ "passage": passage }),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let statuses: Vec<&str> = v["citations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            "found",
+            "not_found",
+            "not_found",
+            "not_found",
+            "law_unknown"
+        ],
+        "{v}"
+    );
+
+    // Bad input.
+    for (path, body, want) in [
+        ("resolve", json!({ "citation": "hello" }), 422),
+        ("resolve", json!({ "citation": "《无此法》第一条" }), 404),
+        (
+            "resolve",
+            json!({ "citation": "广告法第一条", "as_of": "2020-13-01" }),
+            422,
+        ),
+        ("resolve", json!({ "citation": "广".repeat(201) }), 422),
+        ("resolve", json!({ "nope": 1 }), 422),
+        ("verify", json!({ "passage": "广".repeat(20_001) }), 422),
+        ("verify", json!({ "passage": 5 }), 422),
+    ] {
+        let r = http
+            .post(format!("{base}/citations/{path}"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), want, "{path} {body}");
+        assert_eq!(
+            r.headers()["content-type"].to_str().unwrap(),
+            "application/problem+json"
+        );
+    }
+    let (status, v) = post(
+        &http,
+        format!("{base}/citations/verify"),
+        json!({ "passage": "这段话没有引用任何条文。" }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(v["citations"], json!([]));
+}
