@@ -553,7 +553,7 @@ static ATOM: LazyLock<Regex> = LazyLock::new(|| {
     // 第一、二款 and 第一、二项 name two.
     let para = format!(r"(?P<para>第{SP}(?P<pn>{NUM})(?P<pmore>(?:、{NUM})*){SP}款)");
     let item = format!(
-        r"(?P<item>第{SP}(?:[（(]{SP}(?P<in1>{NUM}){SP}[）)]|(?P<in2>{NUM})(?P<imore>(?:、{NUM})*)){SP}项)"
+        r"(?P<item>第{SP}(?:[（(]{SP}(?P<in1>{NUM}){SP}[）)](?P<pmore2>(?:、?[（(]{NUM}[）)])*)|(?P<in2>{NUM})(?P<imore>(?:、{NUM})*)){SP}项)"
     );
     let div = format!(r"(?P<div>第{SP}(?P<dn>{NUM}){SP}(?P<du>[编章节]))");
     let rel = r"(?P<rel>本条|前款|上款|前(?P<pk>[两二三四五])款|前条|上一条|前(?P<pa>[两二三])条|本章|本节|本编)";
@@ -580,10 +580,10 @@ static NAMED_LAW: LazyLock<Regex> = LazyLock::new(|| {
 
 /// Verbs and particles that end a law name's run on its left ("依照民法典" → 民法典, "应当认定为刑法" →
 /// 刑法): the name is what follows the last of them that leaves a name.
-const NAME_STOPS: [&str; 39] = [
+const NAME_STOPS: [&str; 40] = [
     "依照", "按照", "依据", "根据", "适用", "违反", "参照", "对照", "符合", "属于", "以及", "或者",
     "具有", "达到", "虚开", "运输", "通过", "认定", "规定", "制造", "和", "及", "与", "或", "为",
-    "的", "在", "向", "将", "把", "被", "从", "于", "是", "即", "并", "有", "因", "以",
+    "的", "在", "向", "将", "把", "被", "从", "于", "是", "即", "并", "有", "因", "以", "由",
 ];
 
 /// The codes people cite by their short name, alone, in running text ("擅自制造刑法第二百零九条"): a
@@ -676,6 +676,15 @@ fn atoms(text: &str) -> Vec<Atom> {
                 continue;
             };
             more = numbers_after(c.name("imore"));
+            // 第（一）（二）项, 第（一）、（二）项
+            if let Some(list) = c.name("pmore2") {
+                more.extend(
+                    list.as_str()
+                        .split(['（', '(', '）', ')', '、'])
+                        .filter(|n| !n.is_empty())
+                        .filter_map(parse_numeral),
+                );
+            }
             AtomKind::Item(n)
         } else if let Some(rel) = c.name("rel") {
             let back = |g: &str| {
