@@ -61,6 +61,7 @@ for i in $(seq "$REPEAT"); do
   "$BIN" pdf "${PDFS[@]}" >>"$OUT"
   "$BIN" pdf-floor "${PDFS[@]}" >>"$OUT"
   "$BIN" md "${MDS[@]}" >>"$OUT"
+  "$BIN" md-refs "${MDS[@]}" >>"$OUT"
   "$BIN" md-floor "${MDS[@]}" >>"$OUT"
   "$BIN" run30 "$BIG/run30.txt" >>"$OUT"
   "$BIN" laws30 "$BIG/laws30.txt" >>"$OUT"
@@ -113,6 +114,14 @@ print(f"\nOf docpipe's PDF time, {share:.0%} is the floor: pdfium opening the do
       "page's text layer, which any pdfium-based parser must do. The rest is docpipe's own work "
       "(clean-up, line boxes, headings, tree, blocks, chunks). "
       f"Of its Markdown time, {md_share:.0%} is pulldown-cmark's event stream; the rest is docpipe's own.")
+refs, plain = best[(RUST, "md-refs")], best[(RUST, "md")]
+print(f"\n| references between articles ({refs['files']} Markdown laws, {refs['references']} references) | seconds | ratio |")
+print("| --- | ---: | ---: |")
+print(f"| parse + chunk | {plain['seconds']:.3f} | 1.00 |")
+print(f"| parse + chunk + references | {refs['seconds']:.3f} | {refs['seconds'] / plain['seconds']:.2f} |")
+ratios.append({"set": "md", "comparison": "parse + chunk + references / parse + chunk", "engine": RUST,
+               "baseline": RUST, "throughput_ratio": plain["seconds"] / refs["seconds"], "memory_ratio":
+               refs["peak_rss_mb"] / plain["peak_rss_mb"]})
 run30, laws30 = best[(RUST, "run30")], best[(RUST, "laws30")]
 bounded = run30["seconds"] / laws30["seconds"]
 print("\n| bounded work: parse + chunk of 30 MB of plain text | seconds | chunks | peak RSS MB |")

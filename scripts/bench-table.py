@@ -67,6 +67,11 @@ for r in by("versions_search"):
           f"(`versions: all`, nothing left out: {r['all_versions_p50_ms']:.1f} ms) | no `as_of` (today, in force): "
           f"{r['no_as_of_p50_ms']:.1f} / {r['no_as_of_p99_ms']:.1f} ms | **{r['as_of_over_no_as_of']:.2f}×** at p50 "
           f"({r['as_of_over_all_versions']:.2f}× `all`) |")
+for r in by("verify"):
+    print(f"| citations verified: a {r['passage_chars']:,}-character passage with {r['citations']} citations of 8 "
+          f"indexed laws, {r['rounds']} rounds interleaved | verify p50 / p99: {r['verify_p50_ms']:.1f} / "
+          f"{r['verify_p99_ms']:.1f} ms | keyword search of the same passage: {r['keyword_search_p50_ms']:.1f} ms | "
+          f"**{r['verify_over_keyword_search']:.2f}×** at p50 |")
 for r in by("keyword-scale"):
     b, s = r["base"], r["scaled"]
     print(f"| keyword query at {r['blocks']:,} articles ({r['postings']:,} postings, {r['postings_size']}; the corpus's "

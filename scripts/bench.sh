@@ -17,6 +17,8 @@
 #                        many precomputed vectors
 #   search               docpipe_search::search (authority check included) against a raw Milvus
 #                        search with the query vector computed beforehand
+#   verify               POST /citations/verify's work on a 2,000-character passage (8 laws indexed)
+#                        against a keyword search of the same passage
 #   search as of a date  corpus/versions indexed (every law in two or more versions): p50 with an
 #                        `as_of` against the same queries without one, interleaved
 #   retrieval            bench_retrieval + scripts/retrieval/score.py: recall@10/@50, MRR@10 and
@@ -104,6 +106,8 @@ for e in "${EMBEDDERS[@]}"; do
 done
 log "search as of a date on corpus/versions: as_of against none, $QUERIES queries"
 "$BENCH" versions-search --queries "$QUERIES" >>"$RESULTS"
+log "citations: verify on a 2,000-character passage against a keyword search of it"
+"$BENCH" verify --rounds 50 >>"$RESULTS"
 
 # 3b. Retrieval on corpus/questions: dense, keyword and hybrid beside the rank_bm25 baseline on the
 #     same blocks, with the best embedder built in. The laws are indexed once per embedder into a

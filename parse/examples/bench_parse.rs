@@ -1,6 +1,9 @@
 //! Parse + chunk throughput on a fixed file set, for scripts/bench-parse.sh.
 //!
-//! usage: bench_parse {pdf|md|pdf-floor|md-floor} FILE...   (prints one JSON object)
+//! usage: bench_parse {pdf|md|md-refs|pdf-floor|md-floor} FILE...   (prints one JSON object)
+//!
+//! `md-refs` is `md` with the references between articles read too, as the parse stage does:
+//! the two rows' ratio is what reference extraction costs.
 //!
 //! `pdf-floor` does only what any pdfium-based extractor must: open each document, load each
 //! page and its text page, and read the page's text in one call. No clean-up, no structure, no
@@ -55,6 +58,8 @@ fn main() {
     let pdfium = docpipe_parse::pdfium_status();
     let bind_ms = bind.elapsed().as_secs_f64() * 1e3;
 
+    let with_references = set.ends_with("-refs");
+    let mut references = 0u64;
     let mut clock = Duration::ZERO;
     let (mut pages, mut chunks, mut failures) = (0u64, 0u64, 0u64);
     // BENCH_PER_FILE=1 prints each file's time to stderr, to find where the time goes.
@@ -74,6 +79,10 @@ fn main() {
                 pages += u64::from(doc.page_count);
                 let doc_chunks = chunk(&doc, &cfg);
                 chunks += doc_chunks.len() as u64;
+                if with_references {
+                    references +=
+                        docpipe_parse::references::extract(&doc.semantic_blocks).len() as u64;
+                }
                 if let Some(d) = digest.as_mut() {
                     d.update(serde_json::to_vec(&(&doc, &doc_chunks)).unwrap_or_default());
                 }
@@ -98,7 +107,7 @@ fn main() {
         eprintln!("output digest: {}", hex::encode(d.finalize()));
     }
     println!(
-        "{{\"engine\":\"rust docpipe-parse\",\"set\":\"{set}\",\"files\":{},\"bytes\":{total_bytes},\"pages\":{pages},\"chunks\":{chunks},\"failures\":{failures},\"seconds\":{seconds},\"mb_per_s\":{},\"pages_per_s\":{},\"peak_rss_mb\":{},\"pdfium_bind_ms\":{bind_ms},\"pdfium\":{}}}",
+        "{{\"engine\":\"rust docpipe-parse\",\"set\":\"{set}\",\"references\":{references},\"files\":{},\"bytes\":{total_bytes},\"pages\":{pages},\"chunks\":{chunks},\"failures\":{failures},\"seconds\":{seconds},\"mb_per_s\":{},\"pages_per_s\":{},\"peak_rss_mb\":{},\"pdfium_bind_ms\":{bind_ms},\"pdfium\":{}}}",
         files.len(),
         total_bytes as f64 / 1e6 / seconds,
         pages as f64 / seconds,

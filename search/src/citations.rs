@@ -107,6 +107,8 @@ pub struct Checker<'a> {
     by_key: HashMap<String, Vec<LawTitle>>,
     left_out: Vec<String>,
     articles: HashMap<String, Vec<ArticleText>>,
+    /// Each document's version on `as_of`, read once.
+    places: HashMap<String, Option<VersionPlace>>,
 }
 
 impl<'a> Checker<'a> {
@@ -130,12 +132,18 @@ impl<'a> Checker<'a> {
             by_key,
             left_out,
             articles: HashMap::new(),
+            places: HashMap::new(),
         })
     }
 
-    /// Whether any live document carries the law named `law` (as written).
-    pub fn knows(&self, law: &str) -> bool {
-        self.by_key.contains_key(&normalize_law_name(law))
+    /// The longest known law name that `key` ends with ("另见广告法" is 广告法), else `key`: free text
+    /// runs a law's name into the words before it.
+    fn known_key(&self, key: &str) -> String {
+        key.char_indices()
+            .map(|(i, _)| &key[i..])
+            .find(|k| self.by_key.contains_key(*k) || REPEALED.iter().any(|(n, _, _)| n == k))
+            .unwrap_or(key)
+            .to_string()
     }
 
     async fn articles_of(&mut self, doc_ids: &[String]) -> Result<(), DbError> {
@@ -177,8 +185,8 @@ impl<'a> Checker<'a> {
             reason: String::new(),
             successor: None,
         };
-        let key = normalize_law_name(&c.law);
-        let repealed = REPEALED.iter().find(|(name, _, _)| *name == key);
+        let key = self.known_key(&normalize_law_name(&c.law));
+        let repealed = REPEALED.iter().find(|(name, _, _)| key.ends_with(name));
         let Some(docs) = self.by_key.get(&key).cloned() else {
             match repealed {
                 Some((_, successor, on)) if self.as_of.as_str() >= *on => {
@@ -238,11 +246,16 @@ impl<'a> Checker<'a> {
         };
         let doc_id = doc.doc_id.clone();
         let part = text.part(paragraph, item);
-        let place = {
-            let client = self.db.client().await?;
-            works::places(&**client, std::slice::from_ref(&doc_id), &self.as_of)
-                .await?
-                .remove(&doc_id)
+        let place = match self.places.get(&doc_id) {
+            Some(place) => place.clone(),
+            None => {
+                let client = self.db.client().await?;
+                let place = works::places(&**client, std::slice::from_ref(&doc_id), &self.as_of)
+                    .await?
+                    .remove(&doc_id);
+                self.places.insert(doc_id.clone(), place.clone());
+                place
+            }
         };
         out.doc_id = Some(doc_id.clone());
         out.version = place;

@@ -64,6 +64,7 @@ fn main() -> AnyResult<()> {
         "snapshot" => runtime.block_on(snapshot(rest)),
         "index-search" => runtime.block_on(index_search(rest)),
         "versions-search" => runtime.block_on(versions_search(rest)),
+        "verify" => runtime.block_on(verify(rest)),
         "init" => init(rest),
         "rss" => runtime.block_on(rss(rest)),
         "stage-rss" => runtime.block_on(stage_rss(rest)),
@@ -803,6 +804,113 @@ async fn run_versions_search(bench: &Pipeline, queries_n: usize, as_of: &str) ->
             "as_of_over_all_versions": p50[1] / p50[2],
         }));
     }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Citation checks: verify on a 2,000-character passage, beside a keyword search of it.
+
+async fn verify(args: Args) -> AnyResult<()> {
+    let rounds = args.num("rounds", 50)?;
+    let bench = bench_pipeline(embedder_named("hash")?).await;
+    let result = run_verify(&bench, rounds).await;
+    cleanup(&bench).await;
+    result
+}
+
+/// Eight laws indexed; a passage of about 2,000 characters citing their articles (and a few that
+/// do not exist); `verify` of it against a keyword search of the same text, interleaved.
+async fn run_verify(bench: &Pipeline, rounds: usize) -> AnyResult<()> {
+    let laws = [
+        "law-ff6c19d6",
+        "law-0d9d5de3",
+        "law-2a92ee90",
+        "law-85cadca3",
+        "law-19c3ec0e",
+        "law-3e25cdef",
+        "law-6d844c46",
+        "law-ccdf0e0c",
+    ];
+    let mut titles = Vec::new();
+    for (i, law) in laws.iter().enumerate() {
+        let text = std::fs::read_to_string(corpus_dir().join(format!("laws/{law}.md")))?;
+        let (doc_id, run_id, _) =
+            store_and_parse(bench, &format!("uploads/verify/{i}.md"), text.as_bytes()).await?;
+        index_job(&bench.index.deps(), &JobMessage::new(&doc_id, run_id)).await?;
+        let title = text
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches('#')
+            .trim();
+        titles.push(title.trim_start_matches("中华人民共和国").to_string());
+    }
+    let mut passage = String::new();
+    let mut k = 0usize;
+    while passage.chars().count() < 2000 {
+        let law = &titles[k % titles.len()];
+        passage.push_str(&format!(
+            "根据《{law}》第{}条第1款的规定，当事人应当依法履行义务，行政机关应当依照法定程序作出决定并说明理由。",
+            1 + (k * 7) % 60
+        ));
+        k += 1;
+    }
+    let citations = docpipe_parse::references::citations(&passage).len();
+    let as_of = docpipe_search::today();
+    let check = |passage: &str| {
+        let found = docpipe_parse::references::citations(passage);
+        let db = &bench.db.db;
+        let as_of = as_of.clone();
+        async move {
+            let mut checker = docpipe_search::citations::Checker::new(db, &as_of).await?;
+            for c in &found {
+                checker.check(c).await?;
+            }
+            Ok::<_, docpipe_db::DbError>(found.len())
+        }
+    };
+    let filters = Filters::default();
+    let cache = SearchCache::default();
+    let deps = SearchDeps {
+        db: &bench.db.db,
+        embedder: bench.index.embedder.as_ref(),
+        vectors: bench.milvus.as_ref(),
+        cache: &cache,
+    };
+    let keyword = Query {
+        text: &passage,
+        top_k: 10,
+        mode: Mode::Keyword,
+        filters: &filters,
+        as_of: None,
+        versions: docpipe_search::Versions::InForce,
+    };
+    check(&passage).await?;
+    search(&deps, &keyword).await?;
+    let (mut verify_ms, mut search_ms) = (Vec::new(), Vec::new());
+    for n in 0..rounds {
+        for k in 0..2 {
+            let t = Instant::now();
+            if (n + k) % 2 == 0 {
+                check(&passage).await?;
+                verify_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            } else {
+                search(&deps, &keyword).await?;
+                search_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+    }
+    let (v, s) = (percentile(&verify_ms, 0.5), percentile(&search_ms, 0.5));
+    emit(json!({
+        "bench": "verify",
+        "passage_chars": passage.chars().count(),
+        "citations": citations,
+        "rounds": rounds,
+        "verify_p50_ms": v,
+        "verify_p99_ms": percentile(&verify_ms, 0.99),
+        "keyword_search_p50_ms": s,
+        "verify_over_keyword_search": v / s,
+    }));
     Ok(())
 }
 

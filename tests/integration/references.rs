@@ -3,6 +3,7 @@
 //! yet held resolved once that law arrives, and citations resolved and verified against the
 //! version in force; every bad input a problem.
 
+use docpipe_parse::references::{article_texts, ArticleNo, ArticleText};
 use helpers::{corpus_dir, Pipeline};
 use serde_json::{json, Value};
 
@@ -326,4 +327,207 @@ async fn citations_are_resolved_and_verified_and_bad_ones_refused() {
     .await;
     assert_eq!(status, 200);
     assert_eq!(v["citations"], json!([]));
+}
+
+/// Real citations of eight indexed laws: every (article, paragraph, item) each one has, read from
+/// the database as the API serves it.
+async fn real_parts(p: &Pipeline, docs: &[String]) -> Vec<(String, String, ArticleText)> {
+    let client = p.db.db.client().await.unwrap();
+    let ids: Vec<&str> = docs.iter().map(String::as_str).collect();
+    let blocks = docpipe_db::articles::article_blocks(&**client, &ids)
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for doc in docs {
+        let title = docpipe_db::keyword::title_of(&**client, doc)
+            .await
+            .unwrap()
+            .expect("a title");
+        let own: Vec<_> = blocks
+            .iter()
+            .filter(|(d, _)| d == doc)
+            .map(|(_, b)| b.clone())
+            .collect();
+        for a in article_texts(&own) {
+            out.push((doc.clone(), title.clone(), a));
+        }
+    }
+    out
+}
+
+/// One way people write a citation: the law's name (full, short, with or without title marks) and
+/// the numbers (Chinese, Arabic, full-width, spaced).
+fn spelled(
+    title: &str,
+    article: ArticleNo,
+    paragraph: Option<u32>,
+    item: Option<u32>,
+    style: usize,
+) -> String {
+    let short = title.trim_start_matches("中华人民共和国");
+    let law = match style % 3 {
+        0 => format!("《{title}》"),
+        1 => format!("《{short}》"),
+        _ => short.to_string(),
+    };
+    let digits = |n: u32| -> String {
+        match style % 4 {
+            0 => docpipe_parse::references::written(ArticleNo::new(n, 0), None, None)
+                .trim_start_matches('第')
+                .trim_end_matches('条')
+                .to_string(),
+            1 => n.to_string(),
+            2 => n
+                .to_string()
+                .chars()
+                .map(|c| char::from_u32(c as u32 - '0' as u32 + '０' as u32).unwrap())
+                .collect(),
+            _ => format!(" {n} "),
+        }
+    };
+    let mut s = format!("{law}第{}条", digits(article.number));
+    if article.sub > 0 {
+        s.push_str(&format!(
+            "之{}",
+            docpipe_parse::references::written(ArticleNo::new(article.sub, 0), None, None)
+                .trim_start_matches('第')
+                .trim_end_matches('条')
+        ));
+    }
+    if let Some(p) = paragraph {
+        s.push_str(&format!("第{}款", digits(p)));
+    }
+    if let Some(i) = item {
+        s.push_str(&format!("第（{}）项", digits(i)));
+    }
+    s
+}
+
+#[tokio::test]
+async fn generated_spellings_resolve_and_fabricated_citations_are_all_flagged() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let laws = [
+        "law-ff6c19d6", // 广告法
+        "law-0d9d5de3", // 上海市住宅物业管理规定
+        "law-2a92ee90", // 危险化学品安全管理条例
+        "law-85cadca3", // 环境噪声污染防治法
+        "law-19c3ec0e", // 行政诉讼法
+        "law-3e25cdef", // 海关法
+        "law-6d844c46", // 邮政法
+        "law-ccdf0e0c", // 专利法
+    ];
+    let mut docs = Vec::new();
+    for law in laws {
+        let body = std::fs::read(corpus_dir().join(format!("laws/{law}.md"))).unwrap();
+        docs.push(indexed(&p, &format!("uploads/refs/{law}.md"), &body).await);
+    }
+    let parts = real_parts(&p, &docs).await;
+    assert!(parts.len() > 400, "{} articles", parts.len());
+    let base = helpers::serve_api(&p).await;
+    let http = reqwest::Client::new();
+
+    // 1,000 spellings of real citations: an article, a paragraph or an item, stepped through the
+    // laws' articles so that every law and every style is used.
+    let (mut right, mut total, mut wrong) = (0usize, 0usize, Vec::new());
+    let mut k = 0usize;
+    while total < 1000 {
+        let (doc, title, a) = &parts[(k * 7919) % parts.len()];
+        k += 1;
+        let (paragraph, item) = match k % 3 {
+            0 => (None, None),
+            1 if a.paragraphs.len() > 1 => (Some(a.paragraphs.len() as u32), None),
+            _ => match a.paragraphs.iter().find(|p| !p.items.is_empty()) {
+                Some(p) => (Some(p.number), Some(p.items.len() as u32)),
+                None => (None, None),
+            },
+        };
+        let citation = spelled(title, a.number, paragraph, item, k);
+        let want = docpipe_parse::references::Target::Article {
+            article: a.number,
+            paragraph,
+            item,
+        }
+        .to_string();
+        total += 1;
+        let (status, r) = post(
+            &http,
+            format!("{base}/citations/resolve"),
+            json!({ "citation": citation }),
+        )
+        .await;
+        let r = &r["resolved"];
+        if status == 200
+            && r["status"] == "found"
+            && r["address"] == want.as_str()
+            && r["doc_id"] == doc.as_str()
+        {
+            right += 1;
+        } else if wrong.len() < 20 {
+            wrong.push(format!("{citation} → {status} {r}"));
+        }
+    }
+    let share = right as f64 / total as f64;
+    eprintln!("resolve: {right} of {total} spellings answered with the right address ({share:.4}); wrong: {wrong:#?}");
+    assert!(share >= 0.995, "{share:.4}: {wrong:#?}");
+
+    // 200 fabricated citations: an article past the last, a paragraph past an article's last, an
+    // item past a paragraph's last. Verify must flag every one.
+    let mut fabricated = Vec::new();
+    let mut k = 0usize;
+    while fabricated.len() < 200 {
+        let (_, title, a) = &parts[(k * 104_729) % parts.len()];
+        let last = parts
+            .iter()
+            .filter(|(_, t, _)| t == title)
+            .map(|(_, _, a)| a.number.number)
+            .max()
+            .unwrap();
+        let citation = match k % 3 {
+            0 => spelled(
+                title,
+                ArticleNo::new(last + 1 + (k as u32 % 50), 0),
+                None,
+                None,
+                k,
+            ),
+            1 => spelled(
+                title,
+                a.number,
+                Some(a.paragraphs.len() as u32 + 1),
+                None,
+                k,
+            ),
+            _ => {
+                let p = &a.paragraphs[0];
+                spelled(title, a.number, Some(1), Some(p.items.len() as u32 + 1), k)
+            }
+        };
+        fabricated.push(citation);
+        k += 1;
+    }
+    let mut flagged = 0;
+    for chunk in fabricated.chunks(25) {
+        let passage = chunk.join("；另见");
+        let (status, v) = post(
+            &http,
+            format!("{base}/citations/verify"),
+            json!({ "passage": passage }),
+        )
+        .await;
+        assert_eq!(status, 200, "{v}");
+        let checked = v["citations"].as_array().unwrap();
+        assert_eq!(checked.len(), chunk.len(), "every citation read: {passage}");
+        for c in checked {
+            if c["status"] == "not_found" {
+                flagged += 1;
+            } else {
+                eprintln!("not flagged: {c}");
+            }
+        }
+    }
+    eprintln!(
+        "verify: {flagged} of {} fabricated citations flagged",
+        fabricated.len()
+    );
+    assert_eq!(flagged, fabricated.len());
 }
