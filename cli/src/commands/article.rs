@@ -114,7 +114,12 @@ fn write_article(v: &Value, out: &mut (dyn Write + Send)) -> anyhow::Result<()> 
                 if target.is_empty() {
                     String::new()
                 } else {
-                    format!("\n      {}", target.chars().take(120).collect::<String>())
+                    let flat: String = target
+                        .chars()
+                        .map(|c| if c == '\n' { ' ' } else { c })
+                        .take(120)
+                        .collect();
+                    format!("\n      {flat}")
                 }
             )?;
         }
