@@ -13,12 +13,15 @@ use std::collections::HashMap;
 use docpipe_db::keyword::LawTitle;
 use docpipe_db::works::{self, VersionPlace};
 use docpipe_db::{articles, keyword, Db, DbError};
+use docpipe_parse::article_ref::article_number;
 use docpipe_parse::article_ref::normalize_law_name;
-use docpipe_parse::references::{article_texts, written, ArticleText, Citation, Target};
-use serde::Serialize;
+use docpipe_parse::references::{
+    article_texts, parse_target, written, ArticleNo, ArticleText, Citation, Target,
+};
+use serde::{Deserialize, Serialize};
 
 /// What a citation comes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Found,
@@ -144,6 +147,12 @@ impl<'a> Checker<'a> {
             .find(|k| self.by_key.contains_key(*k) || REPEALED.iter().any(|(n, _, _)| n == k))
             .unwrap_or(key)
             .to_string()
+    }
+
+    /// A document's articles, read once.
+    pub async fn articles(&mut self, doc_id: &str) -> Result<&[ArticleText], DbError> {
+        self.articles_of(&[doc_id.to_string()]).await?;
+        Ok(self.articles.get(doc_id).map(Vec::as_slice).unwrap_or(&[]))
     }
 
     async fn articles_of(&mut self, doc_ids: &[String]) -> Result<(), DbError> {
@@ -293,4 +302,100 @@ impl<'a> Checker<'a> {
         }
         Ok(out)
     }
+}
+
+/// One reference a hit's article makes, with what it points at (`expand: "references"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HitReference {
+    pub text: String,
+    pub kind: String,
+    pub target: String,
+    /// Another law, as written; none for the same regulation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub law: Option<String>,
+    pub dangling: bool,
+    /// For another law's article: found, not_found, not_in_force or law_unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canonical: Option<String>,
+    /// The target's text, at most [`EXPANDED_TEXT_CHARS`] characters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_text: Option<String>,
+}
+
+/// The most references attached to one hit, and the most of each target's text: an expanded
+/// answer stays within top_k × 20 × 1,000 characters whatever the laws say.
+pub const MAX_EXPANDED_PER_HIT: i64 = 20;
+pub const EXPANDED_TEXT_CHARS: usize = 1_000;
+
+/// Attaches to each hit that is an article the references it makes and their targets' texts, on
+/// `as_of`.
+pub async fn expand_references(
+    db: &Db,
+    hits: &mut [crate::Hit],
+    as_of: &str,
+) -> Result<(), DbError> {
+    let mut checker = Checker::new(db, as_of).await?;
+    for hit in hits.iter_mut() {
+        let Some(number) = hit.section_path.last().and_then(|t| article_number(t)) else {
+            hit.references = Some(Vec::new());
+            continue;
+        };
+        let rows = {
+            let client = db.client().await?;
+            docpipe_db::references::outgoing(
+                &**client,
+                &hit.doc_id,
+                &ArticleNo::new(number, 0).to_string(),
+                MAX_EXPANDED_PER_HIT,
+            )
+            .await?
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let parts = parse_target(&row.target);
+            let mut r = HitReference {
+                text: row.text.clone(),
+                kind: row.kind.clone(),
+                target: row.target.clone(),
+                law: row.target_law.clone(),
+                dangling: row.dangling,
+                status: None,
+                canonical: None,
+                target_text: None,
+            };
+            match (&row.target_law, parts) {
+                (None, Some((article, paragraph, item))) => {
+                    let texts = checker.articles(&hit.doc_id).await?;
+                    r.target_text = texts
+                        .iter()
+                        .find(|a| a.number == article)
+                        .and_then(|a| a.part(paragraph, item))
+                        .map(|t| cut(&t, EXPANDED_TEXT_CHARS));
+                }
+                (Some(law), Some((article, paragraph, item))) => {
+                    let checked = checker
+                        .check(&Citation {
+                            span: 0..0,
+                            text: row.text.clone(),
+                            law: law.clone(),
+                            target: Target::Article {
+                                article,
+                                paragraph,
+                                item,
+                            },
+                        })
+                        .await?;
+                    r.status = Some(checked.status);
+                    r.canonical = checked.canonical;
+                    r.target_text = checked.text.map(|t| cut(&t, EXPANDED_TEXT_CHARS));
+                }
+                _ => {}
+            }
+            out.push(r);
+        }
+        hit.references = Some(out);
+    }
+    Ok(())
 }

@@ -152,6 +152,9 @@ pub struct Hit {
     /// The law and version the article belongs to; absent for a document of no version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<HitVersion>,
+    /// With `expand: "references"`: what the article cites, each with its target's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub references: Option<Vec<citations::HitReference>>,
 }
 
 /// The most of an article a hit carries. A statute's article is rarely longer (the corpus'
@@ -536,6 +539,7 @@ fn hit(
         chunk_id,
         text,
         version: None,
+        references: None,
     }
 }
 

@@ -136,6 +136,42 @@ async fn an_article_is_served_with_its_references_both_ways() {
     );
     assert!(cited_by.iter().all(|r| r["doc_id"] == doc.as_str()));
 
+    // A search that expands references: the hit for 第十五条 carries 前款 with its text; without
+    // `expand`, no hit carries references; anything else to expand is a 422.
+    let (status, found) = post(
+        &http,
+        format!("{base}/search"),
+        json!({ "query": "广告法第十五条", "mode": "keyword", "top_k": 3, "expand": "references" }),
+    )
+    .await;
+    assert_eq!(status, 200, "{found}");
+    let top = &found["hits"][0];
+    assert_eq!(
+        top["citation"], "《中华人民共和国广告法》第十五条",
+        "{found}"
+    );
+    let expanded = top["references"].as_array().expect("references");
+    let before = expanded.iter().find(|r| r["text"] == "前款").expect("前款");
+    assert_eq!(before["target"], "art:15:p1");
+    assert!(
+        before["target_text"].as_str().unwrap().contains("麻醉药品"),
+        "{before}"
+    );
+    let (_, plain) = post(
+        &http,
+        format!("{base}/search"),
+        json!({ "query": "广告法第十五条", "mode": "keyword", "top_k": 3 }),
+    )
+    .await;
+    assert!(plain["hits"][0].get("references").is_none(), "{plain}");
+    let (status, _) = post(
+        &http,
+        format!("{base}/search"),
+        json!({ "query": "广告法第十五条", "expand": "everything" }),
+    )
+    .await;
+    assert_eq!(status, 422);
+
     // The same article by other spellings of its address.
     for address in ["15", "第15条", "第十五条"] {
         let (status, b) = get(

@@ -31,6 +31,9 @@ pub struct SearchRequest {
     /// `in_force` (the default: each law's version in force on `as_of`) or `all`.
     #[serde(default, deserialize_with = "versions_name")]
     pub versions: Option<Versions>,
+    /// `"references"`: each hit carries what its article cites, with the targets' texts.
+    #[serde(default)]
+    pub expand: Option<String>,
 }
 
 fn versions_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Versions>, D::Error> {
@@ -135,6 +138,19 @@ pub(crate) async fn search_chunks(
     ApiJson(request): ApiJson<SearchRequest>,
 ) -> Result<Json<SearchResult>, ApiError> {
     let top_k = check(&request)?;
+    let expand = match request.expand.as_deref() {
+        None => false,
+        Some("references") => true,
+        Some(other) => {
+            return Err(ApiError::validation(
+                "expand",
+                format!(
+                    "{:?} is not something a hit can carry: the one choice is \"references\"",
+                    other.chars().take(40).collect::<String>()
+                ),
+            ))
+        }
+    };
     let as_of = crate::works::as_of_date(request.as_of.as_deref())
         .map_err(|e| ApiError::validation("as_of", e))?;
     let filters = request.filters.unwrap_or_default();
@@ -155,5 +171,9 @@ pub(crate) async fn search_chunks(
         },
     )
     .await?;
+    let mut result = result;
+    if expand {
+        docpipe_search::citations::expand_references(&state.db, &mut result.hits, &as_of).await?;
+    }
     Ok(Json(result))
 }
