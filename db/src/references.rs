@@ -2,6 +2,7 @@
 //! snapshot ([`replace`], called by [`super::snapshot::replace`]), and the reads of one article's
 //! references both ways.
 
+use super::snapshot::fit;
 use super::{DbError, Type};
 use docpipe_parse::article_ref::normalize_law_name;
 use docpipe_parse::references::{ArticleNo, Reference, Target};
@@ -21,14 +22,6 @@ fn covered(target: &Target) -> (Option<i32>, Option<i32>) {
         | Target::Items { article, .. } => (Some(ordinal(*article)), Some(ordinal(*article))),
         Target::Articles { from, to } => (Some(ordinal(*from)), Some(ordinal(*to))),
         Target::Division { .. } => (None, None),
-    }
-}
-
-/// Cuts a string to a column's width in characters.
-fn fit(s: &str, max_chars: usize) -> &str {
-    match s.char_indices().nth(max_chars) {
-        Some((i, _)) => &s[..i],
-        None => s,
     }
 }
 

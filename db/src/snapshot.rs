@@ -9,7 +9,7 @@ use docpipe_parse::{SemanticBlock, StructureNode};
 use tokio_postgres::GenericClient;
 
 /// Cuts a string to the column's width (in characters, as VARCHAR(n) counts them).
-fn fit(s: &str, max_chars: usize) -> &str {
+pub(crate) fn fit(s: &str, max_chars: usize) -> &str {
     match s.char_indices().nth(max_chars) {
         Some((i, _)) => &s[..i],
         None => s,

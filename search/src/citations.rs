@@ -96,7 +96,8 @@ fn law_key(title_key: &str) -> &str {
     }
 }
 
-fn cut(s: &str, max_chars: usize) -> String {
+/// At most `max_chars` characters of `s`, an ellipsis marking a cut.
+pub fn cut(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_string(),

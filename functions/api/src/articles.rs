@@ -9,20 +9,13 @@ use axum::Json;
 use docpipe_db::references::{self, ReferenceRow};
 use docpipe_parse::article_ref::normalize_law_name;
 use docpipe_parse::references::{article_texts, parse_article, written, ArticleNo, ArticleText};
-use docpipe_search::citations::{Checker, MAX_TEXT_CHARS};
+use docpipe_search::citations::{cut, Checker, MAX_TEXT_CHARS};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
 /// The most references listed each way; the answer says how many more there were.
 pub const MAX_LISTED: i64 = 200;
 const MAX_ADDRESS_CHARS: usize = 32;
-
-fn cut(s: &str, max_chars: usize) -> String {
-    match s.char_indices().nth(max_chars) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
-}
 
 /// A target in the same regulation, with its text when the regulation has it.
 fn own_target(row: &ReferenceRow, articles: &[ArticleText]) -> Value {
@@ -42,6 +35,25 @@ fn own_target(row: &ReferenceRow, articles: &[ArticleText]) -> Value {
         "dangling": row.dangling,
         "target_text": text.map(|t| cut(&t, MAX_TEXT_CHARS)),
     })
+}
+
+/// The paragraphs as served: at most [`MAX_LISTED`] paragraphs and items each, every text cut to
+/// [`MAX_TEXT_CHARS`], so the answer stays bounded whatever an upload's article holds.
+fn bounded(paragraphs: &[docpipe_parse::references::ParagraphText]) -> Value {
+    paragraphs
+        .iter()
+        .take(MAX_LISTED as usize)
+        .map(|p| {
+            json!({
+                "number": p.number,
+                "text": cut(&p.text, MAX_TEXT_CHARS),
+                "items": p.items.iter().take(MAX_LISTED as usize).map(|i| json!({
+                    "number": i.number,
+                    "text": cut(&i.text, MAX_TEXT_CHARS),
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect()
 }
 
 pub(crate) async fn get_article(
@@ -156,7 +168,7 @@ pub(crate) async fn get_article(
         "article": from,
         "citation": citation,
         "text": cut(&this.text(), 20_000),
-        "paragraphs": this.paragraphs,
+        "paragraphs": bounded(&this.paragraphs),
         "references": refs,
         "references_truncated": outgoing.len() as i64 > MAX_LISTED,
         "cited_by": cited_by,
