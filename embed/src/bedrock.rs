@@ -241,7 +241,8 @@ impl Embedder for BedrockEmbedder {
 }
 
 /// rustls on ring, the TLS stack the rest of docpipe uses (the SDK's default would bring aws-lc).
-fn https_client() -> aws_sdk_bedrockruntime::config::SharedHttpClient {
+/// Every client built from a hand-made `Config` needs it: without it the SDK has no HTTP client.
+pub fn https_client() -> aws_sdk_bedrockruntime::config::SharedHttpClient {
     use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
     aws_smithy_http_client::Builder::new()
         .tls_provider(Provider::Rustls(CryptoMode::Ring))

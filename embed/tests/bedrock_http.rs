@@ -23,6 +23,7 @@ fn embedder(url: &str, dim: usize) -> BedrockEmbedder {
             "test",
         ))
         .endpoint_url(url)
+        .http_client(docpipe_embed::bedrock::https_client())
         // The SDK's own retries would only slow the error tests down.
         .retry_config(RetryConfig::disabled())
         .build();
