@@ -98,6 +98,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0017_article_references",
         sql: include_str!("../../migrations/0017_article_references.sql"),
     },
+    Migration {
+        version: 18,
+        name: "0018_article_places",
+        sql: include_str!("../../migrations/0018_article_places.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

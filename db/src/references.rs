@@ -4,14 +4,20 @@
 
 use super::snapshot::fit;
 use super::{DbError, Type};
-use docpipe_parse::article_ref::normalize_law_name;
-use docpipe_parse::references::{ArticleNo, Reference, Target};
+use docpipe_parse::article_ref::{article_number, normalize_law_name};
+use docpipe_parse::references::{ArticleNo, Reference, Target, EXTRACTOR};
 use serde::Serialize;
 use tokio_postgres::GenericClient;
 
 /// An article as one integer, so that a span of articles is a range: 第三十九条之一 → 39001.
 pub fn ordinal(a: ArticleNo) -> i32 {
     (a.number.min(2_000_000) * 1000 + a.sub.min(999)) as i32
+}
+
+/// The article a block titled 第…条 holds, as an ordinal (an inserted 之M article is read inside
+/// the block of its article, so a block's ordinal has no 之M); none for any other block.
+pub fn block_ordinal(section_title: &str) -> Option<i32> {
+    article_number(section_title).map(|n| ordinal(ArticleNo::new(n, 0)))
 }
 
 /// The articles a target covers, as ordinals; none for a chapter, section or part.
@@ -25,15 +31,32 @@ fn covered(target: &Target) -> (Option<i32>, Option<i32>) {
     }
 }
 
-/// The document's references become `references`, the old ones gone in the same transaction.
+/// The document's references become `references`, read from `run_id`'s blocks by this extractor;
+/// the old ones go in the same transaction.
 pub async fn replace(
     c: &impl GenericClient,
     doc_id: &str,
+    run_id: i64,
     references: &[Reference],
 ) -> Result<(), DbError> {
     c.execute_typed(
         "DELETE FROM article_references WHERE doc_id = $1",
         &[(&doc_id, Type::VARCHAR)],
+    )
+    .await?;
+    let read = references.len() as i32;
+    c.execute_typed(
+        "INSERT INTO reference_readings (doc_id, run_id, extractor, references_read)
+         VALUES ($1, $2, $3, $4)
+         ON CONFLICT (doc_id) DO UPDATE SET run_id = EXCLUDED.run_id,
+             extractor = EXCLUDED.extractor, references_read = EXCLUDED.references_read,
+             read_at = now()",
+        &[
+            (&doc_id, Type::VARCHAR),
+            (&run_id, Type::INT8),
+            (&EXTRACTOR, Type::VARCHAR),
+            (&read, Type::INT4),
+        ],
     )
     .await?;
     if references.is_empty() {
@@ -204,4 +227,115 @@ pub async fn incoming(
         )
         .await?;
     Ok(rows.iter().map(ReferenceRow::from_row).collect())
+}
+
+/// Indexed documents whose references were not read from their current run's blocks by this
+/// extractor (parsed before the graph existed, or read by an older one), with that run; at most
+/// `limit`.
+pub async fn stale_documents(
+    c: &impl GenericClient,
+    limit: i64,
+) -> Result<Vec<(String, i64)>, DbError> {
+    let rows = c
+        .query_typed(
+            "SELECT d.doc_id, d.current_run_id FROM documents d
+             LEFT JOIN reference_readings rr ON rr.doc_id = d.doc_id
+             WHERE d.status = 'indexed' AND d.deleting_at IS NULL AND d.current_run_id IS NOT NULL
+               AND (rr.doc_id IS NULL OR rr.extractor <> $1 OR rr.run_id <> d.current_run_id)
+             ORDER BY d.doc_id LIMIT $2",
+            &[(&EXTRACTOR, Type::VARCHAR), (&limit, Type::INT8)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get("doc_id"), r.get("current_run_id")))
+        .collect())
+}
+
+/// Sets each article block's ordinal from its title: what a snapshot written before migration 0018
+/// lacks.
+pub async fn place_articles(c: &impl GenericClient, doc_id: &str) -> Result<usize, DbError> {
+    let rows = c
+        .query_typed(
+            "SELECT id, section_title FROM semantic_blocks
+             WHERE doc_id = $1 AND section_title LIKE '第%'",
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await?;
+    let (ids, ordinals): (Vec<i64>, Vec<i32>) = rows
+        .iter()
+        .filter_map(|r| Some((r.get::<_, i64>(0), block_ordinal(r.get(1))?)))
+        .unzip();
+    c.execute_typed(
+        "UPDATE semantic_blocks sb SET article_ordinal = u.ordinal
+         FROM UNNEST($1::int8[], $2::int4[]) AS u(id, ordinal) WHERE sb.id = u.id",
+        &[(&ids, Type::INT8_ARRAY), (&ordinals, Type::INT4_ARRAY)],
+    )
+    .await?;
+    Ok(ids.len())
+}
+
+/// One edge of the article graph at block level: `seed` refers to `target`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Edge {
+    pub seed: i64,
+    pub target: i64,
+    pub kind: String,
+}
+
+/// The article blocks the `seeds` blocks refer to: in their own regulation, or in a law they name
+/// (its documents found by their title key). Only references to an article or a span of at most
+/// `max_span` articles; dangling ones and chapters are not followed, nor a block's references to
+/// itself. At most `per_reference` blocks a reference and `limit` in all. Liveness is the caller's
+/// check, as for every other candidate.
+pub async fn edges_from(
+    c: &impl GenericClient,
+    seeds: &[i64],
+    max_span: i32,
+    per_reference: i64,
+    limit: i64,
+) -> Result<Vec<Edge>, DbError> {
+    if seeds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let span = max_span.saturating_sub(1).saturating_mul(1000);
+    let rows = c
+        .query_typed(
+            "SELECT r.seed, t.id AS target, r.kind
+             FROM (SELECT s.id AS seed, s.doc_id, r.kind, r.target_law_key, r.ref_no,
+                          r.target_from / 1000 * 1000 AS lo, r.target_to AS hi
+                   FROM semantic_blocks s
+                   JOIN article_references r ON r.doc_id = s.doc_id AND r.semantic_id = s.semantic_id
+                   WHERE s.id = ANY($1) AND NOT r.dangling AND r.target_from IS NOT NULL
+                     AND r.target_to - r.target_from <= $2) r
+             CROSS JOIN LATERAL (
+                 SELECT t.id FROM semantic_blocks t
+                 WHERE r.target_law_key IS NULL AND t.doc_id = r.doc_id
+                   AND t.article_ordinal BETWEEN r.lo AND r.hi
+                 UNION ALL
+                 SELECT t.id FROM keyword_documents kd
+                 JOIN semantic_blocks t ON t.doc_id = kd.doc_id
+                 WHERE r.target_law_key IS NOT NULL AND kd.title_key = r.target_law_key
+                   AND t.article_ordinal BETWEEN r.lo AND r.hi
+                 LIMIT $3
+             ) t
+             WHERE t.id <> r.seed
+             ORDER BY r.seed, r.ref_no
+             LIMIT $4",
+            &[
+                (&seeds, Type::INT8_ARRAY),
+                (&span, Type::INT4),
+                (&per_reference, Type::INT8),
+                (&limit, Type::INT8),
+            ],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Edge {
+            seed: r.get("seed"),
+            target: r.get("target"),
+            kind: r.get("kind"),
+        })
+        .collect())
 }

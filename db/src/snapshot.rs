@@ -22,12 +22,13 @@ pub(crate) fn fit(s: &str, max_chars: usize) -> &str {
 pub async fn replace(
     c: &impl GenericClient,
     doc_id: &str,
+    run_id: i64,
     nodes: &[StructureNode],
     blocks: &[SemanticBlock],
     references: &[Reference],
 ) -> Result<(), DbError> {
     super::keyword::remove(c, doc_id).await?;
-    super::references::replace(c, doc_id, references).await?;
+    super::references::replace(c, doc_id, run_id, references).await?;
     c.execute_typed(
         "DELETE FROM structure_nodes WHERE doc_id = $1",
         &[(&doc_id, Type::VARCHAR)],
@@ -78,13 +79,18 @@ pub async fn replace(
         .map(|b| serde_json::to_string(&b.source_ids).expect("strings serialise"))
         .collect();
     let texts: Vec<&str> = blocks.iter().map(|b| b.text.as_str()).collect();
+    let ordinals: Vec<Option<i32>> = blocks
+        .iter()
+        .map(|b| super::references::block_ordinal(&b.section_title))
+        .collect();
     c.execute_typed(
         "INSERT INTO semantic_blocks (doc_id, semantic_id, block_type, page_start, page_end,
-                                      section_path, section_level, section_title, source_ids, text)
-         SELECT $1, u.id, u.bt, u.ps, u.pe, u.path::jsonb, u.lvl, u.title, u.src::jsonb, u.txt
+                                      section_path, section_level, section_title, source_ids, text,
+                                      article_ordinal)
+         SELECT $1, u.id, u.bt, u.ps, u.pe, u.path::jsonb, u.lvl, u.title, u.src::jsonb, u.txt, u.ord
          FROM UNNEST($2::varchar[], $3::varchar[], $4::int4[], $5::int4[], $6::text[], $7::int4[],
-                     $8::varchar[], $9::text[], $10::text[])
-              AS u(id, bt, ps, pe, path, lvl, title, src, txt)",
+                     $8::varchar[], $9::text[], $10::text[], $11::int4[])
+              AS u(id, bt, ps, pe, path, lvl, title, src, txt, ord)",
         &[
             (&doc_id, Type::VARCHAR),
             (&ids, Type::VARCHAR_ARRAY),
@@ -96,6 +102,7 @@ pub async fn replace(
             (&section_titles, Type::VARCHAR_ARRAY),
             (&sources, Type::TEXT_ARRAY),
             (&texts, Type::TEXT_ARRAY),
+            (&ordinals, Type::INT4_ARRAY),
         ],
     )
     .await?;

@@ -26,6 +26,10 @@ use crate::article_ref::{article_number, parse_numeral};
 use crate::model::SemanticBlock;
 use crate::structure::regulation_marker;
 
+/// The extractor's version, recorded with what it read (`reference_readings`): a change here has
+/// every document's references read again from its stored blocks, without a parse.
+pub const EXTRACTOR: &str = "references-1";
+
 /// An article's number, with the 之M of an inserted article (第三十九条之一 → 39, 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct ArticleNo {

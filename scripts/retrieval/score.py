@@ -14,7 +14,11 @@ tokenising the question and scoring every block, in this process.
 Scoring (the questions README): a returned article counts when its key is a cited
 `<law>第<N>条`; recall@k over the first k distinct articles, averaged over questions; MRR@10 of the
 first relevant one. Every figure is given for all questions and for the tune and check parts
-(split.py).
+(split.py), and for `unseen`: the check questions whose cited articles no tune question cites.
+
+The article graph (search/src/graph.rs) runs over hybrid with a small grid of settings
+(`hybrid (graph N seeds, weight W)`); the setting best on tune is compared with hybrid without
+the graph on check and unseen, and so is the query adapter (with against without).
 
 --tune-fusion fuses the dense and keyword lists of rankings.jsonl by reciprocal rank over a grid of
 k and weights and reports each on tune and check: how the defaults in
@@ -31,13 +35,14 @@ import time
 
 from articles import cn_to_int
 from bm25 import evaluate, percentile
-from split import PARTS, load_questions, split
+from split import PARTS, load_questions, split, unseen
 
 # With e5-small the dense and hybrid modes map the query through the built-in query adapter, which
 # was fitted on the tune part: their tune (and so all) figures are on questions it was trained on,
 # and the check part is the held-out one. "(no adapter)" is the same search with the model's own
 # query vectors, in the same run.
 MODES = ("dense", "keyword", "hybrid", "dense (no adapter)", "hybrid (no adapter)")
+GRAPH_PREFIX = "hybrid (graph "
 
 
 def ref_key(ref):
@@ -141,6 +146,30 @@ def score_fusion_grid(path, articles, sets):
     return grid
 
 
+def comparisons(rows):
+    """The graph's best setting on tune against hybrid without it, and the query adapter with
+    against without, on check and unseen (recall@10), as text; what search/src/graph.rs and
+    embed's adapter are kept or constrained by."""
+    out = []
+    line = lambda label, a, b: out.append(
+        f"- {label}: check {a['check']['recall@10']:.3f} vs {b['check']['recall@10']:.3f} "
+        f"({a['check']['recall@10'] - b['check']['recall@10']:+.3f}), unseen "
+        f"{a['unseen']['recall@10']:.3f} vs {b['unseen']['recall@10']:.3f} "
+        f"({a['unseen']['recall@10'] - b['unseen']['recall@10']:+.3f})")
+    graph = [(n, r) for n, r in rows.items() if n.startswith(GRAPH_PREFIX)]
+    if graph and "hybrid" in rows:
+        name, best = max(graph, key=lambda g: g[1]["tune"]["recall@10"])
+        out.append(f"\nThe article graph, best on tune: {name} (tune {best['tune']['recall@10']:.3f} vs "
+                   f"{rows['hybrid']['tune']['recall@10']:.3f} without)")
+        line("with the graph vs without", best, rows["hybrid"])
+    for mode in ("dense", "hybrid"):
+        if mode in rows and f"{mode} (no adapter)" in rows:
+            if not out or not out[-1].startswith("\nThe query adapter"):
+                out.append("\nThe query adapter (fitted on tune):")
+            line(f"{mode} with vs without", rows[mode], rows[f"{mode} (no adapter)"])
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
@@ -157,15 +186,16 @@ def main():
     with open(os.path.join(args.dir, "rankings.jsonl"), encoding="utf-8") as f:
         for line in f:
             r = json.loads(line)
-            rankings[r["mode"]][r["id"]] = r["ranked"]
-            latency[r["mode"]].append(r["ms"])
+            rankings.setdefault(r["mode"], {})[r["id"]] = r["ranked"]
+            latency.setdefault(r["mode"], []).append(r["ms"])
             adapted = adapted or r["mode"].endswith("(no adapter)")
     questions = load_questions()
     parts = split(questions)
+    parts["unseen"] = unseen(parts, ref_key)
     sets = {"all": questions, **parts}
 
     results = {"articles": len(articles), "rows": {}}
-    rows = [(m, rankings[m], latency[m]) for m in MODES if rankings[m]]
+    rows = [(m, rankings[m], latency[m]) for m in rankings if rankings[m]]
     if not args.no_baseline:
         t = time.perf_counter()
         ranked, ms = baseline(articles, questions)
@@ -191,13 +221,16 @@ def main():
             results["score_fusion"] = score_fusion_grid(candidates, articles, sets)
 
     print(f"Retrieval on corpus/questions: {len(questions)} questions "
-          f"(tune {len(parts['tune'])}, check {len(parts['check'])}), {len(articles)} blocks searched\n")
-    print("| mode | R@10 all | R@10 tune | R@10 check | R@50 all | MRR@10 all | p50 ms | p99 ms |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          f"(tune {len(parts['tune'])}, check {len(parts['check'])}, of which unseen "
+          f"{len(parts['unseen'])}), {len(articles)} blocks searched\n")
+    print("| mode | R@10 all | R@10 tune | R@10 check | R@10 unseen | R@50 all | MRR@10 all | p50 ms | p99 ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, r in results["rows"].items():
         print(f"| {name} | {r['all']['recall@10']:.3f} | {r['tune']['recall@10']:.3f} | "
-              f"{r['check']['recall@10']:.3f} | {r['all']['recall@50']:.3f} | {r['all']['mrr@10']:.3f} | "
+              f"{r['check']['recall@10']:.3f} | {r['unseen']['recall@10']:.3f} | "
+              f"{r['all']['recall@50']:.3f} | {r['all']['mrr@10']:.3f} | "
               f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} |")
+    print(comparisons(results["rows"]))
     base = next((r for n, r in results["rows"].items() if n.startswith("baseline")), None)
     if adapted:
         print("\ndense and hybrid map the query through the adapter fitted on the tune part: their tune and "

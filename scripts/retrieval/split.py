@@ -42,6 +42,14 @@ def split(questions):
     return out
 
 
+def unseen(parts, key=lambda ref: ref):
+    """The check questions none of whose cited articles any tune question cites: the honest
+    figure for questions nobody has asked yet (a method fitted or chosen on tune cannot have
+    learnt their articles). `key` normalises a citation ('民法典第五十四条' → '民法典第54条')."""
+    asked = {key(r) for q in parts["tune"] for r in q["relevant"]}
+    return [q for q in parts["check"] if not any(key(r) in asked for r in q["relevant"])]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=DEFAULT_CORPUS)

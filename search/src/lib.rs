@@ -8,6 +8,7 @@
 pub mod citations;
 pub mod diff;
 pub mod fusion;
+pub mod graph;
 pub mod references;
 
 use docpipe_core::analyzer::{self, Analyzer};
@@ -20,6 +21,7 @@ use docpipe_embed::{EmbedError, Embedder};
 use docpipe_parse::article_ref::{article_number, citation};
 use docpipe_vector::{SearchFilters, VectorError, VectorHit, VectorIndex};
 use fusion::{distinct, fuse, FusionParameters};
+pub use graph::Graph;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -239,6 +241,8 @@ pub struct Query<'a> {
     /// YYYY-MM-DD; none: today.
     pub as_of: Option<&'a str>,
     pub versions: Versions,
+    /// How far the article graph reaches into the ranking ([`Graph::DEFAULT`] in the API).
+    pub graph: Graph,
 }
 
 /// Each hit's version, and for a superseded one whether its article changed in the version that
@@ -370,6 +374,24 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
     let dense_blocks: &[ScoredBlock] = dense.as_ref().map(|d| d.blocks.as_slice()).unwrap_or(&[]);
     let fusion = fusion::parameters_for(deps.embedder.query_adapter());
     let fused = fuse(dense_blocks, &keyword, &fusion);
+    let fused = if q.graph.is_off() {
+        fused
+    } else {
+        let seeds: Vec<i64> = fused
+            .iter()
+            .take(q.graph.seeds)
+            .map(|f| f.block_id)
+            .collect();
+        let edges = docpipe_db::references::edges_from(
+            &**deps.db.client().await?,
+            &seeds,
+            graph::MAX_SPAN,
+            graph::PER_REFERENCE,
+            graph::MAX_EDGES,
+        )
+        .await?;
+        graph::lift(fused, &edges, &q.graph)
+    };
     let order = distinct(
         named
             .iter()

@@ -332,7 +332,7 @@ async fn snapshot(args: Args) -> AnyResult<()> {
             let mut client = db.client().await;
             let t = Instant::now();
             let tx = client.transaction().await?;
-            docpipe_db::snapshot::replace(&*tx, doc_id, &nodes, &blocks, &[]).await?;
+            docpipe_db::snapshot::replace(&*tx, doc_id, 0, &nodes, &blocks, &[]).await?;
             tx.commit().await?;
             unnest.push(secs(t.elapsed()));
 
@@ -625,6 +625,7 @@ async fn run_index_search(
             filters,
             as_of: None,
             versions: docpipe_search::Versions::InForce,
+            graph: docpipe_search::Graph::DEFAULT,
         }
     }
     for (_, q) in queries.iter().take(5) {
@@ -769,6 +770,7 @@ async fn run_versions_search(bench: &Pipeline, queries_n: usize, as_of: &str) ->
             filters,
             as_of: ask.1,
             versions: ask.2,
+            graph: docpipe_search::Graph::DEFAULT,
         }
     }
     for q in queries.iter().take(5) {
@@ -884,6 +886,7 @@ async fn run_verify(bench: &Pipeline, rounds: usize) -> AnyResult<()> {
         filters: &filters,
         as_of: None,
         versions: docpipe_search::Versions::InForce,
+        graph: docpipe_search::Graph::DEFAULT,
     };
     check(&passage).await?;
     search(&deps, &keyword).await?;

@@ -225,6 +225,7 @@ impl Pipeline {
                 filters,
                 as_of,
                 versions,
+                graph: docpipe_search::Graph::DEFAULT,
             },
         )
         .await

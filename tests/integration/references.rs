@@ -96,6 +96,145 @@ async fn references_are_written_with_the_snapshot_and_a_retry_leaves_no_stale_ed
     );
 }
 
+/// The document's references as (article, paragraph, target, kind), sorted.
+async fn edges_of(p: &Pipeline, doc: &str) -> Vec<(String, i32, String, String)> {
+    let client = p.db.db.client().await.unwrap();
+    let mut rows: Vec<(String, i32, String, String)> = client
+        .query(
+            "SELECT from_article, from_paragraph, target, kind FROM article_references
+             WHERE doc_id = $1",
+            &[&doc],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[tokio::test]
+async fn a_document_read_before_the_graph_gets_its_references_from_its_stored_blocks() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let body = std::fs::read(corpus_dir().join(AD_LAW)).unwrap();
+    let doc = indexed(&p, "uploads/refs/ad.md", &body).await;
+    let parsed = edges_of(&p, &doc).await;
+    let placed_sql = "SELECT count(*) FROM semantic_blocks WHERE doc_id = $1
+                      AND article_ordinal IS NOT NULL";
+    let placed = p.count_for(placed_sql, &doc).await;
+    assert!(
+        parsed.len() >= 40 && placed >= 70,
+        "{} {placed}",
+        parsed.len()
+    );
+    // Nothing to catch up on: the parse commit read them.
+    let none = docpipe_pipeline::stages::references::reread(&p.db.db, 100)
+        .await
+        .unwrap();
+    assert_eq!(none.documents, 0);
+
+    // As a document parsed before migration 0018 stands: no reading, no references, no places.
+    let client = p.db.db.client().await.unwrap();
+    client
+        .batch_execute(&format!(
+            "DELETE FROM article_references WHERE doc_id = '{doc}';
+             DELETE FROM reference_readings WHERE doc_id = '{doc}';
+             UPDATE semantic_blocks SET article_ordinal = NULL WHERE doc_id = '{doc}';"
+        ))
+        .await
+        .unwrap();
+    let done = docpipe_pipeline::stages::references::reread(&p.db.db, 100)
+        .await
+        .unwrap();
+    assert_eq!((done.documents, done.references), (1, parsed.len()));
+    assert_eq!(
+        edges_of(&p, &doc).await,
+        parsed,
+        "the same references as the parse read"
+    );
+    assert_eq!(p.count_for(placed_sql, &doc).await, placed);
+
+    // Read by an older extractor: read again, once.
+    client
+        .execute(
+            "UPDATE reference_readings SET extractor = 'references-0' WHERE doc_id = $1",
+            &[&doc],
+        )
+        .await
+        .unwrap();
+    let again = docpipe_pipeline::stages::references::reread(&p.db.db, 100)
+        .await
+        .unwrap();
+    assert_eq!(again.documents, 1);
+    let after = docpipe_pipeline::stages::references::reread(&p.db.db, 100)
+        .await
+        .unwrap();
+    assert_eq!(after.documents, 0);
+    assert_eq!(edges_of(&p, &doc).await, parsed);
+}
+
+const WHALE_LAW: &str = "# 鲸类观察管理条例\n\n\
+第一条 为了规范海上观察活动，制定本条例。\n\n\
+第二条 观鲸船舶擅自靠近鲸群或者驱赶鲸群的，依照本条例第九条的规定处理。\n\n\
+第三条 观鲸船舶应当配备瞭望人员。\n\n\
+第九条 有违法行为的，由海事管理机构处五千元以上五万元以下的罚款。\n";
+
+#[tokio::test]
+async fn search_follows_a_reference_from_a_strong_hit_only_when_the_graph_is_on() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let doc = indexed(&p, "uploads/refs/whale.md", WHALE_LAW.as_bytes()).await;
+    let cache = docpipe_search::SearchCache::default();
+    let deps = docpipe_search::SearchDeps {
+        db: &p.db.db,
+        embedder: p.index.embedder.as_ref(),
+        vectors: p.milvus.as_ref(),
+        cache: &cache,
+    };
+    let filters = docpipe_core::filters::Filters {
+        doc_ids: vec![doc.clone()],
+        ..Default::default()
+    };
+    let ask = |graph| docpipe_search::Query {
+        text: "观鲸船舶驱赶鲸群",
+        top_k: 10,
+        mode: docpipe_search::Mode::Keyword,
+        filters: &filters,
+        as_of: None,
+        versions: docpipe_search::Versions::InForce,
+        graph,
+    };
+    let cited = |r: &docpipe_search::SearchResult| -> Vec<String> {
+        r.hits.iter().map(|h| h.citation.clone()).collect()
+    };
+    let off = docpipe_search::search(&deps, &ask(docpipe_search::Graph::OFF))
+        .await
+        .unwrap();
+    assert!(cited(&off)[0].ends_with("第二条"), "{:?}", cited(&off));
+    // Article 9 shares no word with the query: only the reference brings it.
+    assert!(
+        !cited(&off).iter().any(|c| c.ends_with("第九条")),
+        "{:?}",
+        cited(&off)
+    );
+    let on = docpipe_search::search(
+        &deps,
+        &ask(docpipe_search::Graph {
+            seeds: 3,
+            weight: 0.5,
+        }),
+    )
+    .await
+    .unwrap();
+    let ninth = on
+        .hits
+        .iter()
+        .find(|h| h.citation.ends_with("第九条"))
+        .unwrap_or_else(|| panic!("{:?}", cited(&on)));
+    assert_eq!((ninth.dense_rank, ninth.keyword_rank), (None, None));
+    assert!(cited(&on)[0].ends_with("第二条"), "{:?}", cited(&on));
+}
+
 #[tokio::test]
 async fn an_article_is_served_with_its_references_both_ways() {
     let p = Pipeline::new(Pipeline::hash()).await;

@@ -168,6 +168,7 @@ pub(crate) async fn search_chunks(
             filters: &filters,
             as_of: Some(&as_of),
             versions: request.versions.unwrap_or_default(),
+            graph: docpipe_search::Graph::DEFAULT,
         },
     )
     .await?;

@@ -332,6 +332,7 @@ async fn commit(
     snapshot::replace(
         &*tx,
         doc_id,
+        run_id,
         &parsed.structure_nodes,
         &parsed.semantic_blocks,
         references,

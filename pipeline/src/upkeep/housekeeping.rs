@@ -30,6 +30,8 @@ pub struct HousekeepingReport {
     pub reconciled: Report,
     pub tombstones_pruned: u64,
     pub keywords_rebuilt: usize,
+    /// Documents whose article references were read from their stored blocks.
+    pub references_read: usize,
     pub idempotency_keys_pruned: u64,
     /// What failed this time (tried again next time).
     pub problems: Vec<String>,
@@ -42,7 +44,8 @@ impl HousekeepingReport {
     }
 }
 
-/// Documents whose keyword rows one pass rebuilds: a few seconds of a sweep at most.
+/// Documents whose keyword rows (and, apart, whose references) one pass rebuilds: a few seconds of
+/// a sweep at most.
 const KEYWORD_DOCUMENTS_PER_PASS: i64 = 20;
 /// Expired idempotency keys one pass deletes (one indexed statement, well under a second); a
 /// backlog goes over the next passes.
@@ -118,6 +121,13 @@ pub async fn housekeeping(deps: &HousekeepingDeps<'_>, limit: usize) -> Housekee
         Err(e) => report
             .problems
             .push(format!("keyword rows: {}", docpipe_core::error::chain(&e))),
+    }
+    match crate::stages::references::reread(deps.db, KEYWORD_DOCUMENTS_PER_PASS).await {
+        Ok(done) => report.references_read = done.documents,
+        Err(e) => report.problems.push(format!(
+            "article references: {}",
+            docpipe_core::error::chain(&e)
+        )),
     }
     docpipe_core::metrics::housekeeping(
         report.cleanups.removed,
