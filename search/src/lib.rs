@@ -471,7 +471,14 @@ fn checked_hits(query: &str, c: &Candidates<'_>, top_k: usize) -> (Vec<Hit>, usi
     let mut taken: std::collections::HashSet<(i64, &str)> = std::collections::HashSet::new();
     for id in c.wanted {
         let Some(block) = c.live.get(id) else {
-            unvouched += 1;
+            // An article only the graph reached may lie outside the filters or the date: not
+            // a stale hit, just not a candidate.
+            let ranked = fused_at
+                .get(id)
+                .is_none_or(|f| f.dense_rank.is_some() || f.keyword_rank.is_some());
+            if ranked {
+                unvouched += 1;
+            }
             continue;
         };
         if hits.len() == top_k {

@@ -152,6 +152,16 @@ async fn run(args: Args) -> AnyResult<()> {
         let doc_id = p
             .ingest(&format!("uploads/questions/{}", law.file), &law.body)
             .await;
+        // A long law takes the index stage more than one invocation's time (the template's
+        // timeout, scaled down): each invocation goes on where the last one stopped.
+        for _ in 0..100 {
+            match p.doc(&doc_id).await {
+                Some(d) if d.status == docpipe_core::model::DocStatus::Parsed => {
+                    p.drive(&doc_id).await
+                }
+                _ => break,
+            }
+        }
         let doc = p
             .doc(&doc_id)
             .await

@@ -502,6 +502,32 @@ async fn citations_are_resolved_and_verified_and_bad_ones_refused() {
     .await;
     assert_eq!(status, 200);
     assert_eq!(v["citations"], json!([]));
+
+    // A whole 20,000-character passage as Python's json.dumps sends it (every character \uXXXX,
+    // 120 KB): answered, not refused for its bytes. Past what any such passage takes, 413.
+    let passage = format!("依照广告法第一条。{}", "广".repeat(19_990));
+    let escaped: String = passage
+        .encode_utf16()
+        .map(|u| format!("\\u{u:04x}"))
+        .collect();
+    let r = http
+        .post(format!("{base}/citations/verify"))
+        .header("content-type", "application/json")
+        .body(format!("{{\"passage\": \"{escaped}\"}}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["citations"].as_array().unwrap().len(), 1, "{v}");
+    let r = http
+        .post(format!("{base}/citations/verify"))
+        .header("content-type", "application/json")
+        .body(format!("{{\"passage\": \"{}\"}}", "a".repeat(400_000)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
 }
 
 /// Real citations of eight indexed laws: every (article, paragraph, item) each one has, read from

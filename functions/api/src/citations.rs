@@ -14,6 +14,9 @@ use std::sync::Arc;
 
 pub const MAX_CITATION_CHARS: usize = 200;
 pub const MAX_PASSAGE_CHARS: usize = 20_000;
+/// The body a verify takes: the longest passage at 12 bytes a character (a surrogate pair escaped
+/// as two \uXXXX), with room for the other fields.
+pub const MAX_VERIFY_BODY_BYTES: usize = MAX_PASSAGE_CHARS * 12 + 16 * 1024;
 /// The most citations one passage is checked for; the answer says when more were left.
 pub const MAX_CITATIONS: usize = 500;
 

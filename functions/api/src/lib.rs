@@ -114,7 +114,13 @@ fn table() -> Routes {
         ),
         (Method::POST, "/search", post(search::search_chunks)),
         (Method::POST, "/citations/resolve", post(citations::resolve)),
-        (Method::POST, "/citations/verify", post(citations::verify)),
+        (
+            Method::POST,
+            "/citations/verify",
+            // A whole passage escaped as JSON encoders may send it (\uXXXX, a surrogate pair
+            // for a rare character) can exceed the API's default limit.
+            post(citations::verify).layer(DefaultBodyLimit::max(citations::MAX_VERIFY_BODY_BYTES)),
+        ),
         (Method::GET, "/works", get(works::list_works)),
         (Method::GET, "/works/{work_id}", get(works::get_work)),
         (
