@@ -162,12 +162,38 @@ def comparisons(rows):
         out.append(f"\nThe article graph, best on tune: {name} (tune {best['tune']['recall@10']:.3f} vs "
                    f"{rows['hybrid']['tune']['recall@10']:.3f} without)")
         line("with the graph vs without", best, rows["hybrid"])
-    for mode in ("dense", "hybrid"):
-        if mode in rows and f"{mode} (no adapter)" in rows:
-            if not out or not out[-1].startswith("\nThe query adapter"):
-                out.append("\nThe query adapter (fitted on tune):")
-            line(f"{mode} with vs without", rows[mode], rows[f"{mode} (no adapter)"])
+    adapted = [m for m in ("dense", "hybrid") if m in rows and f"{m} (no adapter)" in rows]
+    if adapted:
+        out.append("\nThe query adapter (fitted on tune):")
+    for mode in adapted:
+        line(f"{mode} with vs without", rows[mode], rows[f"{mode} (no adapter)"])
     return "\n".join(out)
+
+
+def reach(path, articles, ranked_by_id, parts):
+    """Of the cited articles a ranking misses in its top 10, how many the article graph could
+    bring at all: one reference away from a top-10 hit, either way (edges.jsonl: the graph at
+    block level as search follows it), and how many anything cites."""
+    key = {a["block_id"]: a["key"] for a in articles}
+    out = {}
+    cited = set()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            s, t, _ = json.loads(line)
+            if s in key and t in key:
+                out.setdefault(key[s], set()).add(key[t])
+                cited.add(key[t])
+    result = {}
+    for part, qs in parts.items():
+        missed = near = any_citer = 0
+        for q in qs:
+            top = ranked_by_id[q["id"]][:10]
+            for m in {ref_key(r) for r in q["relevant"]} - set(top):
+                missed += 1
+                near += any(m in out.get(h, ()) or h in out.get(m, ()) for h in top)
+                any_citer += m in cited
+        result[part] = {"missed": missed, "one_reference_from_top10": near, "cited_by_any": any_citer}
+    return result
 
 
 def main():
@@ -231,6 +257,14 @@ def main():
               f"{r['all']['recall@50']:.3f} | {r['all']['mrr@10']:.3f} | "
               f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} |")
     print(comparisons(results["rows"]))
+    edges = os.path.join(args.dir, "edges.jsonl")
+    if os.path.exists(edges) and rankings.get("hybrid"):
+        results["graph_reach"] = reach(edges, articles, rankings["hybrid"], parts)
+        print("\nWhat the graph could reach: of the cited articles hybrid misses in its top 10, those one "
+              "reference away from a top-10 hit (either way), and those any article cites:")
+        for part, r in results["graph_reach"].items():
+            print(f"- {part}: {r['missed']} missed, {r['one_reference_from_top10']} one reference away, "
+                  f"{r['cited_by_any']} cited by any article")
     base = next((r for n, r in results["rows"].items() if n.startswith("baseline")), None)
     if adapted:
         print("\ndense and hybrid map the query through the adapter fitted on the tune part: their tune and "

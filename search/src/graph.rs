@@ -17,9 +17,9 @@ pub struct Graph {
 }
 
 /// A reference to a span of articles is followed when it covers at most this many.
-pub(crate) const MAX_SPAN: i32 = 5;
+pub const MAX_SPAN: i32 = 5;
 /// Blocks one reference reaches at most (a law in several documents, several versions).
-pub(crate) const PER_REFERENCE: i64 = 8;
+pub const PER_REFERENCE: i64 = 8;
 /// Edges one search reads at most.
 pub(crate) const MAX_EDGES: i64 = 200;
 

@@ -261,6 +261,22 @@ async fn run(args: Args) -> AnyResult<()> {
         )?;
     }
     articles.flush()?;
+    // The article graph at block level, as search follows it: how many of the articles search
+    // misses it could reach at all (score.py).
+    let block_ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+    let edges = docpipe_db::references::edges_from(
+        &**db.client().await,
+        &block_ids,
+        docpipe_search::graph::MAX_SPAN,
+        docpipe_search::graph::PER_REFERENCE,
+        1_000_000,
+    )
+    .await?;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(args.out.join("edges.jsonl"))?);
+    for e in &edges {
+        writeln!(out, "{}", json!([e.seed, e.target, e.kind]))?;
+    }
+    out.flush()?;
     // 3. Every question, in each mode, in process.
     let questions: Vec<serde_json::Value> =
         std::fs::read_to_string(questions_dir.join("train.jsonl"))?
