@@ -174,17 +174,38 @@ pub async fn outgoing(
     from_article: &str,
     limit: i64,
 ) -> Result<Vec<ReferenceRow>, DbError> {
+    outgoing_of(c, &[(doc_id, from_article)], limit).await
+}
+
+/// The references each (document, article) pair makes, in one statement: at most `limit_each` an
+/// article, grouped by document and article, each in text order.
+pub async fn outgoing_of(
+    c: &impl GenericClient,
+    articles: &[(&str, &str)],
+    limit_each: i64,
+) -> Result<Vec<ReferenceRow>, DbError> {
+    if articles.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (docs, froms): (Vec<&str>, Vec<&str>) = articles.iter().copied().unzip();
     let rows = c
         .query_typed(
             &format!(
-                "SELECT {COLUMNS} FROM article_references r
-                 WHERE r.doc_id = $1 AND r.from_article = $2
-                 ORDER BY r.ref_no LIMIT $3"
+                "SELECT {COLUMNS} FROM (
+                     SELECT r.*, row_number() OVER (PARTITION BY r.doc_id, r.from_article
+                                                    ORDER BY r.ref_no) AS n
+                     FROM article_references r
+                     JOIN (SELECT DISTINCT * FROM UNNEST($1::varchar[], $2::varchar[]))
+                          AS a(doc_id, from_article)
+                       ON r.doc_id = a.doc_id AND r.from_article = a.from_article
+                 ) r
+                 WHERE r.n <= $3
+                 ORDER BY r.doc_id, r.from_article, r.ref_no"
             ),
             &[
-                (&doc_id, Type::VARCHAR),
-                (&from_article, Type::VARCHAR),
-                (&limit, Type::INT8),
+                (&docs, Type::VARCHAR_ARRAY),
+                (&froms, Type::VARCHAR_ARRAY),
+                (&limit_each, Type::INT8),
             ],
         )
         .await?;

@@ -338,21 +338,37 @@ pub async fn expand_references(
     as_of: &str,
 ) -> Result<(), DbError> {
     let mut checker = Checker::new(db, as_of).await?;
-    for hit in hits.iter_mut() {
-        let Some(number) = hit.section_path.last().and_then(|t| article_number(t)) else {
-            hit.references = Some(Vec::new());
-            continue;
-        };
-        let rows = {
-            let client = db.client().await?;
-            docpipe_db::references::outgoing(
-                &**client,
-                &hit.doc_id,
-                &ArticleNo::new(number, 0).to_string(),
-                MAX_EXPANDED_PER_HIT,
-            )
+    let article_of = |hit: &crate::Hit| {
+        hit.section_path
+            .last()
+            .and_then(|t| article_number(t))
+            .map(|n| ArticleNo::new(n, 0).to_string())
+    };
+    let wanted: Vec<(String, String)> = hits
+        .iter()
+        .filter_map(|h| Some((h.doc_id.clone(), article_of(h)?)))
+        .collect();
+    // Every hit's references in one statement, not one a hit.
+    let pairs: Vec<(&str, &str)> = wanted
+        .iter()
+        .map(|(d, a)| (d.as_str(), a.as_str()))
+        .collect();
+    let mut by_article: HashMap<(String, String), Vec<docpipe_db::references::ReferenceRow>> =
+        HashMap::new();
+    for row in
+        docpipe_db::references::outgoing_of(&**db.client().await?, &pairs, MAX_EXPANDED_PER_HIT)
             .await?
-        };
+    {
+        by_article
+            .entry((row.doc_id.clone(), row.from_article.clone()))
+            .or_default()
+            .push(row);
+    }
+    for hit in hits.iter_mut() {
+        let rows = article_of(hit)
+            .and_then(|a| by_article.get(&(hit.doc_id.clone(), a)))
+            .cloned()
+            .unwrap_or_default();
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             let parts = parse_target(&row.target);
