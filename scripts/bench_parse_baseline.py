@@ -1,5 +1,5 @@
 """Python baseline for the parse benchmark: the same job done the usual Python way, over the same
-files as parse/examples/bench_parse.rs. Prints one JSON object: files, bytes, pages, chunks,
+files as shared/parse/examples/bench_parse.rs. Prints one JSON object: files, bytes, pages, chunks,
 seconds, MB/s, pages/s and peak RSS (VmHWM).
 
 usage: bench_parse_baseline.py {pypdf|pdfminer|markdown} FILE...

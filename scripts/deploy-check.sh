@@ -14,6 +14,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 . "$ROOT/scripts/lib.sh"
 cd "$ROOT"
 bash scripts/lint-template.sh --install-only >/dev/null
+# The clock's rules are the functions' own (shared/core/src/clock.rs): the check asks the docpipe
+# CLI (`docpipe clock-check`) rather than mirror them. The same build as `make up`'s, so a no-op
+# after it; without the e5 engine's source, the CLI builds without it (the clock is the same).
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}"
+if [[ -f "$LOCAL/e5/src/e5.c" ]]; then FEATURES=(--features e5); else FEATURES=(); fi
+cargo build -q -p docpipe-cli "${FEATURES[@]}" || die "cargo build -p docpipe-cli failed: deploy-check asks the CLI for the clock's rules"
+export DOCPIPE_BIN="$CARGO_TARGET_DIR/debug/docpipe"
 PY="$LOCAL/tools-venv/bin/python"
 mkdir -p "$LOCAL"
 SELF_LOG="$LOCAL/deploy-check-self-test.log"

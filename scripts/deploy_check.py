@@ -30,7 +30,7 @@ Rules (the --list option prints them with their documents):
   alarm-cannot-fire      no alarm watches a count its queue's consumer drains or a redrive skips
   alarm-coverage         dead letters, queue age, errors, throttles, API 5xx, access logs, actions
   network-path           each AWS service a function in a VPC calls has a path (endpoint or NAT)
-  clock                  the clock the functions check at start (core/src/clock.rs), on every queue
+  clock                  the clock the functions check at start (shared/core/src/clock.rs), on every queue
   scheduled-overlap      a scheduled function cannot overlap itself
 """
 from __future__ import annotations
@@ -116,7 +116,7 @@ RULES: dict[str, tuple[str, list[str]]] = {
          "https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-lambda-function-loggingconfig.html"]),
     "alarm-metric": (
         "each alarm's namespace, metric and dimension set is one that is emitted: AWS/SQS, AWS/Lambda and AWS/ApiGateway "
-        "(HTTP APIs) as AWS documents them, the docpipe namespace as core/src/metrics.rs emits it (EMF)",
+        "(HTTP APIs) as AWS documents them, the docpipe namespace as shared/core/src/metrics.rs emits it (EMF)",
         ["https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html",
          "https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-types.html",
          "https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-metrics.html",
@@ -142,7 +142,7 @@ RULES: dict[str, tuple[str, list[str]]] = {
          "https://docs.aws.amazon.com/vpc/latest/privatelink/create-interface-endpoint.html",
          "https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref-responses.html"]),
     "clock": (
-        "the clock every function checks at start (core/src/clock.rs, mirrored here) holds, on every queue with an event "
+        "the clock every function checks at start (shared/core/src/clock.rs, asked through docpipe clock-check) holds, on every queue with an event "
         "source: the functions' variables are the resources' values; SQS's limits (visibility <= 12 h, retention 60 s to "
         "14 days); a dead-letter queue keeps a message longer than its source",
         ["https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html",
@@ -875,9 +875,9 @@ REST_API_METRICS = {"4XXError", "5XXError", "CacheHitCount", "CacheMissCount", "
 
 
 def rust_metrics(root: str = ROOT) -> tuple[str, dict[str, list[dict]]]:
-    """The namespace and, per metric, the dimension sets core/src/metrics.rs emits, for the emitting
+    """The namespace and, per metric, the dimension sets shared/core/src/metrics.rs emits, for the emitting
     functions the code calls: {metric: [{dimension: literal value or None (computed)}]}."""
-    path = os.path.join(root, "core", "src", "metrics.rs")
+    path = os.path.join(root, "shared", "core", "src", "metrics.rs")
     with open(path, encoding="utf-8") as f:
         text = f.read()
     ns = re.search(r'const NAMESPACE: &str = "([^"]+)"', text)
@@ -902,10 +902,10 @@ def rust_metrics(root: str = ROOT) -> tuple[str, dict[str, list[dict]]]:
 def called_functions(root: str) -> set[str]:
     """`metrics::<fn>(` calls anywhere in the Rust sources (the library crates, functions, cli) besides metrics.rs."""
     called: set[str] = set()
-    for base in ("core/src", "db/src", "search/src", "pipeline/src", "functions", "cli/src"):
+    for base in ("shared/core/src", "shared/db/src", "shared/search/src", "shared/pipeline/src", "functions", "cli/src"):
         for d, _, files in os.walk(os.path.join(root, base)):
             for name in files:
-                if name.endswith(".rs") and not (name == "metrics.rs" and d.endswith("core/src")):
+                if name.endswith(".rs") and not (name == "metrics.rs" and d.endswith("shared/core/src")):
                     with open(os.path.join(d, name), encoding="utf-8") as f:
                         called |= set(re.findall(r"metrics::(\w+)\s*\(", f.read()))
     return called
@@ -1008,7 +1008,7 @@ def rule_alarms(ctx: Ctx, emitted_ns: str, emitted: dict[str, list[dict]]) -> li
             elif ns == emitted_ns:
                 sets = emitted.get(name)
                 if not sets:
-                    out.append(Finding("alarm-metric", aid, f"{what}: core/src/metrics.rs emits no {name} (from a function the code calls); "
+                    out.append(Finding("alarm-metric", aid, f"{what}: shared/core/src/metrics.rs emits no {name} (from a function the code calls); "
                                                             f"it emits {', '.join(sorted(emitted)) or 'nothing'}"))
                     continue
                 if not any(set(s) == set(dims) and all(s[k] is None or s[k] == dims[k] for k in s) for s in sets):
@@ -1126,16 +1126,35 @@ def endpoint_admits(ctx: Ctx, eid: str, fn_groups: set[str]) -> bool:
 
 # ── the clock ──
 
-def clock_variables(root: str = ROOT) -> list[str]:
-    path = os.path.join(root, "core", "src", "clock.rs")
-    with open(path, encoding="utf-8") as f:
-        m = re.search(r"pub const VARIABLES: &\[&str\] = &\[(.*?)\];", f.read(), re.S)
-    if not m:
-        raise SystemExit(f"[deploy-check] no VARIABLES in {path}")
-    return re.findall(r'"(\w+)"', m.group(1))
+def docpipe_binary() -> str:
+    """The docpipe CLI, which holds the clock's rules (shared/core/src/clock.rs): scripts/deploy-check.sh builds it."""
+    path = os.environ.get("DOCPIPE_BIN") or os.path.join(
+        os.environ.get("CARGO_TARGET_DIR") or os.path.expanduser("~/.cache/docpipe/target"), "debug", "docpipe")
+    if not os.access(path, os.X_OK):
+        raise SystemExit(f"[deploy-check] no docpipe binary at {path}: run scripts/deploy-check.sh (it builds one), or set DOCPIPE_BIN")
+    return path
 
 
-SQS_MAX_VISIBILITY, SQS_MIN_RETENTION, SQS_MAX_RETENTION = 43200.0, 60.0, 1209600.0
+_CLOCK_CACHE: dict[str, dict] = {}
+
+
+def clock_check(envs: list[dict[str, str]]) -> dict:
+    """`docpipe clock-check`: the variables the clock reads, and each environment's problems, from the
+    Rust that every function runs at start. Nothing of the clock is written twice."""
+    import subprocess
+    key = json.dumps(envs, sort_keys=True)
+    if key not in _CLOCK_CACHE:
+        out = subprocess.run([docpipe_binary(), "clock-check"], input=key, capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            raise SystemExit(f"[deploy-check] docpipe clock-check failed: {out.stderr.strip()}")
+        _CLOCK_CACHE[key] = json.loads(out.stdout.strip().splitlines()[-1])
+    return _CLOCK_CACHE[key]
+
+
+def clock_variables() -> list[str]:
+    return clock_check([])["variables"]
+
+
 
 
 def rule_clock(ctx: Ctx, variables: list[str]) -> list[Finding]:
@@ -1199,47 +1218,8 @@ def rule_clock(ctx: Ctx, variables: list[str]) -> list[Finding]:
 
 
 def clock_problems(env: dict[str, str]) -> list[str]:
-    """core/src/clock.rs `Clock::problems`, at scale 1, for every stage the environment names."""
-    n = lambda k: number(env.get(k), 0.0)  # noqa: E731
-    p = []
-    stages = sorted({m.group(1) for k in env for m in [re.fullmatch(r"DOCPIPE_(\w+)_TIMEOUT_SECS", k)] if m
-                     and f"DOCPIPE_{m.group(1)}_VISIBILITY_SECS" in env})
-    receives, ret = n("DOCPIPE_MAX_RECEIVE_COUNT"), n("DOCPIPE_QUEUE_RETENTION_SECS")
-    base, cap, lease = n("DOCPIPE_BACKOFF_BASE_SECS"), n("DOCPIPE_BACKOFF_MAX_SECS"), n("DOCPIPE_LEASE_SECS")
-    sweep, grace = n("DOCPIPE_SWEEP_PERIOD_MINUTES") * 60, n("DOCPIPE_LOST_JOB_GRACE_SECS")
-    for s in stages:
-        name = {"DLQ": "dead-letter"}.get(s, s.lower())
-        t, v = n(f"DOCPIPE_{s}_TIMEOUT_SECS"), n(f"DOCPIPE_{s}_VISIBILITY_SECS")
-        if v < t:
-            p.append(f"the {name} queue's visibility timeout ({v:.0f} s) is shorter than the {name} function's timeout ({t:.0f} s)")
-        if v > SQS_MAX_VISIBILITY:
-            p.append(f"the {name} queue's visibility timeout ({v:.0f} s) is over SQS's 12 hours")
-        if s in ("STORE", "PARSE", "INDEX"):
-            cycle = max(v, t + cap) * receives + sweep + grace
-            if ret < cycle:
-                p.append(f"the queues' retention ({ret:.0f} s) is shorter than a full retry cycle of {name} ({cycle:.0f} s)")
-        if s in ("PARSE", "INDEX") and lease > v:
-            p.append(f"the lease ({lease:.0f} s) is longer than the {name} queue's visibility timeout ({v:.0f} s)")
-    if lease < 3:
-        p.append(f"the lease ({lease:.0f} s) must be at least 3 s")
-    if not 1 <= receives <= 1000:
-        p.append(f"the max receive count ({receives:.0f}) must be from 1 to 1000")
-    if "DOCPIPE_MAX_ABANDONED_ATTEMPTS" in env:
-        abandoned = n("DOCPIPE_MAX_ABANDONED_ATTEMPTS")
-        if abandoned < 1 or abandoned >= receives:
-            p.append(f"the abandoned attempts a run may have ({abandoned:.0f}) must be at least 1 and below the max receive "
-                     f"count ({receives:.0f})")
-    if base <= 0 or base > cap:
-        p.append(f"the backoff must start above 0 and at most at its cap ({base:.0f} s, cap {cap:.0f} s)")
-    if cap > SQS_MAX_VISIBILITY:
-        p.append(f"the backoff cap ({cap:.0f} s) is over SQS's 12-hour visibility limit")
-    if not SQS_MIN_RETENTION <= ret <= SQS_MAX_RETENTION:
-        p.append(f"the queues' retention ({ret:.0f} s) must be from 60 s to 14 days")
-    if sweep <= 0:
-        p.append("the sweep period must be above 0")
-    if grace < min(sweep, 60):
-        p.append(f"the lost-job grace ({grace:.0f} s) must cover SQS's approximate counts (a minute)")
-    return p
+    """What the functions' clock (shared/core/src/clock.rs `Clock::read`, at scale 1) refuses in this environment."""
+    return clock_check([env])["problems"][0]
 
 
 def rule_schedules(ctx: Ctx) -> list[Finding]:

@@ -6,7 +6,7 @@ Default set (what `scripts/stack.sh up` creates):
   queues  docpipe-store-events, docpipe-parse, docpipe-index, each with a DLQ <name>-dlq
           (no timing here: the dev runner gives each queue the template's visibility timeout,
           retention and redrive policy when it starts, as CloudFormation does in AWS; see
-          core/src/clock.rs)
+          shared/core/src/clock.rs)
   bucket notification: s3:ObjectCreated:* with key prefix uploads/ -> docpipe-store-events
 
 CLI:

@@ -29,6 +29,10 @@ enum Command {
     Dev(dev::DevArgs),
     /// Print the environment the template gives every function (its clock), as KEY=VALUE lines.
     TemplateEnv,
+    /// The clock's rules on environments given as a JSON array of objects on stdin: prints
+    /// `{"variables": [...], "problems": [[...], ...]}`, one list of problems per environment
+    /// (what each function would refuse at start). `make deploy-check` reads the rules here.
+    ClockCheck,
     /// One function process of the dev runner (its Lambda container): SQS batches in on stdin.
     #[command(hide = true)]
     Lambda {
@@ -77,6 +81,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::ClockCheck => clock_check(),
         Command::Put(args) => local::put(args).await,
         Command::Docs(args) => local::docs(args).await,
         Command::Reconcile(args) => ops::reconcile(args).await,
@@ -91,6 +96,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+fn clock_check() -> anyhow::Result<()> {
+    use docpipe_core::clock::{Clock, VARIABLES};
+    let envs: Vec<std::collections::HashMap<String, String>> =
+        serde_json::from_reader(std::io::stdin().lock())
+            .map_err(|e| anyhow::anyhow!("clock-check reads a JSON array of objects: {e}"))?;
+    let problems: Vec<Vec<String>> = envs.iter().map(Clock::problems_of).collect();
+    println!(
+        "{}",
+        serde_json::json!({ "variables": VARIABLES, "problems": problems })
+    );
+    Ok(())
 }
 
 async fn migrate() -> anyhow::Result<()> {

@@ -1,4 +1,4 @@
-"""Fits the e5-small query adapter (embed/adapters/e5-small-stard-v2.f32) and says how far it
+"""Fits the e5-small query adapter (shared/embed/adapters/e5-small-stard-v2.f32) and says how far it
 generalises.
 
     python adapter.py [--out FILE] [--json REPORT] [--cv-fusion] [--cv-laws [LAM ...]]
@@ -141,7 +141,7 @@ def fit_averaged(P, Q, qrows, questions, rows_of, lam=LAM):
     return sum(fit(P, X, targets, own, s, lam) for s in SEEDS) / len(SEEDS)
 
 
-# --- the keyword side, as core/src/analyzer builds it ----------------------------------------
+# --- the keyword side, as shared/core/src/analyzer builds it ----------------------------------------
 
 def keyword_rankings(articles, questions):
     import jieba

@@ -1,7 +1,7 @@
 """Articles (条) of the laws under corpus/questions/laws/, named the way docpipe's parser names
 its `semantic_blocks`, plus Chinese numerals and the jieba tokenizer shared by the retrieval scripts.
 
-An article, as docpipe's parse/src/structure.rs recognises it in Markdown:
+An article, as docpipe's shared/parse/src/structure.rs recognises it in Markdown:
 - a line that starts with 第 + numerals + 条 followed by a space, a bracketed heading (【…】) or the
   end of the line opens an article; "第三十条规定…" (no separator) does not;
 - the article runs, with all its paragraphs and items, until the next article or heading

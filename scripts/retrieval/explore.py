@@ -30,7 +30,7 @@ K = 50
 WORDY = re.compile(r"[\w\u3400-\u9fff]")
 
 
-# The word lists docpipe's keyword analyzer uses (core/src/analyzer/), so these figures and the
+# The word lists docpipe's keyword analyzer uses (shared/core/src/analyzer/), so these figures and the
 # Rust index drop the same words.
 WORD_LISTS = os.path.join(HERE, "..", "..", "core", "src", "analyzer")
 

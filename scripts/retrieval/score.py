@@ -16,13 +16,13 @@ Scoring (the questions README): a returned article counts when its key is a cite
 first relevant one. Every figure is given for all questions and for the tune and check parts
 (split.py), and for `unseen`: the check questions whose cited articles no tune question cites.
 
-The article graph (search/src/graph.rs) runs over hybrid with a small grid of settings
+The article graph (shared/search/src/graph.rs) runs over hybrid with a small grid of settings
 (`hybrid (graph N seeds, weight W)`); the setting best on tune is compared with hybrid without
 the graph on check and unseen, and so is the query adapter (with against without).
 
 --tune-fusion fuses the dense and keyword lists of rankings.jsonl by reciprocal rank over a grid of
 k and weights and reports each on tune and check: how the defaults in
-search/src/fusion.rs were chosen (on tune only). With candidates.jsonl (both rankings
+shared/search/src/fusion.rs were chosen (on tune only). With candidates.jsonl (both rankings
 before fusion, with scores) it also compares score-level fusion (a convex mix of the per-query
 min-max or z-normalised scores) with RRF on the same candidates.
 """
@@ -148,7 +148,7 @@ def score_fusion_grid(path, articles, sets):
 
 def comparisons(rows):
     """The graph's best setting on tune against hybrid without it, and the query adapter with
-    against without, on check and unseen (recall@10), as text; what search/src/graph.rs and
+    against without, on check and unseen (recall@10), as text; what shared/search/src/graph.rs and
     embed's adapter are kept or constrained by."""
     out = []
     line = lambda label, a, b: out.append(

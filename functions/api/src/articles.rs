@@ -8,7 +8,9 @@ use axum::extract::{Path, State};
 use axum::Json;
 use docpipe_db::references::{self, ReferenceRow};
 use docpipe_parse::article_ref::normalize_law_name;
-use docpipe_parse::references::{article_texts, parse_article, written, ArticleNo, ArticleText};
+use docpipe_parse::references::{
+    article_texts, parse_article, parse_target, written, ArticleNo, ArticleText, Citation, Target,
+};
 use docpipe_search::citations::{cut, Checker, MAX_TEXT_CHARS};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -19,7 +21,7 @@ const MAX_ADDRESS_CHARS: usize = 32;
 
 /// A target in the same regulation, with its text when the regulation has it.
 fn own_target(row: &ReferenceRow, articles: &[ArticleText]) -> Value {
-    let target = docpipe_parse::references::parse_target(&row.target);
+    let target = parse_target(&row.target);
     let text = target.and_then(|(article, paragraph, item)| {
         articles
             .iter()
@@ -60,30 +62,12 @@ pub(crate) async fn get_article(
     State(state): State<Arc<ApiState>>,
     Path((doc_id, address)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    if !docpipe_core::ids::is_addressable_doc_id(&doc_id) {
-        return Err(ApiError::invalid(
-            "doc_id must be \"doc_\" followed by 32 lowercase hexadecimal digits",
-        ));
-    }
-    let article = (address.chars().count() <= MAX_ADDRESS_CHARS)
-        .then(|| parse_article(&address))
-        .flatten()
-        .ok_or_else(|| {
-            ApiError::invalid(format!(
-                "address {:?} names no article: write 第三十九条, 第39条, 39 or 第三十九条之一",
-                cut(&address, MAX_ADDRESS_CHARS)
-            ))
-        })?;
+    let article = requested(&doc_id, &address)?;
     let client = state.db.client().await?;
     if !docpipe_db::views::document_exists(&**client, &doc_id).await? {
         return Err(ApiError::NotFound(format!("no document {doc_id}")));
     }
-    let blocks: Vec<_> = docpipe_db::articles::article_blocks(&**client, &[doc_id.as_str()])
-        .await?
-        .into_iter()
-        .map(|(_, b)| b)
-        .collect();
-    let articles = article_texts(&blocks);
+    let articles = articles_of(&**client, &doc_id).await?;
     let Some(this) = articles.iter().find(|a| a.number == article) else {
         return Err(ApiError::NotFound(format!(
             "document {doc_id} has no article {} (it has {} articles)",
@@ -102,46 +86,103 @@ pub(crate) async fn get_article(
     let incoming = references::incoming(&**client, &doc_id, &keys, article, MAX_LISTED + 1).await?;
     drop(client);
 
+    let refs = outgoing_with_targets(&state, &outgoing, &articles).await?;
+    Ok(Json(json!({
+        "doc_id": doc_id,
+        "article": from,
+        "citation": title.as_deref().map(|t| citation_of(t, article)),
+        "text": cut(&this.text(), 20_000),
+        "paragraphs": bounded(&this.paragraphs),
+        "references": refs,
+        "references_truncated": outgoing.len() as i64 > MAX_LISTED,
+        "cited_by": cited_by(&incoming),
+        "cited_by_truncated": incoming.len() as i64 > MAX_LISTED,
+    })))
+}
+
+/// The article the path names, once the document id and the address are well formed.
+fn requested(doc_id: &str, address: &str) -> Result<ArticleNo, ApiError> {
+    if !docpipe_core::ids::is_addressable_doc_id(doc_id) {
+        return Err(ApiError::invalid(
+            "doc_id must be \"doc_\" followed by 32 lowercase hexadecimal digits",
+        ));
+    }
+    (address.chars().count() <= MAX_ADDRESS_CHARS)
+        .then(|| parse_article(address))
+        .flatten()
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
+                "address {:?} names no article: write 第三十九条, 第39条, 39 or 第三十九条之一",
+                cut(address, MAX_ADDRESS_CHARS)
+            ))
+        })
+}
+
+/// The document's articles, read from its stored blocks.
+async fn articles_of(
+    client: &impl docpipe_db::GenericClient,
+    doc_id: &str,
+) -> Result<Vec<ArticleText>, ApiError> {
+    let blocks: Vec<_> = docpipe_db::articles::article_blocks(client, &[doc_id])
+        .await?
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    Ok(article_texts(&blocks))
+}
+
+/// The references the article makes, at most [`MAX_LISTED`]: a target in the same regulation
+/// with its text, another law's as its citation checks today.
+async fn outgoing_with_targets(
+    state: &ApiState,
+    outgoing: &[ReferenceRow],
+    articles: &[ArticleText],
+) -> Result<Vec<Value>, ApiError> {
     let as_of = docpipe_search::today();
     let mut checker = Checker::new(&state.db, &as_of).await?;
     let mut refs = Vec::new();
     for row in outgoing.iter().take(MAX_LISTED as usize) {
-        match &row.target_law {
-            None => refs.push(own_target(row, &articles)),
-            Some(law) => {
-                let citation = docpipe_parse::references::Citation {
-                    span: 0..0,
-                    text: row.text.clone(),
-                    law: law.clone(),
-                    target: docpipe_parse::references::parse_target(&row.target)
-                        .map(|(a, p, i)| docpipe_parse::references::Target::Article {
-                            article: a,
-                            paragraph: p,
-                            item: i,
-                        })
-                        .unwrap_or(docpipe_parse::references::Target::Article {
-                            article: ArticleNo::new(0, 0),
-                            paragraph: None,
-                            item: None,
-                        }),
-                };
-                let checked = checker.check(&citation).await?;
-                refs.push(json!({
-                    "text": row.text,
-                    "kind": row.kind,
-                    "paragraph": row.from_paragraph,
-                    "law": law,
-                    "target": row.target,
-                    "dangling": false,
-                    "status": checked.status,
-                    "canonical": checked.canonical,
-                    "target_doc_id": checked.doc_id,
-                    "target_text": checked.text,
-                }));
-            }
-        }
+        let Some(law) = &row.target_law else {
+            refs.push(own_target(row, articles));
+            continue;
+        };
+        let checked = checker.check(&citation_in(row, law)).await?;
+        refs.push(json!({
+            "text": row.text,
+            "kind": row.kind,
+            "paragraph": row.from_paragraph,
+            "law": law,
+            "target": row.target,
+            "dangling": false,
+            "status": checked.status,
+            "canonical": checked.canonical,
+            "target_doc_id": checked.doc_id,
+            "target_text": checked.text,
+        }));
     }
-    let cited_by: Vec<Value> = incoming
+    Ok(refs)
+}
+
+/// A stored reference to another law as a citation of it (an unreadable target as article 0,
+/// which no law has).
+fn citation_in(row: &ReferenceRow, law: &str) -> Citation {
+    let (article, paragraph, item) =
+        parse_target(&row.target).unwrap_or((ArticleNo::new(0, 0), None, None));
+    Citation {
+        span: 0..0,
+        text: row.text.clone(),
+        law: law.to_string(),
+        target: Target::Article {
+            article,
+            paragraph,
+            item,
+        },
+    }
+}
+
+/// The references that point at the article, at most [`MAX_LISTED`].
+fn cited_by(incoming: &[ReferenceRow]) -> Vec<Value> {
+    incoming
         .iter()
         .take(MAX_LISTED as usize)
         .map(|r| {
@@ -154,24 +195,15 @@ pub(crate) async fn get_article(
                 "target": r.target,
             })
         })
-        .collect();
-    let citation = title.as_deref().map(|t| {
-        let name = docpipe_parse::article_ref::citation(t, 1);
-        format!(
-            "{}{}",
-            name.strip_suffix("第一条").unwrap_or(&name),
-            written(article, None, None)
-        )
-    });
-    Ok(Json(json!({
-        "doc_id": doc_id,
-        "article": from,
-        "citation": citation,
-        "text": cut(&this.text(), 20_000),
-        "paragraphs": bounded(&this.paragraphs),
-        "references": refs,
-        "references_truncated": outgoing.len() as i64 > MAX_LISTED,
-        "cited_by": cited_by,
-        "cited_by_truncated": incoming.len() as i64 > MAX_LISTED,
-    })))
+        .collect()
+}
+
+/// The article as a lawyer cites it: 《中华人民共和国民法典》第一千零七十九条.
+fn citation_of(title: &str, article: ArticleNo) -> String {
+    let name = docpipe_parse::article_ref::citation(title, 1);
+    format!(
+        "{}{}",
+        name.strip_suffix("第一条").unwrap_or(&name),
+        written(article, None, None)
+    )
 }

@@ -50,6 +50,26 @@ type Routes = Vec<(Method, &'static str, MethodRouter<Arc<ApiState>>)>;
 
 /// The one table the router is built from, so [`routes`] cannot drift from what is served.
 fn table() -> Routes {
+    let mut routes = document_routes();
+    routes.extend(law_routes());
+    routes.extend([
+        (
+            Method::GET,
+            "/intake-failures",
+            get(intake::list_intake_failures),
+        ),
+        (
+            Method::POST,
+            "/notifications/s3",
+            post(notifications::s3_notification),
+        ),
+        (Method::GET, "/healthz", get(health::healthz)),
+    ]);
+    routes
+}
+
+/// `/documents` and what hangs below one document.
+fn document_routes() -> Routes {
     vec![
         (
             Method::POST,
@@ -107,11 +127,12 @@ fn table() -> Routes {
             "/documents/{doc_id}/retry",
             post(documents::retry_document),
         ),
-        (
-            Method::GET,
-            "/intake-failures",
-            get(intake::list_intake_failures),
-        ),
+    ]
+}
+
+/// Search, citations and works: what reads the law as it applies.
+fn law_routes() -> Routes {
+    vec![
         (Method::POST, "/search", post(search::search_chunks)),
         (Method::POST, "/citations/resolve", post(citations::resolve)),
         (
@@ -138,12 +159,6 @@ fn table() -> Routes {
             "/works/{work_id}/repeal",
             post(works::repeal_work),
         ),
-        (
-            Method::POST,
-            "/notifications/s3",
-            post(notifications::s3_notification),
-        ),
-        (Method::GET, "/healthz", get(health::healthz)),
     ]
 }
 

@@ -1,0 +1,466 @@
+//! Citations checked against the authority: a citation as people write it (《民法典》第1079条第3款第（一）
+//! 项, 民法典第一千零七十九条, 婚姻法第三十二条) resolved to the law's live documents, the version in
+//! force on a date, and the text of the article, paragraph or item it names.
+//!
+//! A law is known by its documents' normalised titles ([`normalize_law_name`]: 中华人民共和国 and
+//! title marks out), with a version date in brackets ignored. A law that several documents carry
+//! (the Civil Code's 编, its versions) answers from the one holding the article, in force on the
+//! date. Nothing is guessed: an article, paragraph or item the law does not have is `not_found`,
+//! one that only a version not in force has is `not_in_force`.
+
+use std::collections::HashMap;
+
+use docpipe_db::keyword::LawTitle;
+use docpipe_db::references::ReferenceRow;
+use docpipe_db::works::{self, VersionPlace};
+use docpipe_db::{articles, keyword, Db, DbError};
+use docpipe_parse::article_ref::article_number;
+use docpipe_parse::article_ref::normalize_law_name;
+use docpipe_parse::references::{
+    article_texts, parse_target, written, ArticleNo, ArticleText, Citation, Target,
+};
+use serde::{Deserialize, Serialize};
+
+/// What a citation comes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Found,
+    /// The law is known and has no such article, paragraph or item.
+    NotFound,
+    /// Only a version not in force on the date has it (superseded, not yet in force, repealed).
+    NotInForce,
+    /// No document carries the law.
+    LawUnknown,
+}
+
+/// One citation, checked.
+#[derive(Debug, Clone, Serialize)]
+pub struct Checked {
+    /// As written, and where in the text it was.
+    pub citation: String,
+    pub span: [usize; 2],
+    pub status: Status,
+    /// The law as written (title marks out).
+    pub law: String,
+    /// The canonical target: art:1079:p3:i1.
+    pub address: String,
+    /// As a lawyer cites it: 《中华人民共和国民法典》第一千零七十九条第三款第（一）项 (when the law is known).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canonical: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub doc_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<VersionPlace>,
+    /// The text cited (at most [`MAX_TEXT_CHARS`] characters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Why, in words.
+    pub reason: String,
+    /// For a repealed law: the law that took its place.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub successor: Option<String>,
+}
+
+/// The most text one answer carries per citation.
+pub const MAX_TEXT_CHARS: usize = 4000;
+
+/// Laws repealed by a code that took their place, with the day it took effect: the Civil Code
+/// (第一千二百六十条) repealed these on 2021-01-01. A citation of one names its successor even when no
+/// document carries the old law.
+const REPEALED: [(&str, &str, &str); 9] = [
+    ("婚姻法", "中华人民共和国民法典", "2021-01-01"),
+    ("继承法", "中华人民共和国民法典", "2021-01-01"),
+    ("民法通则", "中华人民共和国民法典", "2021-01-01"),
+    ("收养法", "中华人民共和国民法典", "2021-01-01"),
+    ("担保法", "中华人民共和国民法典", "2021-01-01"),
+    ("合同法", "中华人民共和国民法典", "2021-01-01"),
+    ("物权法", "中华人民共和国民法典", "2021-01-01"),
+    ("侵权责任法", "中华人民共和国民法典", "2021-01-01"),
+    ("民法总则", "中华人民共和国民法典", "2021-01-01"),
+];
+
+/// A normalised title without a version date in brackets: 湿地保护法(2021-12-24) → 湿地保护法.
+fn law_key(title_key: &str) -> &str {
+    let t = title_key.trim_end_matches([')', '）']);
+    match t.rfind(['(', '（']) {
+        Some(at)
+            if t[at..]
+                .chars()
+                .skip(1)
+                .all(|c| c.is_ascii_digit() || c == '-')
+                && t.len() - at > 8 =>
+        {
+            &title_key[..at]
+        }
+        _ => title_key,
+    }
+}
+
+/// At most `max_chars` characters of `s`, an ellipsis marking a cut.
+pub fn cut(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// Checks citations against the live documents, reading each law's articles once.
+pub struct Checker<'a> {
+    db: &'a Db,
+    as_of: String,
+    by_key: HashMap<String, Vec<LawTitle>>,
+    left_out: Vec<String>,
+    articles: HashMap<String, Vec<ArticleText>>,
+    /// Each document's version on `as_of`, read once.
+    places: HashMap<String, Option<VersionPlace>>,
+}
+
+impl<'a> Checker<'a> {
+    /// What is live now, for citations on `as_of` (YYYY-MM-DD).
+    pub async fn new(db: &'a Db, as_of: &str) -> Result<Checker<'a>, DbError> {
+        let client = db.client().await?;
+        let mut by_key: HashMap<String, Vec<LawTitle>> = HashMap::new();
+        for t in keyword::law_titles(&**client).await? {
+            by_key
+                .entry(law_key(&t.title_key).to_string())
+                .or_default()
+                .push(t);
+        }
+        for docs in by_key.values_mut() {
+            docs.sort_by_key(|d| std::cmp::Reverse(d.indexed_at));
+        }
+        let left_out = works::documents_left_out(&**client, as_of, true).await?;
+        Ok(Checker {
+            db,
+            as_of: as_of.to_string(),
+            by_key,
+            left_out,
+            articles: HashMap::new(),
+            places: HashMap::new(),
+        })
+    }
+
+    /// The longest known law name that `key` ends with ("另见广告法" is 广告法), else `key`: free text
+    /// runs a law's name into the words before it.
+    fn known_key(&self, key: &str) -> String {
+        key.char_indices()
+            .map(|(i, _)| &key[i..])
+            .find(|k| self.by_key.contains_key(*k) || REPEALED.iter().any(|(n, _, _)| n == k))
+            .unwrap_or(key)
+            .to_string()
+    }
+
+    /// A document's articles, read once.
+    pub async fn articles(&mut self, doc_id: &str) -> Result<&[ArticleText], DbError> {
+        self.articles_of(&[doc_id.to_string()]).await?;
+        Ok(self.articles.get(doc_id).map(Vec::as_slice).unwrap_or(&[]))
+    }
+
+    async fn articles_of(&mut self, doc_ids: &[String]) -> Result<(), DbError> {
+        let missing: Vec<&str> = doc_ids
+            .iter()
+            .filter(|d| !self.articles.contains_key(*d))
+            .map(String::as_str)
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let client = self.db.client().await?;
+        let rows = articles::article_blocks(&**client, &missing).await?;
+        let mut by_doc: HashMap<String, Vec<docpipe_parse::SemanticBlock>> = HashMap::new();
+        for (doc, block) in rows {
+            by_doc.entry(doc).or_default().push(block);
+        }
+        for doc in missing {
+            let blocks = by_doc.remove(doc).unwrap_or_default();
+            self.articles
+                .insert(doc.to_string(), article_texts(&blocks));
+        }
+        Ok(())
+    }
+
+    /// One citation, checked: the law it names, the article it cites, the document that holds
+    /// that article (one in force first), then the part cited and whether it is in force.
+    pub async fn check(&mut self, c: &Citation) -> Result<Checked, DbError> {
+        let mut out = Checked {
+            citation: c.text.clone(),
+            span: [c.span.start, c.span.end],
+            status: Status::LawUnknown,
+            law: c.law.clone(),
+            address: c.target.to_string(),
+            canonical: None,
+            doc_id: None,
+            version: None,
+            text: None,
+            reason: String::new(),
+            successor: None,
+        };
+        let key = self.known_key(&normalize_law_name(&c.law));
+        let Some(docs) = self.by_key.get(&key).cloned() else {
+            self.unknown_law(&key, &mut out);
+            return Ok(out);
+        };
+        let Some((article, paragraph, item)) = cited(&c.target) else {
+            out.status = Status::NotFound;
+            out.reason = "a citation names an article".into();
+            return Ok(out);
+        };
+        let doc_ids: Vec<String> = docs.iter().map(|d| d.doc_id.clone()).collect();
+        self.articles_of(&doc_ids).await?;
+        let title = docs[0].title.clone();
+        let name = docpipe_parse::article_ref::citation(&title, 1);
+        let name = name.strip_suffix("第一条").unwrap_or(&name);
+        out.canonical = Some(format!("{name}{}", written(article, paragraph, item)));
+        let Some((doc_id, text)) = self.holder(&docs, article) else {
+            out.status = Status::NotFound;
+            out.reason = format!("{title} has no article {}", written(article, None, None));
+            return Ok(out);
+        };
+        out.version = self.place(&doc_id).await?;
+        out.doc_id = Some(doc_id.clone());
+        match text.part(paragraph, item) {
+            None => {
+                out.status = Status::NotFound;
+                out.reason = missing_part(&title, &text, article, paragraph);
+            }
+            Some(t) => {
+                out.text = Some(cut(&t, MAX_TEXT_CHARS));
+                self.in_force_verdict(&doc_id, &title, &mut out);
+            }
+        }
+        Ok(out)
+    }
+
+    /// No document carries the law: a law the built-in list says was repealed names its
+    /// successor; any other is unknown.
+    fn unknown_law(&self, key: &str, out: &mut Checked) {
+        let repealed = REPEALED.iter().find(|(name, _, _)| key.ends_with(name));
+        match repealed {
+            Some((_, successor, on)) if self.as_of.as_str() >= *on => {
+                out.status = Status::NotInForce;
+                out.successor = Some(successor.to_string());
+                out.reason = format!(
+                    "{} was repealed on {on}; {successor} took its place",
+                    out.law
+                );
+            }
+            _ => out.reason = format!("no document carries a law named {}", out.law),
+        }
+    }
+
+    /// The document that holds `article`, and the article: among the law's documents in force
+    /// first, then any of them.
+    fn holder(&self, docs: &[LawTitle], article: ArticleNo) -> Option<(String, ArticleText)> {
+        let find = |doc: &LawTitle| -> Option<(String, ArticleText)> {
+            self.articles
+                .get(&doc.doc_id)?
+                .iter()
+                .find(|a| a.number == article)
+                .map(|a| (doc.doc_id.clone(), a.clone()))
+        };
+        docs.iter()
+            .filter(|d| !self.left_out.contains(&d.doc_id))
+            .find_map(find)
+            .or_else(|| docs.iter().find_map(find))
+    }
+
+    /// A document's version on the checker's date, read once.
+    async fn place(&mut self, doc_id: &str) -> Result<Option<VersionPlace>, DbError> {
+        if let Some(place) = self.places.get(doc_id) {
+            return Ok(place.clone());
+        }
+        let client = self.db.client().await?;
+        let doc_ids = [doc_id.to_string()];
+        let place = works::places(&**client, &doc_ids, &self.as_of)
+            .await?
+            .remove(doc_id);
+        self.places.insert(doc_id.to_string(), place.clone());
+        Ok(place)
+    }
+
+    /// Found when the holding document is in force on the date; not in force, with its
+    /// version's status, when it is not.
+    fn in_force_verdict(&self, doc_id: &str, title: &str, out: &mut Checked) {
+        if !self.left_out.iter().any(|d| d == doc_id) {
+            out.status = Status::Found;
+            out.reason = format!("in force on {}", self.as_of);
+            return;
+        }
+        out.status = Status::NotInForce;
+        out.reason = match &out.version {
+            Some(v) => format!(
+                "the version {} is {} on {}",
+                v.version, v.status, self.as_of
+            ),
+            None => format!("no version of {title} in force on {}", self.as_of),
+        };
+    }
+}
+
+/// The article, paragraph and item a citation names; none for a chapter, section or part.
+fn cited(target: &Target) -> Option<(ArticleNo, Option<u32>, Option<u32>)> {
+    match target {
+        Target::Article {
+            article,
+            paragraph,
+            item,
+        } => Some((*article, *paragraph, *item)),
+        Target::Articles { from, .. } => Some((*from, None, None)),
+        Target::Paragraphs { article, from, .. } => Some((*article, Some(*from), None)),
+        Target::Items {
+            article,
+            paragraph,
+            from,
+            ..
+        } => Some((*article, *paragraph, Some(*from))),
+        Target::Division { .. } => None,
+    }
+}
+
+/// Why a cited paragraph or item is not there: what the article has.
+fn missing_part(
+    title: &str,
+    text: &ArticleText,
+    article: ArticleNo,
+    paragraph: Option<u32>,
+) -> String {
+    format!(
+        "{} {} has {} paragraph(s){}",
+        title,
+        written(article, None, None),
+        text.paragraphs.len(),
+        match paragraph.and_then(|p| text.paragraphs.get(p as usize - 1)) {
+            Some(p) => format!(", its paragraph {} {} item(s)", p.number, p.items.len()),
+            None => String::new(),
+        }
+    )
+}
+
+/// One reference a hit's article makes, with what it points at (`expand: "references"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HitReference {
+    pub text: String,
+    pub kind: String,
+    pub target: String,
+    /// Another law, as written; none for the same regulation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub law: Option<String>,
+    pub dangling: bool,
+    /// For another law's article: found, not_found, not_in_force or law_unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canonical: Option<String>,
+    /// The target's text, at most [`EXPANDED_TEXT_CHARS`] characters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_text: Option<String>,
+}
+
+/// The most references attached to one hit, and the most of each target's text: an expanded
+/// answer stays within top_k × 20 × 1,000 characters whatever the laws say.
+pub const MAX_EXPANDED_PER_HIT: i64 = 20;
+pub const EXPANDED_TEXT_CHARS: usize = 1_000;
+
+/// Attaches to each hit that is an article the references it makes and their targets' texts, on
+/// `as_of`.
+pub async fn expand_references(
+    db: &Db,
+    hits: &mut [crate::Hit],
+    as_of: &str,
+) -> Result<(), DbError> {
+    let mut checker = Checker::new(db, as_of).await?;
+    let mut by_article = references_of_hits(db, hits).await?;
+    for hit in hits.iter_mut() {
+        let rows = article_of(hit)
+            .and_then(|a| by_article.remove(&(hit.doc_id.clone(), a)))
+            .unwrap_or_default();
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            out.push(checker.expanded(&hit.doc_id, row).await?);
+        }
+        hit.references = Some(out);
+    }
+    Ok(())
+}
+
+/// The article a hit is, as its stored number ('39'); none for a hit that is no article.
+fn article_of(hit: &crate::Hit) -> Option<String> {
+    hit.section_path
+        .last()
+        .and_then(|t| article_number(t))
+        .map(|n| ArticleNo::new(n, 0).to_string())
+}
+
+/// Every hit's references in one statement, not one a hit, by (document, article).
+async fn references_of_hits(
+    db: &Db,
+    hits: &[crate::Hit],
+) -> Result<HashMap<(String, String), Vec<ReferenceRow>>, DbError> {
+    let wanted: Vec<(String, String)> = hits
+        .iter()
+        .filter_map(|h| Some((h.doc_id.clone(), article_of(h)?)))
+        .collect();
+    let pairs: Vec<(&str, &str)> = wanted
+        .iter()
+        .map(|(d, a)| (d.as_str(), a.as_str()))
+        .collect();
+    let mut by_article: HashMap<(String, String), Vec<ReferenceRow>> = HashMap::new();
+    for row in
+        docpipe_db::references::outgoing_of(&**db.client().await?, &pairs, MAX_EXPANDED_PER_HIT)
+            .await?
+    {
+        by_article
+            .entry((row.doc_id.clone(), row.from_article.clone()))
+            .or_default()
+            .push(row);
+    }
+    Ok(by_article)
+}
+
+impl Checker<'_> {
+    /// One stored reference of `doc_id`'s article, with its target's text: from the same
+    /// document, or, for another law, as that law's citation checks on the checker's date.
+    async fn expanded(&mut self, doc_id: &str, row: ReferenceRow) -> Result<HitReference, DbError> {
+        let parts = parse_target(&row.target);
+        let mut r = HitReference {
+            text: row.text.clone(),
+            kind: row.kind.clone(),
+            target: row.target.clone(),
+            law: row.target_law.clone(),
+            dangling: row.dangling,
+            status: None,
+            canonical: None,
+            target_text: None,
+        };
+        match (row.target_law, parts) {
+            (None, Some((article, paragraph, item))) => {
+                let texts = self.articles(doc_id).await?;
+                r.target_text = texts
+                    .iter()
+                    .find(|a| a.number == article)
+                    .and_then(|a| a.part(paragraph, item))
+                    .map(|t| cut(&t, EXPANDED_TEXT_CHARS));
+            }
+            (Some(law), Some((article, paragraph, item))) => {
+                let checked = self
+                    .check(&Citation {
+                        span: 0..0,
+                        text: row.text,
+                        law,
+                        target: Target::Article {
+                            article,
+                            paragraph,
+                            item,
+                        },
+                    })
+                    .await?;
+                r.status = Some(checked.status);
+                r.canonical = checked.canonical;
+                r.target_text = checked.text.map(|t| cut(&t, EXPANDED_TEXT_CHARS));
+            }
+            _ => {}
+        }
+        Ok(r)
+    }
+}
