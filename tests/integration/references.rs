@@ -732,3 +732,58 @@ async fn generated_spellings_resolve_and_fabricated_citations_are_all_flagged() 
     );
     assert_eq!(flagged, fabricated.len());
 }
+
+/// A citation names one law exactly: 《社会保险法》 is not the indexed 保险法, 《劳动合同法》 is
+/// not the 合同法 the Civil Code repealed. Each is `law_unknown` (404) until a document carries
+/// it, and then resolves to that document.
+#[tokio::test]
+async fn a_law_is_named_exactly_never_by_how_its_name_ends() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let insurance = "# 中华人民共和国保险法\n\n第一条 为了规范保险活动，制定本法。\n\n第二条 本法所称保险，是指商业保险行为。\n";
+    let insurance = indexed(&p, "uploads/names/insurance.md", insurance.as_bytes()).await;
+    let base = helpers::serve_api(&p).await;
+    let http = reqwest::Client::new();
+    let resolve = |citation: &'static str| {
+        let (http, base) = (http.clone(), base.clone());
+        async move {
+            post(
+                &http,
+                format!("{base}/citations/resolve"),
+                json!({ "citation": citation }),
+            )
+            .await
+        }
+    };
+
+    let (status, r) = resolve("《保险法》第二条").await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["resolved"]["doc_id"], insurance.as_str(), "{r}");
+    for unknown in [
+        "《社会保险法》第二条",
+        "社会保险法第二条",
+        "《劳动合同法》第三十九条",
+        "劳动合同法第三十九条",
+    ] {
+        let (status, r) = resolve(unknown).await;
+        assert_eq!(status, 404, "{unknown}: {r}");
+        assert_eq!(r["status"], 404, "{unknown}: {r}");
+        assert!(
+            r["detail"].as_str().unwrap_or("").contains("no document carries"),
+            "{unknown}: {r}"
+        );
+    }
+    // The repealed 合同法 itself still names its successor.
+    let (status, r) = resolve("《合同法》第五十二条").await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["resolved"]["status"], "not_in_force", "{r}");
+
+    // Once the longer law is indexed, it resolves to itself, never to the shorter one.
+    let social = "# 中华人民共和国社会保险法\n\n第一条 为了规范社会保险关系，制定本法。\n\n第二条 国家建立基本养老保险等社会保险制度。\n";
+    let social = indexed(&p, "uploads/names/social.md", social.as_bytes()).await;
+    let (status, r) = resolve("《社会保险法》第二条").await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["resolved"]["status"], "found", "{r}");
+    assert_eq!(r["resolved"]["doc_id"], social.as_str(), "{r}");
+    let (_, r) = resolve("《保险法》第二条").await;
+    assert_eq!(r["resolved"]["doc_id"], insurance.as_str(), "{r}");
+}

@@ -10,6 +10,8 @@
 
 use std::collections::HashMap;
 
+use crate::law_names::{self, work_key};
+
 use docpipe_db::keyword::LawTitle;
 use docpipe_db::references::ReferenceRow;
 use docpipe_db::works::{self, VersionPlace};
@@ -65,38 +67,6 @@ pub struct Checked {
 /// The most text one answer carries per citation.
 pub const MAX_TEXT_CHARS: usize = 4000;
 
-/// Laws repealed by a code that took their place, with the day it took effect: the Civil Code
-/// (第一千二百六十条) repealed these on 2021-01-01. A citation of one names its successor even when no
-/// document carries the old law.
-const REPEALED: [(&str, &str, &str); 9] = [
-    ("婚姻法", "中华人民共和国民法典", "2021-01-01"),
-    ("继承法", "中华人民共和国民法典", "2021-01-01"),
-    ("民法通则", "中华人民共和国民法典", "2021-01-01"),
-    ("收养法", "中华人民共和国民法典", "2021-01-01"),
-    ("担保法", "中华人民共和国民法典", "2021-01-01"),
-    ("合同法", "中华人民共和国民法典", "2021-01-01"),
-    ("物权法", "中华人民共和国民法典", "2021-01-01"),
-    ("侵权责任法", "中华人民共和国民法典", "2021-01-01"),
-    ("民法总则", "中华人民共和国民法典", "2021-01-01"),
-];
-
-/// A normalised title without a version date in brackets: 湿地保护法(2021-12-24) → 湿地保护法.
-fn law_key(title_key: &str) -> &str {
-    let t = title_key.trim_end_matches([')', '）']);
-    match t.rfind(['(', '（']) {
-        Some(at)
-            if t[at..]
-                .chars()
-                .skip(1)
-                .all(|c| c.is_ascii_digit() || c == '-')
-                && t.len() - at > 8 =>
-        {
-            &title_key[..at]
-        }
-        _ => title_key,
-    }
-}
-
 /// At most `max_chars` characters of `s`, an ellipsis marking a cut.
 pub fn cut(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
@@ -123,7 +93,7 @@ impl<'a> Checker<'a> {
         let mut by_key: HashMap<String, Vec<LawTitle>> = HashMap::new();
         for t in keyword::law_titles(&**client).await? {
             by_key
-                .entry(law_key(&t.title_key).to_string())
+                .entry(work_key(&t.title_key).to_string())
                 .or_default()
                 .push(t);
         }
@@ -141,14 +111,14 @@ impl<'a> Checker<'a> {
         })
     }
 
-    /// The longest known law name that `key` ends with ("另见广告法" is 广告法), else `key`: free text
-    /// runs a law's name into the words before it.
-    fn known_key(&self, key: &str) -> String {
-        key.char_indices()
-            .map(|(i, _)| &key[i..])
-            .find(|k| self.by_key.contains_key(*k) || REPEALED.iter().any(|(n, _, _)| n == k))
-            .unwrap_or(key)
-            .to_string()
+    /// The law a citation names, as the key its documents are known by (see [`law_names`]).
+    fn known_key(&self, c: &Citation) -> String {
+        let key = normalize_law_name(&c.law);
+        let marked = c.text.contains('《');
+        law_names::resolve(&key, marked, |k| {
+            self.by_key.contains_key(k) || law_names::repealed(k).is_some()
+        })
+        .unwrap_or(key)
     }
 
     /// A document's articles, read once.
@@ -196,7 +166,7 @@ impl<'a> Checker<'a> {
             reason: String::new(),
             successor: None,
         };
-        let key = self.known_key(&normalize_law_name(&c.law));
+        let key = self.known_key(c);
         let Some(docs) = self.by_key.get(&key).cloned() else {
             self.unknown_law(&key, &mut out);
             return Ok(out);
@@ -235,9 +205,8 @@ impl<'a> Checker<'a> {
     /// No document carries the law: a law the built-in list says was repealed names its
     /// successor; any other is unknown.
     fn unknown_law(&self, key: &str, out: &mut Checked) {
-        let repealed = REPEALED.iter().find(|(name, _, _)| key.ends_with(name));
-        match repealed {
-            Some((_, successor, on)) if self.as_of.as_str() >= *on => {
+        match law_names::repealed(key) {
+            Some((successor, on)) if self.as_of.as_str() >= on => {
                 out.status = Status::NotInForce;
                 out.successor = Some(successor.to_string());
                 out.reason = format!(

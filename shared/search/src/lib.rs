@@ -9,6 +9,7 @@ pub mod citations;
 pub mod diff;
 pub mod fusion;
 pub mod graph;
+pub mod law_names;
 pub mod references;
 
 use docpipe_core::analyzer::{self, Analyzer};
