@@ -768,7 +768,10 @@ async fn a_law_is_named_exactly_never_by_how_its_name_ends() {
         assert_eq!(status, 404, "{unknown}: {r}");
         assert_eq!(r["status"], 404, "{unknown}: {r}");
         assert!(
-            r["detail"].as_str().unwrap_or("").contains("no document carries"),
+            r["detail"]
+                .as_str()
+                .unwrap_or("")
+                .contains("no document carries"),
             "{unknown}: {r}"
         );
     }

@@ -763,3 +763,112 @@ async fn a_pdf_is_cited_by_its_title_line_and_answers_with_its_markdown_as_one_v
         "the article answers once"
     );
 }
+
+async fn api_get(http: &reqwest::Client, url: String) -> (u16, serde_json::Value) {
+    let r = http.get(url).send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(serde_json::Value::Null))
+}
+
+/// Every read of one law's text goes through the authority, as search does: a version held for
+/// its release answers no citation (not even as a fallback), serves no article, and is no side
+/// of a diff; a superseded version serves no article either. Each fails on the code before the
+/// one authority check.
+#[tokio::test]
+async fn held_and_superseded_text_is_served_by_no_read_path() {
+    use docpipe_db::works;
+    let mut p = Pipeline::new(Pipeline::hash()).await;
+    p.index.config.release = docpipe_core::config::ReleaseMode::Manual;
+    let (_, [older, newer]) = two_version_laws()
+        .into_iter()
+        .find(|(law, _)| law == "保守国家秘密法")
+        .expect("保守国家秘密法 in corpus/versions");
+    let old_doc = ingest(&p, &older, b"").await;
+    let (work, _, _) = version_of(&p, &old_doc).await;
+    let base = helpers::serve_api(&p).await;
+    let http = reqwest::Client::new();
+    let resolve = |citation: &'static str| {
+        let (http, base) = (http.clone(), base.clone());
+        async move {
+            let r = http
+                .post(format!("{base}/citations/resolve"))
+                .json(&serde_json::json!({ "citation": citation }))
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+
+    // Held: no citation finds it, its articles are not served.
+    let (status, r) = resolve("《保守国家秘密法》第一条").await;
+    assert_eq!(status, 404, "a held version answered a citation: {r}");
+    let (status, a) = api_get(&http, format!("{base}/documents/{old_doc}/articles/1")).await;
+    assert_eq!(status, 409, "a held version's article was served: {a}");
+    assert!(
+        a["type"].as_str().unwrap_or("").ends_with("version-held"),
+        "{a}"
+    );
+
+    // Released: both answer.
+    works::release(&**p.db.client().await, work, &old_doc)
+        .await
+        .unwrap();
+    let (status, r) = resolve("《保守国家秘密法》第一条").await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["resolved"]["doc_id"], old_doc.as_str(), "{r}");
+    let (status, a) = api_get(&http, format!("{base}/documents/{old_doc}/articles/1")).await;
+    assert_eq!(status, 200, "{a}");
+
+    // A newer version, held: the diff's default side is the released one, never the held one,
+    // and naming the held one is refused.
+    let new_doc = ingest(&p, &newer, b"").await;
+    let (new_work, new_label, _) = version_of(&p, &new_doc).await;
+    assert_eq!(new_work, work);
+    let (status, d) = api_get(&http, format!("{base}/works/{work}/diff")).await;
+    assert_ne!(status, 200, "a diff compared against the held version: {d}");
+    let (status, d) = api_get(
+        &http,
+        format!("{base}/works/{work}/diff?to={}", encode_query(&new_label)),
+    )
+    .await;
+    assert_eq!(status, 409, "the held version was a side of a diff: {d}");
+    let (status, _) = api_get(&http, format!("{base}/documents/{new_doc}/articles/1")).await;
+    assert_eq!(status, 409, "a held version's article was served");
+    let (_, r) = resolve("《保守国家秘密法》第一条").await;
+    assert_eq!(r["resolved"]["doc_id"], old_doc.as_str(), "{r}");
+
+    // Released in turn: the older one is superseded and serves no article; the diff compares.
+    works::release(&**p.db.client().await, work, &new_doc)
+        .await
+        .unwrap();
+    let (status, d) = api_get(&http, format!("{base}/works/{work}/diff")).await;
+    assert_eq!(status, 200, "{d}");
+    let (status, a) = api_get(&http, format!("{base}/documents/{old_doc}/articles/1")).await;
+    assert_eq!(
+        status, 409,
+        "a superseded version's article was served: {a}"
+    );
+    assert!(
+        a["type"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("version-not-in-force"),
+        "{a}"
+    );
+    let (status, _) = api_get(&http, format!("{base}/documents/{new_doc}/articles/1")).await;
+    assert_eq!(status, 200);
+}
+
+fn encode_query(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.' {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

@@ -127,7 +127,25 @@ pub(crate) async fn diff_versions(
     else {
         return Err(ApiError::NotFound(format!("work {id} does not exist")));
     };
-    let labels: Vec<&str> = timeline.iter().map(|v| v.version.as_str()).collect();
+    // A version held for its release is no side of a diff: its text answers nothing yet.
+    let held: Vec<&str> = timeline
+        .iter()
+        .filter(|v| v.status == "held")
+        .map(|v| v.version.as_str())
+        .collect();
+    let labels: Vec<&str> = timeline
+        .iter()
+        .filter(|v| v.status != "held")
+        .map(|v| v.version.as_str())
+        .collect();
+    for (field, label) in [("from", &q.from), ("to", &q.to)] {
+        if let Some(label) = label.as_deref().filter(|l| held.contains(l)) {
+            return Err(ApiError::conflict(
+                "version-held",
+                format!("{field}: version {label} of work {id} is held for its release: it answers once released"),
+            ));
+        }
+    }
     let to = match &q.to {
         Some(t) => t.clone(),
         None => labels.last().map(|l| l.to_string()).unwrap_or_default(),

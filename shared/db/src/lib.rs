@@ -25,6 +25,7 @@
 
 pub mod articles;
 pub mod audit;
+pub mod authority;
 pub mod cleanups;
 pub mod credentials;
 pub mod documents;
