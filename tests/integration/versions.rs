@@ -810,6 +810,10 @@ async fn held_and_superseded_text_is_served_by_no_read_path() {
         a["type"].as_str().unwrap_or("").ends_with("version-held"),
         "{a}"
     );
+    for read in ["blocks", "structure", "download"] {
+        let (status, r) = api_get(&http, format!("{base}/documents/{old_doc}/{read}")).await;
+        assert_eq!(status, 409, "a held version's {read} was served: {r}");
+    }
 
     // Released: both answer.
     works::release(&**p.db.client().await, work, &old_doc)
@@ -820,6 +824,10 @@ async fn held_and_superseded_text_is_served_by_no_read_path() {
     assert_eq!(r["resolved"]["doc_id"], old_doc.as_str(), "{r}");
     let (status, a) = api_get(&http, format!("{base}/documents/{old_doc}/articles/1")).await;
     assert_eq!(status, 200, "{a}");
+    for read in ["blocks", "structure", "download"] {
+        let (status, r) = api_get(&http, format!("{base}/documents/{old_doc}/{read}")).await;
+        assert_eq!(status, 200, "{read}: {r}");
+    }
 
     // A newer version, held: the diff's default side is the released one, never the held one,
     // and naming the held one is refused.
@@ -871,4 +879,74 @@ fn encode_query(s: &str) -> String {
             }
         })
         .collect()
+}
+
+/// Search's final check reads the version state again, in the statement that vouches for the
+/// hits: a version held, released or repealed after the exclusion list was read is judged as it
+/// is now. (Before, the final check read only the document's status, so a list read before a
+/// change let the change through.)
+#[tokio::test]
+async fn the_final_check_of_a_search_reads_the_version_state_again() {
+    use docpipe_db::articles::live_blocks;
+    use docpipe_db::works;
+    let mut p = Pipeline::new(Pipeline::hash()).await;
+    p.index.config.release = docpipe_core::config::ReleaseMode::Manual;
+    let (_, [older, _]) = two_version_laws()
+        .into_iter()
+        .find(|(law, _)| law == "保守国家秘密法")
+        .expect("保守国家秘密法 in corpus/versions");
+    let doc = ingest(&p, &older, b"").await;
+    let (work, _, _) = version_of(&p, &doc).await;
+    let ids: Vec<i64> =
+        p.db.client()
+            .await
+            .query_typed(
+                "SELECT id FROM semantic_blocks WHERE doc_id = $1",
+                &[(&doc, Type::VARCHAR)],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get("id"))
+            .collect();
+    assert!(!ids.is_empty());
+    // The exclusion list a search read before the change: empty.
+    let stale_list = Filters::default();
+    let today = docpipe_search::today();
+    let vouched = |in_force_only: bool| {
+        let (db, ids, stale_list, today) = (&p.db, &ids, &stale_list, &today);
+        async move {
+            live_blocks(&**db.client().await, ids, stale_list, today, in_force_only)
+                .await
+                .unwrap()
+                .len()
+        }
+    };
+    assert_eq!(
+        vouched(true).await,
+        0,
+        "a held version's blocks were vouched for"
+    );
+    assert_eq!(
+        vouched(false).await,
+        0,
+        "a held version's blocks were vouched for"
+    );
+    works::release(&**p.db.client().await, work, &doc)
+        .await
+        .unwrap();
+    assert_eq!(vouched(true).await, ids.len(), "released, in force");
+    works::repeal(&**p.db.client().await, work, Some("2000-01-01"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        vouched(true).await,
+        0,
+        "a repealed law's blocks were vouched for as in force"
+    );
+    assert_eq!(
+        vouched(false).await,
+        ids.len(),
+        "all versions: repealed text answers"
+    );
 }

@@ -2,11 +2,11 @@
 //! items (项), the references it makes with their targets' texts, and the references that point at
 //! it ("cited by"), from its own regulation and from other live documents that name its law.
 
+use crate::authority::{self, Need};
 use crate::problem::ApiError;
 use crate::state::ApiState;
 use axum::extract::{Path, State};
 use axum::Json;
-use docpipe_db::authority::Standing;
 use docpipe_db::references::{self, ReferenceRow};
 use docpipe_parse::article_ref::normalize_law_name;
 use docpipe_parse::references::{
@@ -65,7 +65,7 @@ pub(crate) async fn get_article(
 ) -> Result<Json<Value>, ApiError> {
     let article = requested(&doc_id, &address)?;
     let client = state.db.client().await?;
-    servable(&**client, &doc_id).await?;
+    authority::check(&**client, &doc_id, Need::Applies).await?;
     let articles = articles_of(&**client, &doc_id).await?;
     let Some(this) = articles.iter().find(|a| a.number == article) else {
         return Err(ApiError::NotFound(format!(
@@ -97,37 +97,6 @@ pub(crate) async fn get_article(
         "cited_by": cited_by(&incoming),
         "cited_by_truncated": incoming.len() as i64 > MAX_LISTED,
     })))
-}
-
-/// Only text that applies today is served: a document being deleted, not indexed, held for its
-/// release or not in force answers 409 with the reason (a missing one, 404).
-async fn servable(client: &impl docpipe_db::GenericClient, doc_id: &str) -> Result<(), ApiError> {
-    let today = docpipe_search::today();
-    let standing = docpipe_db::authority::standing(client, &[doc_id.to_string()], &today)
-        .await?
-        .remove(doc_id);
-    match standing {
-        None => Err(ApiError::NotFound(format!("no document {doc_id}"))),
-        Some(Standing::Live) => Ok(()),
-        Some(Standing::Deleting) => Err(ApiError::conflict(
-            "document-deleting",
-            format!("document {doc_id} is being deleted"),
-        )),
-        Some(Standing::NotIndexed(status)) => Err(ApiError::conflict(
-            "document-not-indexed",
-            format!("document {doc_id} is not indexed (status {status})"),
-        )),
-        Some(Standing::Held) => Err(ApiError::conflict(
-            "version-held",
-            format!(
-                "document {doc_id} is a version held for its release: it answers once released"
-            ),
-        )),
-        Some(Standing::NotInForce(status)) => Err(ApiError::conflict(
-            "version-not-in-force",
-            format!("document {doc_id} is a version {status} on {today}"),
-        )),
-    }
 }
 
 /// The article the path names, once the document id and the address are well formed.

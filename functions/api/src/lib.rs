@@ -22,6 +22,7 @@
 
 mod articles;
 pub mod audit;
+mod authority;
 mod citations;
 pub mod context;
 pub mod documents;

@@ -153,12 +153,17 @@ pub struct LiveBlock {
     pub law_title: String,
 }
 
-/// The blocks among `ids` that PostgreSQL vouches for: the document is indexed, not being deleted,
-/// and passes the filters. Order is not kept; the caller orders.
+/// The blocks among `ids` that PostgreSQL vouches for: their document answers on `as_of` (the
+/// authority's one check, [`crate::authority`]: indexed, not being deleted, not held and, when
+/// `in_force_only`, in force) and passes the filters, all in this one statement, so that a
+/// version held, released or repealed since the ranking began is judged as it is now. Order is
+/// not kept; the caller orders.
 pub async fn live_blocks(
     c: &impl GenericClient,
     ids: &[i64],
     filters: &Filters,
+    as_of: &str,
+    in_force_only: bool,
 ) -> Result<Vec<LiveBlock>, DbError> {
     if ids.is_empty() {
         return Ok(Vec::new());
@@ -167,21 +172,25 @@ pub async fn live_blocks(
     let tags: Option<&Vec<String>> = (!filters.tags.is_empty()).then_some(&filters.tags);
     let excluded: Option<&Vec<String>> =
         (!filters.exclude_doc_ids.is_empty()).then_some(&filters.exclude_doc_ids);
+    let sql = format!(
+        "SELECT sb.id, sb.doc_id, d.doc_name, sb.semantic_id, sb.block_type, sb.section_path,
+                sb.section_title, sb.page_start, sb.page_end, sb.text,
+                COALESCE(kd.title, d.doc_name) AS law_title
+         FROM semantic_blocks sb
+         JOIN documents d ON d.doc_id = sb.doc_id
+         LEFT JOIN keyword_documents kd ON kd.doc_id = d.doc_id
+                                       AND kd.run_id = d.current_run_id
+         WHERE sb.id = ANY($1) AND {answers}
+           AND ($2::varchar[] IS NULL OR d.doc_id = ANY($2))
+           AND ($3::varchar IS NULL OR d.regulation_type = $3)
+           AND ($4::varchar IS NULL OR d.version = $4)
+           AND ($5::text[] IS NULL OR d.metadata -> 'tags' ?| $5)
+           AND ($6::varchar[] IS NULL OR NOT (d.doc_id = ANY($6)))",
+        answers = crate::authority::answers("$7::text::date", "$8::bool"),
+    );
     let rows = c
         .query_typed(
-            "SELECT sb.id, sb.doc_id, d.doc_name, sb.semantic_id, sb.block_type, sb.section_path,
-                    sb.section_title, sb.page_start, sb.page_end, sb.text,
-                    COALESCE(kd.title, d.doc_name) AS law_title
-             FROM semantic_blocks sb
-             JOIN documents d ON d.doc_id = sb.doc_id
-             LEFT JOIN keyword_documents kd ON kd.doc_id = d.doc_id
-                                           AND kd.run_id = d.current_run_id
-             WHERE sb.id = ANY($1) AND d.status = 'indexed' AND d.deleting_at IS NULL
-               AND ($2::varchar[] IS NULL OR d.doc_id = ANY($2))
-               AND ($3::varchar IS NULL OR d.regulation_type = $3)
-               AND ($4::varchar IS NULL OR d.version = $4)
-               AND ($5::text[] IS NULL OR d.metadata -> 'tags' ?| $5)
-               AND ($6::varchar[] IS NULL OR NOT (d.doc_id = ANY($6)))",
+            &sql,
             &[
                 (&ids, Type::INT8_ARRAY),
                 (&doc_ids, Type::VARCHAR_ARRAY),
@@ -189,6 +198,8 @@ pub async fn live_blocks(
                 (&filters.version, Type::VARCHAR),
                 (&tags, Type::TEXT_ARRAY),
                 (&excluded, Type::VARCHAR_ARRAY),
+                (&as_of, Type::TEXT),
+                (&in_force_only, Type::BOOL),
             ],
         )
         .await?;

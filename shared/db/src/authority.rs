@@ -1,17 +1,76 @@
-//! Whether a document's text may be served as the law that applies: indexed, not being deleted,
-//! and, for a version of a work, released and in force on the day asked. The search path checks
-//! the same conditions over its blocks; the reads of one document (an article, a citation's
-//! target) ask here.
+//! The one authority on what text answers: PostgreSQL, never the indexes that mirror it. A
+//! document's text answers on a day when the document is indexed and not being deleted, and,
+//! when it is a version of a work, that version is released and (for reads of the law as it
+//! applies) in force on the day.
+//!
+//! The conditions are written once, here, as SQL over a `documents` row `d`, and every read
+//! path puts them in its own final statement, so that no state can change between a check and
+//! the read it vouches for:
+//! - search's final check ([`crate::articles::live_blocks`], every mode, `expand: references`);
+//! - the keyword ranking's per-candidate check ([`crate::keyword`]'s live check: indexed only;
+//!   the final check above decides versions);
+//! - the laws a citation can name ([`crate::keyword::law_titles`]: released versions only);
+//! - one document's reads ([`standing`]): the article route, a citation's target, blocks,
+//!   structure and download.
+//!
+//! A version's place on a day is decided per document, by correlated lookups on its work's
+//! versions: the cost follows the documents asked about, not the library.
 
-use super::works::TIMELINE;
 use super::{DbError, Type};
 use std::collections::HashMap;
 use tokio_postgres::GenericClient;
 
+/// Indexed, its current run complete, and no delete begun.
+pub(crate) const INDEXED: &str = "d.status = 'indexed' AND d.deleting_at IS NULL";
+
+/// A version of the document waits for its release.
+pub(crate) const HELD: &str = "EXISTS (SELECT 1 FROM version_documents hv
+                JOIN work_versions h ON h.version_id = hv.version_id
+                WHERE hv.doc_id = d.doc_id AND h.released_at IS NULL)";
+
+/// The document's version is not in force on the day `{day}` (a placeholder, `$n::text::date`):
+/// its work was repealed, it takes effect later, it ended, or a later released version of the
+/// work (one with an indexed document) took effect by then. The order is the timeline's:
+/// effective date (or promulgation, or the beginning of time), then version id.
+fn not_in_force(day: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM version_documents fv
+                 JOIN work_versions f ON f.version_id = fv.version_id
+                 JOIN works fw ON fw.work_id = f.work_id
+                 WHERE fv.doc_id = d.doc_id AND (
+                     (fw.repealed_on IS NOT NULL AND fw.repealed_on <= {day})
+                     OR COALESCE(f.effective_from, f.promulgated_on, '-infinity'::date) > {day}
+                     OR (f.effective_to IS NOT NULL AND f.effective_to <= {day})
+                     OR EXISTS (
+                         SELECT 1 FROM work_versions l
+                         WHERE l.work_id = f.work_id AND l.released_at IS NOT NULL
+                           AND l.version_id <> f.version_id
+                           AND COALESCE(l.effective_from, l.promulgated_on, '-infinity'::date)
+                               <= {day}
+                           AND (COALESCE(l.effective_from, l.promulgated_on, '-infinity'::date),
+                                l.version_id)
+                               > (COALESCE(f.effective_from, f.promulgated_on,
+                                           '-infinity'::date), f.version_id)
+                           AND EXISTS (SELECT 1 FROM version_documents lv
+                                       JOIN documents ld ON ld.doc_id = lv.doc_id
+                                       WHERE lv.version_id = l.version_id
+                                         AND ld.status = 'indexed' AND ld.deleting_at IS NULL))))"
+    )
+}
+
+/// The whole check as one predicate on `d`: indexed, not held, and, when `{in_force_only}` (a
+/// boolean placeholder) is true, in force on `{day}` (a date placeholder).
+pub(crate) fn answers(day: &str, in_force_only: &str) -> String {
+    format!(
+        "({INDEXED} AND NOT {HELD} AND (NOT {in_force_only} OR NOT {}))",
+        not_in_force(day)
+    )
+}
+
 /// What a document's text is worth on a day.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Standing {
-    /// Indexed and not being deleted; in force on the day, or not a version of any work.
+    /// It answers: indexed, not being deleted; in force on the day, or no version of any work.
     Live,
     /// Its delete has begun.
     Deleting,
@@ -19,13 +78,13 @@ pub enum Standing {
     NotIndexed(String),
     /// A version held for its release: it answers nothing until a reviewer releases it.
     Held,
-    /// A released version that is not in force on the day: superseded, not yet in force or
-    /// repealed.
-    NotInForce(String),
+    /// A released version that is not in force on the day (superseded, not yet in force, ended
+    /// or repealed).
+    NotInForce,
 }
 
-/// The standing of each document on `as_of` (YYYY-MM-DD), in one statement; a document that does
-/// not exist is absent.
+/// The standing of each document on `as_of` (YYYY-MM-DD), from the same conditions as every
+/// other read, in one statement; a document that does not exist is absent.
 pub async fn standing(
     c: &impl GenericClient,
     doc_ids: &[String],
@@ -35,14 +94,11 @@ pub async fn standing(
         return Ok(HashMap::new());
     }
     let sql = format!(
-        "{TIMELINE}
-         SELECT d.doc_id, d.status::text AS status, d.deleting_at IS NOT NULL AS deleting,
-                EXISTS (SELECT 1 FROM version_documents vd WHERE vd.doc_id = d.doc_id) AS versioned,
-                (SELECT p.status FROM version_documents vd
-                 JOIN placed p ON p.version_id = vd.version_id
-                 WHERE vd.doc_id = d.doc_id LIMIT 1) AS version_status
+        "SELECT d.doc_id, d.status::text AS status, d.deleting_at IS NOT NULL AS deleting,
+                {HELD} AS held, {not_in_force} AS not_in_force
          FROM documents d
-         WHERE d.doc_id = ANY($2)"
+         WHERE d.doc_id = ANY($2)",
+        not_in_force = not_in_force("$1::text::date"),
     );
     let rows = c
         .query_typed(
@@ -54,19 +110,16 @@ pub async fn standing(
         .iter()
         .map(|r| {
             let status: String = r.get("status");
-            let version_status: Option<String> = r.get("version_status");
             let standing = if r.get::<_, bool>("deleting") {
                 Standing::Deleting
             } else if status != "indexed" {
                 Standing::NotIndexed(status)
-            } else if !r.get::<_, bool>("versioned") {
-                Standing::Live
+            } else if r.get::<_, bool>("held") {
+                Standing::Held
+            } else if r.get::<_, bool>("not_in_force") {
+                Standing::NotInForce
             } else {
-                match version_status.as_deref() {
-                    None => Standing::Held,
-                    Some("in_force") => Standing::Live,
-                    Some(other) => Standing::NotInForce(other.to_string()),
-                }
+                Standing::Live
             };
             (r.get("doc_id"), standing)
         })

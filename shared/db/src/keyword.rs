@@ -7,6 +7,7 @@
 //! before they go, so `keyword_terms` counts exactly the postings that exist. Search reads it only
 //! through the live documents (indexed, not being deleted, this run), like every vector hit.
 
+use super::authority::{HELD, INDEXED};
 use super::{DbError, Type};
 use docpipe_core::analyzer::{BlockTerms, TermId};
 use docpipe_core::filters::Filters;
@@ -289,11 +290,14 @@ impl LiveFilter {
 /// every live document instead: with no statistics yet (a database fresh from a bulk load) it
 /// did, a nested loop over all of them per candidate (12 of 13 ms on 450 articles), and with
 /// statistics a hash join over all of them (a read that grows with the corpus).
-const LIVE_CHECK: &str = "SELECT 1 FROM keyword_blocks kb
-     JOIN keyword_documents kd ON kd.doc_id = kb.doc_id
-     JOIN documents d ON d.doc_id = kd.doc_id AND d.current_run_id = kd.run_id
-                     AND d.status = 'indexed' AND d.deleting_at IS NULL
-     WHERE kb.block_id = c.block_id";
+fn live_check() -> String {
+    format!(
+        "SELECT 1 FROM keyword_blocks kb
+         JOIN keyword_documents kd ON kd.doc_id = kb.doc_id
+         JOIN documents d ON d.doc_id = kd.doc_id AND d.current_run_id = kd.run_id
+         WHERE kb.block_id = c.block_id AND {INDEXED}"
+    )
+}
 
 /// The best blocks for the query's terms, BM25 with idf from `keyword_terms` and N from
 /// `blocks`. The arithmetic is float8 throughout: a bare `0.5` would make it numeric, which made
@@ -388,8 +392,9 @@ impl SearchStatement {
                  FROM q CROSS JOIN LATERAL ({postings}) p
                  GROUP BY p.block_id ORDER BY score DESC LIMIT $5 * 2 + 20)
              SELECT c.block_id, c.score FROM c
-             CROSS JOIN LATERAL ({LIVE_CHECK}{live_sql} LIMIT 1) live
+             CROSS JOIN LATERAL ({live_check}{live_sql} LIMIT 1) live
              ORDER BY c.score DESC, c.block_id LIMIT $5",
+            live_check = live_check(),
             live_sql = live.sql(),
         );
         SearchStatement {
@@ -443,12 +448,16 @@ pub async fn title_of(c: &impl GenericClient, doc_id: &str) -> Result<Option<Str
     Ok(row.map(|r| r.get("title")))
 }
 
+/// The laws a citation or a query can name: every indexed document's title, but those of a
+/// version held for its release (the authority's conditions, [`crate::authority`]).
 pub async fn law_titles(c: &impl GenericClient) -> Result<Vec<LawTitle>, DbError> {
     let rows = c
         .query_typed(
-            "SELECT kd.doc_id, kd.title, kd.title_key, kd.indexed_at FROM keyword_documents kd
-             JOIN documents d ON d.doc_id = kd.doc_id AND d.current_run_id = kd.run_id
-                             AND d.status = 'indexed' AND d.deleting_at IS NULL",
+            &format!(
+                "SELECT kd.doc_id, kd.title, kd.title_key, kd.indexed_at FROM keyword_documents kd
+                 JOIN documents d ON d.doc_id = kd.doc_id AND d.current_run_id = kd.run_id
+                 WHERE {INDEXED} AND NOT {HELD}"
+            ),
             &[],
         )
         .await?;

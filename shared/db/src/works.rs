@@ -248,7 +248,7 @@ fn split<'a>(dated: &'a Option<(String, &'a str)>) -> (Option<&'a str>, &'a str)
 /// Every answering (released, with an indexed document) version with its work, its validity and its status on `$1` (a date): the one
 /// query all of this module's reads stand on. A version without any date is taken as in force
 /// from the beginning of time (it cannot be placed), and is superseded by any dated one.
-pub(crate) const TIMELINE: &str = "
+const TIMELINE: &str = "
     WITH answering AS (
         SELECT v.version_id, v.work_id, v.label, v.promulgated_on, v.effective_from,
                v.effective_to AS given_to,

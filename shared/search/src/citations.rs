@@ -8,7 +8,7 @@
 //! date. Nothing is guessed: an article, paragraph or item the law does not have is `not_found`,
 //! one that only a version not in force has is `not_in_force`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::law_names::{self, work_key};
 
@@ -91,15 +91,9 @@ impl<'a> Checker<'a> {
     pub async fn new(db: &'a Db, as_of: &str) -> Result<Checker<'a>, DbError> {
         let client = db.client().await?;
         let mut by_key: HashMap<String, Vec<LawTitle>> = HashMap::new();
-        // A version held for its release answers no citation, not even as a fallback.
-        let held: HashSet<String> = works::documents_left_out(&**client, as_of, false)
-            .await?
-            .into_iter()
-            .collect();
+        // A version held for its release answers no citation, not even as a fallback: the
+        // authority leaves it out of the laws a citation can name.
         for t in keyword::law_titles(&**client).await? {
-            if held.contains(&t.doc_id) {
-                continue;
-            }
             by_key
                 .entry(work_key(&t.title_key).to_string())
                 .or_default()

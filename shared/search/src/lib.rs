@@ -372,7 +372,8 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
     );
     // Enough to fill top_k after the check, not the whole fused list.
     let wanted: Vec<i64> = order.iter().take(top_k * 2 + 10).copied().collect();
-    let (live, places) = vouched_for(deps, &wanted, q.filters, &as_of).await?;
+    let in_force_only = q.versions == Versions::InForce;
+    let (live, places) = vouched_for(deps, &wanted, q.filters, &as_of, in_force_only).await?;
 
     let (mut hits, unvouched) = checked_hits(
         q.text,
@@ -448,20 +449,23 @@ async fn lifted_by_graph(
     Ok(graph::lift(fused, &edges, &q.graph))
 }
 
-/// The authority check: of the blocks wanted, those PostgreSQL vouches for under the filters,
-/// and their documents' versions on `as_of`.
+/// The authority check: of the blocks wanted, those whose documents answer on `as_of` now (the
+/// version state read again in the same statement), under the filters; and their documents'
+/// versions on `as_of`.
 async fn vouched_for(
     deps: &SearchDeps<'_>,
     wanted: &[i64],
     filters: &Filters,
     as_of: &str,
+    in_force_only: bool,
 ) -> Result<(HashMap<i64, LiveBlock>, HashMap<String, VersionPlace>), SearchError> {
     let client = deps.db.client().await?;
-    let live: HashMap<i64, LiveBlock> = articles::live_blocks(&**client, wanted, filters)
-        .await?
-        .into_iter()
-        .map(|b| (b.block_id, b))
-        .collect();
+    let live: HashMap<i64, LiveBlock> =
+        articles::live_blocks(&**client, wanted, filters, as_of, in_force_only)
+            .await?
+            .into_iter()
+            .map(|b| (b.block_id, b))
+            .collect();
     let live_docs: Vec<String> = live.values().map(|b| b.doc_id.clone()).collect();
     let places = works::places(&**client, &live_docs, as_of).await?;
     Ok((live, places))

@@ -14,6 +14,7 @@ pub(crate) use register::register_document;
 pub(crate) use retry::retry_document;
 
 use crate::audit::{self, Audit};
+use crate::authority::{self, Need};
 use crate::context::RequestMeta;
 use crate::problem::{ApiError, ApiJson, ApiQuery, DocId};
 use crate::state::ApiState;

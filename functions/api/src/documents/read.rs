@@ -100,6 +100,7 @@ pub async fn structure(
 ) -> Result<Json<Value>, ApiError> {
     let doc = load(&state.db, &doc_id).await?;
     let client = state.db.client().await?;
+    authority::check(&**client, &doc_id, Need::NotWithheld).await?;
     let nodes = db_views::structure_nodes(&**client, &doc_id).await?;
     let count = nodes.len();
     let tree = db_views::nest(nodes);
@@ -148,6 +149,7 @@ pub async fn blocks(
         semantic_id: q.semantic_id,
     };
     let client = state.db.client().await?;
+    authority::check(&**client, &doc_id, Need::NotWithheld).await?;
     let mut rows = db_views::blocks(&**client, &doc_id, &filter, after, limit + 1).await?;
     let next_cursor = if rows.len() as i64 > limit {
         rows.truncate(limit as usize);
@@ -176,12 +178,7 @@ pub async fn download(
             ),
         ));
     }
-    if doc.deleting_at.is_some() {
-        return Err(ApiError::conflict(
-            "document-deleting",
-            format!("document {doc_id} is being deleted"),
-        ));
-    }
+    authority::check(&**state.db.client().await?, &doc_id, Need::NotWithheld).await?;
     let ttl = state.config.download_url_ttl;
     let url = state
         .objects

@@ -1,0 +1,53 @@
+//! The API's reads of one document through the one authority check
+//! ([`docpipe_db::authority`]): what the text is worth today decides what may be served.
+
+use crate::problem::ApiError;
+use docpipe_db::authority::{self, Standing};
+use docpipe_db::GenericClient;
+
+/// What a read needs of a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Need {
+    /// The text as the law that applies today (an article): indexed, released, in force.
+    Applies,
+    /// The document's own record (its blocks, its tree, its original): anything but a delete
+    /// under way or a version held for its release, whose text answers nothing until released.
+    NotWithheld,
+}
+
+/// Ok when the document may be read for `need`; 404 when it does not exist, else 409 with the
+/// reason (`document-deleting`, `version-held`, and for [`Need::Applies`] also
+/// `document-not-indexed` and `version-not-in-force`).
+pub(crate) async fn check(
+    client: &impl GenericClient,
+    doc_id: &str,
+    need: Need,
+) -> Result<(), ApiError> {
+    let today = docpipe_search::today();
+    let standing = authority::standing(client, &[doc_id.to_string()], &today)
+        .await?
+        .remove(doc_id);
+    match (standing, need) {
+        (None, _) => Err(ApiError::NotFound(format!("no document {doc_id}"))),
+        (Some(Standing::Live), _) => Ok(()),
+        (Some(Standing::Deleting), _) => Err(ApiError::conflict(
+            "document-deleting",
+            format!("document {doc_id} is being deleted"),
+        )),
+        (Some(Standing::Held), _) => Err(ApiError::conflict(
+            "version-held",
+            format!(
+                "document {doc_id} is a version held for its release: it answers once released"
+            ),
+        )),
+        (Some(Standing::NotIndexed(_) | Standing::NotInForce), Need::NotWithheld) => Ok(()),
+        (Some(Standing::NotIndexed(status)), Need::Applies) => Err(ApiError::conflict(
+            "document-not-indexed",
+            format!("document {doc_id} is not indexed (status {status})"),
+        )),
+        (Some(Standing::NotInForce), Need::Applies) => Err(ApiError::conflict(
+            "version-not-in-force",
+            format!("document {doc_id} is a version not in force on {today}"),
+        )),
+    }
+}
