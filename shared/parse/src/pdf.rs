@@ -2,9 +2,6 @@
 //! the text layer, page by page, with line boxes; lopdf when pdfium is missing or cannot read
 //! the file. Before either sees the bytes, a linear scan refuses nesting bombs.
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
-
 use pdfium_render::prelude::*;
 
 use crate::error::ParseError;
@@ -16,86 +13,19 @@ use crate::raw::{RawBlock, RawDoc};
 use crate::structure::{recognise, starts_strong_unit, Kind};
 
 mod fonts;
+mod library;
+mod lopdf_text;
 mod scanned;
 
-use scanned::Scans;
+pub use library::{
+    pdfium_library_path, pdfium_status, process_pdfium, PDFIUM_DEFAULT_PATH, PDFIUM_ENV,
+};
 pub use scanned::{MAX_OCR_PIXELS, MIN_OCR_DPI, OCR_DPI};
 
-pub const PDFIUM_ENV: &str = "DOCPIPE_PDFIUM_LIB";
-pub const PDFIUM_DEFAULT_PATH: &str = "/opt/lib/libpdfium.so";
-
-/// Where libpdfium is looked for: `$DOCPIPE_PDFIUM_LIB`, else the Lambda layer path.
-pub fn pdfium_library_path() -> PathBuf {
-    std::env::var_os(PDFIUM_ENV)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(PDFIUM_DEFAULT_PATH))
-}
-
-// pdfium can be bound once per process (a second bind fails), so the outcome, success or the
-// reason for failure, is kept for the life of the process.
-static PDFIUM: OnceLock<Result<Pdfium, String>> = OnceLock::new();
-
-/// The process's pdfium, as docpipe runs it: bound once, with no font of the host (see
-/// [`fonts`]). Anything that measures pdfium against docpipe must use this one, or it measures a
-/// pdfium that loads the host's fonts.
-pub fn process_pdfium() -> Result<&'static Pdfium, &'static str> {
-    pdfium()
-}
-
-fn pdfium() -> Result<&'static Pdfium, &'static str> {
-    PDFIUM
-        .get_or_init(|| {
-            let path = pdfium_library_path();
-            let pdfium = Pdfium::bind_to_library(&path)
-                .map(Pdfium::new)
-                .map_err(|e| format!("cannot load {}: {}", path.display(), pdfium_reason(&e)))?;
-            fonts::hide_host_fonts(&pdfium);
-            Ok(pdfium)
-        })
-        .as_ref()
-        .map_err(String::as_str)
-}
-
-/// A pdfium error as words. pdfium-render's `Display` is its `Debug` (a multi-line
-/// `PdfiumLibraryInternalError(\n    Unknown,\n)`), which must not reach a run's error message.
-pub(crate) fn pdfium_reason(e: &PdfiumError) -> String {
-    match e {
-        PdfiumError::PdfiumLibraryInternalError(internal) => match internal {
-            PdfiumInternalError::FileError => "pdfium could not read the file".into(),
-            PdfiumInternalError::FormatError => {
-                "pdfium could not make sense of its structure: not a well-formed PDF".into()
-            }
-            PdfiumInternalError::PasswordError => "it needs a password".into(),
-            PdfiumInternalError::SecurityError => {
-                "pdfium does not support its security handler".into()
-            }
-            PdfiumInternalError::PageError => "pdfium could not load the page".into(),
-            PdfiumInternalError::Unknown => "pdfium reported a failure without a reason".into(),
-        },
-        PdfiumError::LoadLibraryError(e) => format!("the library could not be loaded: {e}"),
-        PdfiumError::IoError(e) => format!("an I/O error: {e}"),
-        // Every other variant is a plain name ("PageIndexOutOfBounds"): its words.
-        other => {
-            let name = format!("{other:?}");
-            let name = name.split(['(', ' ', '{']).next().unwrap_or_default();
-            let mut words = String::from("pdfium: ");
-            for (i, c) in name.chars().enumerate() {
-                if c.is_uppercase() && i > 0 {
-                    words.push(' ');
-                }
-                words.extend(c.to_lowercase());
-            }
-            words
-        }
-    }
-}
-
-/// Binds pdfium now (if not yet) and says whether it is usable. Lets a process fail fast at cold
-/// start, and lets tests insist on pdfium rather than silently testing the fallback.
-pub fn pdfium_status() -> Result<(), String> {
-    pdfium().map(|_| ()).map_err(str::to_string)
-}
+use library::pdfium;
+pub(crate) use library::pdfium_reason;
+use lopdf_text::parse_with_lopdf;
+use scanned::Scans;
 
 /// Deepest `[`/`<<` nesting outside strings, comments and stream data. lopdf and pdfium both cap
 /// their own recursion, but a refusal here is cheaper and gives a clear reason.
@@ -788,74 +718,6 @@ fn union(mut boxes: impl Iterator<Item = [f32; 4]>) -> Option<[f32; 4]> {
             a[3].max(b[3]),
         ]
     }))
-}
-
-fn parse_with_lopdf(bytes: &[u8], limits: &Limits, why: &str) -> Result<RawDoc, ParseError> {
-    let mut doc = lopdf::Document::load_mem(bytes)
-        .map_err(|e| ParseError::Corrupt(format!("{why}; lopdf: {e}")))?;
-    if doc.is_encrypted() && doc.decrypt("").is_err() {
-        return Err(ParseError::Encrypted);
-    }
-    let page_ids = doc.get_pages();
-    if page_ids.is_empty() {
-        return Err(ParseError::Corrupt(format!("{why}; lopdf: no pages")));
-    }
-    let page_count = page_ids.len() as u32;
-    if page_count > limits.max_pages {
-        return Err(too_many_pages(page_count, limits));
-    }
-    let mut pages = Vec::with_capacity(page_ids.len());
-    let mut undecodable = Vec::new();
-    for (&n, &id) in &page_ids {
-        let damaged = doc.get_page_contents(id).iter().any(|&cid| {
-            doc.get_object(cid)
-                .and_then(|o| o.as_stream())
-                .map(|st| {
-                    st.decompressed_content().is_err()
-                        && st.filters().map(|f| !f.is_empty()).unwrap_or(false)
-                })
-                .unwrap_or(true)
-        });
-        if damaged {
-            undecodable.push(n);
-        }
-        let text = doc.extract_text(&[n]).unwrap_or_default();
-        let raw = text.clone();
-        let lines: Vec<Line> = text
-            .lines()
-            .map(|l| {
-                let cleaned: String = l.chars().filter(|c| !is_invisible(*c)).collect();
-                undo_letter_spacing(cleaned.trim())
-            })
-            .filter(|l| !l.is_empty())
-            .map(|text| Line {
-                text,
-                bbox: None,
-                hyphenated: false,
-                confidence: None,
-            })
-            .collect();
-        let chars = lines.iter().map(|l| l.text.chars().count()).sum();
-        pages.push(PageText {
-            lines,
-            garbage: garbage_ratio(&raw),
-            chars,
-            has_objects: false,
-            ocr_confidence: None,
-        });
-    }
-    if pages.iter().all(|p| p.chars == 0) {
-        if !undecodable.is_empty() {
-            return Err(ParseError::Corrupt(format!(
-                "{why}; the content streams of {} cannot be decoded",
-                crate::model::page_list(&undecodable)
-            )));
-        }
-        return Err(ParseError::Corrupt(format!(
-            "{why}; lopdf: no text in {page_count} page(s)"
-        )));
-    }
-    assemble(pages, &[], "lopdf", Scans::NoneNeeded)
 }
 
 #[cfg(test)]

@@ -6,22 +6,7 @@
 //! The one loosening: free text without title marks may run a reference verb into the name
 //! (另见广告法, 参见民法典). Such a run names the law after the verb, and only there.
 
-/// A normalised title without a version date in brackets: 湿地保护法(2021-12-24) → 湿地保护法.
-pub fn work_key(title_key: &str) -> &str {
-    let t = title_key.trim_end_matches([')', '）']);
-    match t.rfind(['(', '（']) {
-        Some(at)
-            if t[at..]
-                .chars()
-                .skip(1)
-                .all(|c| c.is_ascii_digit() || c == '-')
-                && t.len() - at > 8 =>
-        {
-            &title_key[..at]
-        }
-        _ => title_key,
-    }
-}
+pub use docpipe_parse::article_ref::work_key;
 
 /// Laws repealed by a code that took their place, with the day it took effect: the Civil Code
 /// (第一千二百六十条) repealed these on 2021-01-01. A citation of one names its successor even when no

@@ -132,7 +132,7 @@ impl VersionClaim {
             "" => level_from_title(work).to_string(),
             given => given.to_string(),
         };
-        Some((work_key(&normalize_law_name(work)), level))
+        Some((work_key(&normalize_law_name(work)).to_string(), level))
     }
 }
 

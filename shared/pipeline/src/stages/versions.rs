@@ -74,8 +74,11 @@ pub(crate) async fn read(
             .push(format!("the upload's dates are ignored: {e}")),
     }
     let (title, title_key) = match claim.work.trim() {
-        "" => (title.to_string(), work_key(title_key)),
-        work => (work.to_string(), work_key(&normalize_law_name(work))),
+        "" => (title.to_string(), work_key(title_key).to_string()),
+        work => (
+            work.to_string(),
+            work_key(&normalize_law_name(work)).to_string(),
+        ),
     };
     let (label, label_source) = match (doc.version.trim(), dates.promulgated) {
         (given, _) if !given.is_empty() => (given.to_string(), "upload"),

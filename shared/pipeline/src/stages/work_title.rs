@@ -3,23 +3,8 @@
 //! both, so that the two readings cannot disagree.
 
 /// The work's key: the normalised title without a trailing date in brackets, which names a
-/// version ("湿地保护法(2021-12-24)" is 湿地保护法).
-pub(crate) fn work_key(title_key: &str) -> String {
-    let trimmed = title_key.trim_end_matches([')', '）']);
-    match trimmed.rfind(['(', '（']) {
-        Some(at)
-            if trimmed.len() > at
-                && trimmed[at..]
-                    .chars()
-                    .skip(1)
-                    .all(|c| c.is_ascii_digit() || c == '-')
-                && trimmed.len() - at > 8 =>
-        {
-            trimmed[..at].to_string()
-        }
-        _ => title_key.to_string(),
-    }
-}
+/// version ("湿地保护法(2021-12-24)" is 湿地保护法). One rule with the citation checker's.
+pub(crate) use docpipe_parse::article_ref::work_key;
 
 /// The issuing level a title's form says: a law (…法), an administrative regulation (…条例,
 /// …细则, …办法, …规定), a judicial interpretation (the courts' …解释 and …规定); "" when it
@@ -54,13 +39,5 @@ mod tests {
             "司法解释"
         );
         assert_eq!(level_from_title("数据安全白皮书"), "");
-    }
-
-    #[test]
-    fn a_date_in_brackets_is_no_part_of_the_work() {
-        assert_eq!(work_key("湿地保护法(2021-12-24)"), "湿地保护法");
-        assert_eq!(work_key("湿地保护法（2021-12-24）"), "湿地保护法");
-        assert_eq!(work_key("关于(一)的规定"), "关于(一)的规定");
-        assert_eq!(work_key("湿地保护法"), "湿地保护法");
     }
 }
