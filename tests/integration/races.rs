@@ -646,3 +646,59 @@ async fn a_parse_never_reads_another_uploads_bytes_under_its_runs_digest() {
     );
     p.cleanup().await;
 }
+
+/// The same bytes put to the same key while its document's delete waits for Milvus: the upload is
+/// not the document about to go. Its event waits for the delete (a transient error, redelivered),
+/// then it becomes a new indexed document. Before, the ETag check acknowledged it as a duplicate
+/// of the deleted document, and it vanished with no record.
+#[tokio::test]
+async fn the_same_bytes_uploaded_during_a_pending_delete_become_a_new_document() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let key = "race/same-bytes-during-delete.md";
+    let (_, v1) = read_law(&law_paths()[3]);
+    let doc_id = p.ingest(key, v1.as_bytes()).await;
+
+    let mut down = HookedVectorIndex::new(p.milvus.clone());
+    down.before_delete = Box::new(|_| Err(helpers::vector_outage("delete")));
+    let mut deps = p.delete_deps();
+    deps.vectors = &down;
+    docpipe_pipeline::stages::delete::delete(&deps, &doc_id)
+        .await
+        .expect_err("Milvus is down");
+
+    // S3 counts whole seconds: the upload is in a later second than the delete.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    p.aws.put(key, v1.as_bytes()).await;
+    let event = s3_put_event(&p.aws.bucket, key);
+    let during = docpipe_pipeline::handlers::store::handle_notification(&p.store, &event).await;
+    assert!(
+        during.is_err(),
+        "while the delete is pending the upload waits (retried), it is not a duplicate: {:?}",
+        during.map(|o| o.to_string())
+    );
+
+    docpipe_pipeline::stages::delete::finish(&p.delete_deps(), &doc_id)
+        .await
+        .expect("the delete finishes");
+    assert!(p.doc(&doc_id).await.is_none());
+    assert_eq!(
+        p.aws.get(key).await,
+        v1.as_bytes(),
+        "the upload is still there"
+    );
+
+    // The redelivery, once the delete is done.
+    let outcome = docpipe_pipeline::handlers::store::handle_notification(&p.store, &event)
+        .await
+        .expect("store");
+    assert!(
+        matches!(
+            outcome.only(),
+            docpipe_pipeline::stages::store::StoreOutcome::Stored { .. }
+        ),
+        "{outcome}"
+    );
+    p.drive(&doc_id).await;
+    assert_current_vectors(&p, &doc_id).await;
+    p.cleanup().await;
+}

@@ -436,7 +436,10 @@ async fn resolve_doc_id(db: &Db, bucket: &str, key: &str) -> Result<String, Stag
     Ok(ids::derived_doc_id(bucket, key))
 }
 
-/// The same object version (ETag and size) was seen before: answer without re-reading it.
+/// The same object version (ETag and size) was seen before: answer without re-reading it. Not
+/// while the document's delete is under way: the same bytes put to the key again then are a new
+/// upload, which must outlive the delete (the store waits for it, then records a new document),
+/// not be acknowledged as the document about to go.
 async fn duplicate_by_etag(
     deps: &StoreDeps<'_>,
     doc_id: &str,
@@ -452,7 +455,8 @@ async fn duplicate_by_etag(
         Some(doc)
             if doc.source_etag == head.etag
                 && doc.size_bytes == head.size as i64
-                && doc.current_run_id.is_some() =>
+                && doc.current_run_id.is_some()
+                && doc.deleting_at.is_none() =>
         {
             Ok(Some(duplicate(deps, doc_id).await?))
         }
