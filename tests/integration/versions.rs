@@ -964,3 +964,68 @@ async fn the_final_check_of_a_search_reads_the_version_state_again() {
         "all versions: repealed text answers"
     );
 }
+
+/// An overwrite of a key is read afresh: the version its old object claimed goes with that
+/// object, the new text's own version is recorded; an overwrite with an undated text leaves the
+/// old version and shows the document as unassigned. Before, the claims were merged (the
+/// overwrite kept `v1-claimed`) and `version_documents` kept the old assignment.
+#[tokio::test]
+async fn an_overwrite_moves_the_version_and_an_undated_one_unassigns_it() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (_, [older, newer]) = two_version_laws()
+        .into_iter()
+        .find(|(law, _)| law == "保守国家秘密法")
+        .expect("保守国家秘密法 in corpus/versions");
+    let read = |v: &Version| std::fs::read(corpus_dir().join("versions").join(&v.file)).unwrap();
+    let key = "uploads/overwrite/law.md";
+    p.aws
+        .put_with_metadata(key, &read(&older), &[("version", "v1-claimed")])
+        .await;
+    p.deliver(key).await;
+    let doc_id = docpipe_core::ids::derived_doc_id(&p.aws.bucket, key);
+    p.drive(&doc_id).await;
+    assert_eq!(version_of(&p, &doc_id).await.1, "v1-claimed");
+
+    // The newer text, with no metadata: its own version, not the old object's claim.
+    p.aws.put(key, &read(&newer)).await;
+    p.deliver(key).await;
+    p.drive(&doc_id).await;
+    let doc = p.doc(&doc_id).await.unwrap();
+    assert_eq!(
+        doc.status,
+        docpipe_core::model::DocStatus::Indexed,
+        "{}",
+        doc.error_message
+    );
+    assert_eq!(doc.version, "", "the old object's version claim stayed");
+    assert!(
+        doc.metadata.get("version_of").is_none(),
+        "the old object's claim stayed: {}",
+        doc.metadata
+    );
+    assert_eq!(version_of(&p, &doc_id).await.1, newer.published);
+
+    // An undated text: no version at all.
+    let undated = "# 中华人民共和国保守国家秘密法\n\n第一条 为了保守国家秘密，制定本法。\n\n第二条 国家秘密受法律保护。\n";
+    p.aws.put(key, undated.as_bytes()).await;
+    p.deliver(key).await;
+    p.drive(&doc_id).await;
+    let doc = p.doc(&doc_id).await.unwrap();
+    assert_eq!(
+        doc.status,
+        docpipe_core::model::DocStatus::Indexed,
+        "{}",
+        doc.error_message
+    );
+    let assigned = p
+        .count_for(
+            "SELECT count(*) FROM version_documents WHERE doc_id = $1",
+            &doc_id,
+        )
+        .await;
+    assert_eq!(
+        assigned, 0,
+        "an undated overwrite kept the old version's assignment"
+    );
+    p.cleanup().await;
+}

@@ -67,8 +67,11 @@ pub struct StoredObject<'a> {
     pub sha256: &'a str,
     pub etag: &'a str,
     /// Merged into the document's `metadata` (the full values of fields cut to their column).
+    /// An overwrite (other content than the document stored) is read afresh: the old object's
+    /// version claim goes, and its `version` and `regulation_type` are the new object's, empty
+    /// or not.
     pub metadata: &'a serde_json::Value,
-    /// What the object's metadata names; empty keeps the document's.
+    /// What the object's metadata names; empty keeps the document's, but on an overwrite.
     pub version: &'a str,
     pub regulation_type: &'a str,
 }
@@ -90,9 +93,13 @@ pub async fn mark_stored(
                         source_bucket = $5, content_type = $6, size_bytes = $7,
                         content_sha256 = $8, source_etag = $9, updated_at = NOW(),
                         doc_name = CASE WHEN doc_name = '' THEN $3 ELSE doc_name END,
-                        metadata = metadata || $10::jsonb,
-                        version = CASE WHEN $11 = '' THEN version ELSE $11 END,
-                        regulation_type = CASE WHEN $12 = '' THEN regulation_type ELSE $12 END
+                        metadata = CASE WHEN content_sha256 NOT IN ('', $8)
+                                        THEN (metadata - 'version_of') || $10::jsonb
+                                        ELSE metadata || $10::jsonb END,
+                        version = CASE WHEN content_sha256 NOT IN ('', $8) OR $11 <> '' THEN $11
+                                       ELSE version END,
+                        regulation_type = CASE WHEN content_sha256 NOT IN ('', $8) OR $12 <> ''
+                                               THEN $12 ELSE regulation_type END
                  WHERE doc_id = $1 AND current_run_id = $2 AND status = 'pending' AND deleting_at IS NULL
                  RETURNING doc_id),
              run AS (

@@ -32,6 +32,16 @@ pub struct Assignment<'a> {
     pub decisions: serde_json::Value,
 }
 
+/// `doc_id` is no version any more (its new content names and dates none): an overwrite of a
+/// version with an undated text leaves that version and shows the document as unassigned.
+pub async fn unassign(c: &impl GenericClient, doc_id: &str) -> Result<u64, DbError> {
+    Ok(c.execute_typed(
+        "DELETE FROM version_documents WHERE doc_id = $1",
+        &[(&doc_id, Type::VARCHAR)],
+    )
+    .await?)
+}
+
 /// Records `doc_id` (of run `run_id`) as a rendition of the version the assignment names,
 /// creating the work and the version when they are new, and releases the version when `release`
 /// (it then answers from this transaction's commit on): the version id.

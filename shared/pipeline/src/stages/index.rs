@@ -613,9 +613,14 @@ async fn commit(
         .await?;
     if moved {
         keyword::write(&*tx, lease.run_id, keywords).await?;
-        if let Some(v) = version {
-            let release = deps.config.release == ReleaseMode::Auto;
-            works::assign(&*tx, doc_id, lease.run_id, &v.assignment(), release).await?;
+        match version {
+            Some(v) => {
+                let release = deps.config.release == ReleaseMode::Auto;
+                works::assign(&*tx, doc_id, lease.run_id, &v.assignment(), release).await?;
+            }
+            None => {
+                works::unassign(&*tx, doc_id).await?;
+            }
         }
     } else {
         // The decision that this worker's vectors are not the run's, and the clean-up it owes.
