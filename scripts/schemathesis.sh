@@ -79,6 +79,7 @@ status=0
 "$VENV/bin/schemathesis" run "$ROOT/openapi.yaml" \
   --url "$DOCPIPE_API_URL" \
   --header "Authorization: Bearer $DOCPIPE_WEBHOOK_TOKEN" \
+  --header "X-Docpipe-Role: reviewer" \
   --checks all \
   --exclude-checks positive_data_acceptance \
   --max-examples "$MAX_EXAMPLES" \

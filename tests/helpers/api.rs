@@ -7,6 +7,7 @@ use std::time::Duration;
 /// The API's configuration over the pipeline's bucket and queues, with no webhook token.
 pub fn api_config(p: &Pipeline) -> docpipe_api_fn::ApiConfig {
     docpipe_api_fn::ApiConfig {
+        reviewer_scope: docpipe_api_fn::DEFAULT_REVIEWER_SCOPE.to_string(),
         bucket: p.aws.bucket.clone(),
         parse_queue_url: p.aws.parse_queue.clone(),
         upload_url_ttl: Duration::from_secs(600),

@@ -33,6 +33,7 @@ struct Api {
 
 fn config_for(p: &Pipeline) -> ApiConfig {
     ApiConfig {
+        reviewer_scope: docpipe_api_fn::DEFAULT_REVIEWER_SCOPE.to_string(),
         bucket: p.aws.bucket.clone(),
         parse_queue_url: p.aws.parse_queue.clone(),
         upload_url_ttl: Duration::from_secs(600),
@@ -95,6 +96,19 @@ impl Api {
 
     async fn get(&self, path: &str) -> (StatusCode, Value) {
         let r = self.http.get(self.url(path)).send().await.unwrap();
+        read(r).await.into()
+    }
+
+    /// As a reviewer (the dev API's role header): releasing and repealing are a reviewer's acts.
+    async fn post_as_reviewer(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .post(self.url(path))
+            .header("x-docpipe-role", "reviewer")
+            .json(body)
+            .send()
+            .await
+            .unwrap();
         read(r).await.into()
     }
 
@@ -2362,7 +2376,7 @@ async fn works_list_their_versions_and_bad_dates_or_ids_are_problems() {
         .unwrap()
         .get(0);
     let (status, released) = api
-        .post(
+        .post_as_reviewer(
             &format!("/works/{id}/versions/{doc_id}/release"),
             &json!({}),
         )
@@ -2388,18 +2402,20 @@ async fn works_list_their_versions_and_bad_dates_or_ids_are_problems() {
         ),
         (json!({"on": "2025-01-01"}), 422, "an unknown field"),
     ] {
-        let (got, problem) = api.post(&format!("/works/{id}/repeal"), &body).await;
+        let (got, problem) = api
+            .post_as_reviewer(&format!("/works/{id}/repeal"), &body)
+            .await;
         assert_eq!(got.as_u16(), status, "{what}: {problem}");
     }
     let (got, _) = api
-        .post(
+        .post_as_reviewer(
             "/works/999999999/repeal",
             &json!({"repealed_on": "2025-01-01"}),
         )
         .await;
     assert_eq!(got, StatusCode::NOT_FOUND);
     let (got, repealed) = api
-        .post(
+        .post_as_reviewer(
             &format!("/works/{id}/repeal"),
             &json!({"repealed_on": "2030-01-01"}),
         )
@@ -2410,7 +2426,7 @@ async fn works_list_their_versions_and_bad_dates_or_ids_are_problems() {
     assert_eq!(shown["work"]["repealed_on"], "2030-01-01");
     let stranger = docpipe_core::ids::random_doc_id();
     let (status, _) = api
-        .post(
+        .post_as_reviewer(
             &format!("/works/{id}/versions/{stranger}/release"),
             &json!({}),
         )

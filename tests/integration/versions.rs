@@ -54,6 +54,11 @@ async fn ingest(p: &Pipeline, v: &Version, suffix: &[u8]) -> String {
     doc_id
 }
 
+/// The content a document holds now.
+async fn sha_of(p: &Pipeline, doc_id: &str) -> String {
+    p.doc(doc_id).await.expect("the document").content_sha256
+}
+
 /// A document's version as recorded: (work id, label, effective from).
 async fn version_of(p: &Pipeline, doc_id: &str) -> (i64, String, String) {
     let row =
@@ -386,25 +391,45 @@ async fn in_the_manual_mode_a_version_answers_only_once_released_and_searches_se
         ["held"]
     );
     assert_eq!(
-        works::release(&**p.db.client().await, work, &old_doc)
-            .await
-            .unwrap(),
+        works::release(
+            &**p.db.client().await,
+            work,
+            &old_doc,
+            "test:reviewer",
+            None
+        )
+        .await
+        .unwrap(),
         Released::Now {
-            label: old_label.clone()
+            label: old_label.clone(),
+            sha256: sha_of(&p, &old_doc).await,
         }
     );
     assert_eq!(
-        works::release(&**p.db.client().await, work, &old_doc)
-            .await
-            .unwrap(),
+        works::release(
+            &**p.db.client().await,
+            work,
+            &old_doc,
+            "test:reviewer",
+            None
+        )
+        .await
+        .unwrap(),
         Released::Already {
-            label: old_label.clone()
+            label: old_label.clone(),
+            sha256: sha_of(&p, &old_doc).await,
         }
     );
     assert_eq!(
-        works::release(&**p.db.client().await, work + 1, &old_doc)
-            .await
-            .unwrap(),
+        works::release(
+            &**p.db.client().await,
+            work + 1,
+            &old_doc,
+            "test:reviewer",
+            None
+        )
+        .await
+        .unwrap(),
         Released::NotOfWork
     );
 
@@ -434,15 +459,22 @@ async fn in_the_manual_mode_a_version_answers_only_once_released_and_searches_se
     };
     let release = async {
         tokio::time::sleep(std::time::Duration::from_millis(150)).await;
-        works::release(&**p.db.client().await, work, &new_doc)
-            .await
-            .unwrap()
+        works::release(
+            &**p.db.client().await,
+            work,
+            &new_doc,
+            "test:reviewer",
+            None,
+        )
+        .await
+        .unwrap()
     };
     let (seen, released) = tokio::join!(searches, release);
     assert_eq!(
         released,
         Released::Now {
-            label: newer.published.clone()
+            label: newer.published.clone(),
+            sha256: sha_of(&p, &new_doc).await,
         }
     );
     assert!(
@@ -461,9 +493,15 @@ async fn in_the_manual_mode_a_version_answers_only_once_released_and_searches_se
 
     // A document being processed again is not indexed: its version cannot be released through it.
     p.retry(&old_doc).await.expect("retry");
-    match works::release(&**p.db.client().await, work, &old_doc)
-        .await
-        .unwrap()
+    match works::release(
+        &**p.db.client().await,
+        work,
+        &old_doc,
+        "test:reviewer",
+        None,
+    )
+    .await
+    .unwrap()
     {
         Released::NotIndexed { status, .. } => assert_ne!(status, "indexed"),
         other => panic!("a document not indexed released its version: {other:?}"),
@@ -830,9 +868,15 @@ async fn held_and_superseded_text_is_served_by_no_read_path() {
     }
 
     // Released: both answer.
-    works::release(&**p.db.client().await, work, &old_doc)
-        .await
-        .unwrap();
+    works::release(
+        &**p.db.client().await,
+        work,
+        &old_doc,
+        "test:reviewer",
+        None,
+    )
+    .await
+    .unwrap();
     let (status, r) = resolve("《保守国家秘密法》第一条").await;
     assert_eq!(status, 200, "{r}");
     assert_eq!(r["resolved"]["doc_id"], old_doc.as_str(), "{r}");
@@ -862,9 +906,15 @@ async fn held_and_superseded_text_is_served_by_no_read_path() {
     assert_eq!(r["resolved"]["doc_id"], old_doc.as_str(), "{r}");
 
     // Released in turn: the older one is superseded and serves no article; the diff compares.
-    works::release(&**p.db.client().await, work, &new_doc)
-        .await
-        .unwrap();
+    works::release(
+        &**p.db.client().await,
+        work,
+        &new_doc,
+        "test:reviewer",
+        None,
+    )
+    .await
+    .unwrap();
     let (status, d) = api_get(&http, format!("{base}/works/{work}/diff")).await;
     assert_eq!(status, 200, "{d}");
     let (status, a) = api_get(&http, format!("{base}/documents/{old_doc}/articles/1")).await;
@@ -946,7 +996,7 @@ async fn the_final_check_of_a_search_reads_the_version_state_again() {
         0,
         "a held version's blocks were vouched for"
     );
-    works::release(&**p.db.client().await, work, &doc)
+    works::release(&**p.db.client().await, work, &doc, "test:reviewer", None)
         .await
         .unwrap();
     assert_eq!(vouched(true).await, ids.len(), "released, in force");
@@ -1028,4 +1078,288 @@ async fn an_overwrite_moves_the_version_and_an_undated_one_unassigns_it() {
         "an undated overwrite kept the old version's assignment"
     );
     p.cleanup().await;
+}
+
+/// A release is a reviewer's act and approves content: an uploader's call is refused (403) and
+/// changes nothing; a release names the document and its sha256 (a stale sha256 is refused), and
+/// the audit names who released what. In the manual mode an overwrite of a released rendition,
+/// and a new rendition of a released version, answer only once released in turn. Before, any
+/// caller could release, and a release of the version let every later rendition and overwrite
+/// of it publish at its index commit, unreviewed.
+#[tokio::test]
+async fn a_release_is_a_reviewers_act_on_content_and_new_content_waits_for_its_own() {
+    let mut p = Pipeline::new(Pipeline::hash()).await;
+    p.index.config.release = docpipe_core::config::ReleaseMode::Manual;
+    let (_, [older, _]) = two_version_laws()
+        .into_iter()
+        .find(|(law, _)| law == "保守国家秘密法")
+        .expect("保守国家秘密法 in corpus/versions");
+    let body = std::fs::read(corpus_dir().join("versions").join(&older.file)).unwrap();
+    let key = "uploads/review/law.md";
+    p.aws.put(key, &body).await;
+    p.deliver(key).await;
+    let doc = docpipe_core::ids::derived_doc_id(&p.aws.bucket, key);
+    p.drive(&doc).await;
+    p.wait_searchable(&doc).await;
+    let (work, label, _) = version_of(&p, &doc).await;
+    let base = helpers::serve_api(&p).await;
+    let http = reqwest::Client::new();
+    let post = |path: String, body: serde_json::Value, reviewer: bool| {
+        let http = http.clone();
+        let url = format!("{base}{path}");
+        async move {
+            let mut req = http.post(url).json(&body);
+            if reviewer {
+                req = req.header("x-docpipe-role", "reviewer");
+            }
+            let r = req.send().await.unwrap();
+            let status = r.status().as_u16();
+            (
+                status,
+                r.json::<serde_json::Value>().await.unwrap_or_default(),
+            )
+        }
+    };
+    let article = |doc: String| {
+        let (http, base) = (http.clone(), base.clone());
+        async move {
+            api_get(&http, format!("{base}/documents/{doc}/articles/1"))
+                .await
+                .0
+        }
+    };
+    let release = format!("/works/{work}/versions/{doc}/release");
+
+    // An uploader: refused, and nothing moves.
+    let (status, r) = post(release.clone(), serde_json::json!({}), false).await;
+    assert_eq!(status, 403, "an uploader released a version: {r}");
+    assert!(
+        r["type"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("reviewer-required"),
+        "{r}"
+    );
+    let (status, _) = post(
+        format!("/works/{work}/repeal"),
+        serde_json::json!({ "repealed_on": "2020-01-01" }),
+        false,
+    )
+    .await;
+    assert_eq!(status, 403, "an uploader repealed a work");
+    assert_eq!(article(doc.clone()).await, 409, "still held");
+
+    // A reviewer who read other content: refused.
+    let (status, r) = post(
+        release.clone(),
+        serde_json::json!({ "sha256": "0".repeat(64) }),
+        true,
+    )
+    .await;
+    assert_eq!(status, 409, "{r}");
+    assert!(
+        r["type"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("content-changed"),
+        "{r}"
+    );
+
+    // A reviewer who read this content: released, and the audit says who and what.
+    let sha = sha_of(&p, &doc).await;
+    let (status, r) = post(release.clone(), serde_json::json!({ "sha256": sha }), true).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        (r["sha256"].as_str(), r["version"].as_str()),
+        (Some(sha.as_str()), Some(label.as_str()))
+    );
+    assert_eq!(article(doc.clone()).await, 200);
+    let audited =
+        p.db.client()
+            .await
+            .query_typed_one(
+                "SELECT actor_type, actor_id, detail->>'sha256' AS sha FROM audit_log
+             WHERE action = 'release' AND target_id = $1 AND result = 'succeeded'",
+                &[(&doc, Type::VARCHAR)],
+            )
+            .await
+            .expect("the release is audited");
+    assert_eq!(audited.get::<_, String>("actor_type"), "local");
+    assert_eq!(
+        audited.get::<_, Option<String>>("sha").as_deref(),
+        Some(sha.as_str())
+    );
+
+    // An overwrite of the released rendition: the same version, new content, held again.
+    let mut changed = body.clone();
+    changed.extend_from_slice("\n\n附：本文件经审核后发布。\n".as_bytes());
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    p.aws.put(key, &changed).await;
+    p.deliver(key).await;
+    p.drive(&doc).await;
+    assert_eq!(
+        version_of(&p, &doc).await.1,
+        label,
+        "the overwrite is the same version"
+    );
+    assert_ne!(sha_of(&p, &doc).await, sha);
+    assert_eq!(
+        article(doc.clone()).await,
+        409,
+        "an overwrite published unreviewed"
+    );
+    let (status, r) = post(release.clone(), serde_json::json!({}), true).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["already"], false, "{r}");
+    assert_eq!(article(doc.clone()).await, 200);
+
+    // A new rendition of the released version: held until released in turn.
+    let copy_key = "uploads/review/law-copy.md";
+    let mut copy = body.clone();
+    copy.extend_from_slice(b"\n");
+    p.aws.put(copy_key, &copy).await;
+    p.deliver(copy_key).await;
+    let copy_doc = docpipe_core::ids::derived_doc_id(&p.aws.bucket, copy_key);
+    p.drive(&copy_doc).await;
+    assert_eq!(
+        version_of(&p, &copy_doc).await.1,
+        label,
+        "a rendition of the same version"
+    );
+    assert_eq!(
+        article(copy_doc.clone()).await,
+        409,
+        "a new rendition published unreviewed"
+    );
+    assert_eq!(
+        article(doc.clone()).await,
+        200,
+        "the released rendition still answers"
+    );
+    let (status, r) = post(
+        format!("/works/{work}/versions/{copy_doc}/release"),
+        serde_json::json!({}),
+        true,
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(article(copy_doc).await, 200);
+    p.cleanup().await;
+}
+
+/// Two uploads that claim one version with different dates, both stored before either is
+/// indexed (so the store's check saw neither): one commits, the other fails with
+/// `version-collides`, under a lock at the index commit. Before, both were indexed and the second
+/// silently rewrote the version's dates.
+#[tokio::test]
+async fn two_uploads_claiming_one_version_with_other_dates_one_wins_the_other_collides() {
+    use docpipe_core::model::DocStatus;
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (_, [older, _]) = two_version_laws().into_iter().next().unwrap();
+    let body = std::fs::read(corpus_dir().join("versions").join(&older.file)).unwrap();
+    let mut keys = Vec::new();
+    for (i, day) in ["2031-01-01", "2032-02-02"].iter().enumerate() {
+        let key = format!("uploads/collide/{i}.md");
+        let mut text = body.clone();
+        text.extend_from_slice(format!("\n附{i}\n").as_bytes());
+        p.aws
+            .put_with_metadata(
+                &key,
+                &text,
+                // 示范条例, as S3 keeps non-ASCII metadata (RFC 2047).
+                &[
+                    ("work", "=?UTF-8?B?56S66IyD5p2h5L6L?="),
+                    ("version", "v-collide"),
+                    ("effective-from", day),
+                ],
+            )
+            .await;
+        p.deliver(&key).await;
+        keys.push(key);
+    }
+    let docs: Vec<String> = keys
+        .iter()
+        .map(|k| docpipe_core::ids::derived_doc_id(&p.aws.bucket, k))
+        .collect();
+    for doc in &docs {
+        p.drive(doc).await;
+    }
+    let mut indexed = 0;
+    let mut collided = Vec::new();
+    for doc in &docs {
+        let d = p.doc(doc).await.unwrap();
+        match d.status {
+            DocStatus::Indexed => indexed += 1,
+            DocStatus::Failed => collided.push(d.error_message.clone()),
+            other => panic!("{doc}: {other:?}"),
+        }
+    }
+    assert_eq!(indexed, 1, "one wins: {collided:?}");
+    assert_eq!(collided.len(), 1, "the other fails");
+    assert!(collided[0].contains("version-collides"), "{}", collided[0]);
+    assert_eq!(
+        p.count_for(
+            "SELECT count(*) FROM version_documents vd JOIN work_versions v USING (version_id)
+             WHERE v.label = $1",
+            "v-collide"
+        )
+        .await,
+        1
+    );
+}
+
+/// Renditions of one version that disagree on a date: a known date is never blanked by a
+/// rendition that gives none, and a date one rendition's text replaces is a decision on record.
+/// Before, the last rendition's dates overwrote the version's, blanks included.
+#[tokio::test]
+async fn renditions_that_disagree_on_a_date_never_blank_it_and_say_so() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (_, [older, newer]) = two_version_laws()
+        .into_iter()
+        .find(|(law, _)| law == "保守国家秘密法")
+        .expect("保守国家秘密法 in corpus/versions");
+    // 保守国家秘密法, as S3 keeps non-ASCII metadata (RFC 2047).
+    let claim = [
+        ("work", "=?UTF-8?B?5L+d5a6I5Zu95a6256eY5a+G5rOV?="),
+        ("version", "v-renditions"),
+    ];
+    let put = |key: &'static str, body: Vec<u8>| {
+        let p = &p;
+        async move {
+            p.aws.put_with_metadata(key, &body, &claim).await;
+            p.deliver(key).await;
+            let doc = docpipe_core::ids::derived_doc_id(&p.aws.bucket, key);
+            p.drive(&doc).await;
+            doc
+        }
+    };
+    let read = |v: &Version| std::fs::read(corpus_dir().join("versions").join(&v.file)).unwrap();
+    let first = put("uploads/renditions/a.md", read(&older)).await;
+    let v = recorded(&p, &first).await;
+    let promulgated = v["promulgated"]
+        .as_str()
+        .expect("the text dates it")
+        .to_string();
+
+    // A rendition whose text gives no date at all: the version keeps its dates.
+    let undated = "# 中华人民共和国保守国家秘密法\n\n第一条 为了保守国家秘密，制定本法。\n\n第二条 国家秘密受法律保护。\n";
+    let second = put("uploads/renditions/b.md", undated.as_bytes().to_vec()).await;
+    assert_eq!(version_of(&p, &second).await.1, "v-renditions");
+    let v = recorded(&p, &second).await;
+    assert_eq!(
+        v["promulgated"].as_str(),
+        Some(promulgated.as_str()),
+        "a known date was blanked: {v}"
+    );
+
+    // A rendition whose text gives another date: taken, and the disagreement recorded.
+    let third = put("uploads/renditions/c.md", read(&newer)).await;
+    let v = recorded(&p, &third).await;
+    let now = v["promulgated"].as_str().unwrap().to_string();
+    assert_ne!(now, promulgated);
+    let decisions = v["decisions"].to_string();
+    assert!(
+        decisions.contains(&format!("where the version had {promulgated}")),
+        "the disagreement is not on record: {decisions}"
+    );
 }

@@ -19,6 +19,9 @@ use std::time::Instant;
 pub(crate) const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
 /// Names the caller when the API is served by the dev runner (ignored in Lambda).
 pub(crate) const ACTOR_HEADER: HeaderName = HeaderName::from_static("x-docpipe-actor");
+/// `reviewer` makes the caller a reviewer when the API is served by the dev runner (ignored in
+/// Lambda, where only the authorizer says so).
+pub(crate) const ROLE_HEADER: HeaderName = HeaderName::from_static("x-docpipe-role");
 
 /// Who is calling: recorded in the audit log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +37,9 @@ pub struct Actor {
 pub(crate) struct RequestMeta {
     pub request_id: String,
     pub actor: Actor,
+    /// May release and repeal: a JWT with the reviewer scope, an IAM principal the template's
+    /// route policy let through to a reviewer's route, or locally the role header.
+    pub reviewer: bool,
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for RequestMeta {
@@ -47,6 +53,7 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestMeta {
             .unwrap_or_else(|| RequestMeta {
                 request_id: new_request_id(),
                 actor: anonymous(),
+                reviewer: false,
             }))
     }
 }
@@ -127,6 +134,33 @@ pub(crate) fn lambda_actor(req: &Request) -> Actor {
     anonymous()
 }
 
+/// A reviewer in Lambda: with a JWT, its `scope` claim names the reviewer scope (API Gateway
+/// also requires it on the reviewer's routes); with IAM, API Gateway let the principal through a
+/// route that only the template's reviewer policy grants.
+fn lambda_reviewer(req: &Request, reviewer_scope: &str) -> bool {
+    let Some(authorizer) = lambda_context(req).and_then(|c| c.authorizer.as_ref()) else {
+        return false;
+    };
+    if let Some(jwt) = &authorizer.jwt {
+        return jwt
+            .claims
+            .get("scope")
+            .is_some_and(|scopes| scopes.split_whitespace().any(|s| s == reviewer_scope))
+            || jwt
+                .scopes
+                .as_ref()
+                .is_some_and(|s| s.iter().any(|s| s == reviewer_scope));
+    }
+    authorizer.iam.is_some()
+}
+
+fn local_reviewer(req: &Request) -> bool {
+    req.headers()
+        .get(ROLE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim() == "reviewer")
+}
+
 fn local_actor(req: &Request) -> Actor {
     let named = req
         .headers()
@@ -170,15 +204,19 @@ pub(crate) async fn middleware(
 ) -> Response {
     let started = Instant::now();
     let request_id = request_id(&req, state.actor_source);
-    let actor = match state.actor_source {
-        ActorSource::Lambda => lambda_actor(&req),
-        ActorSource::Local => local_actor(&req),
+    let (actor, reviewer) = match state.actor_source {
+        ActorSource::Lambda => (
+            lambda_actor(&req),
+            lambda_reviewer(&req, &state.config.reviewer_scope),
+        ),
+        ActorSource::Local => (local_actor(&req), local_reviewer(&req)),
     };
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     req.extensions_mut().insert(RequestMeta {
         request_id: request_id.clone(),
         actor: actor.clone(),
+        reviewer,
     });
 
     // A panic is a bug: it answers 500 (and is logged) instead of dropping the connection.

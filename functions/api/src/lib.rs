@@ -45,7 +45,7 @@ use axum::Router;
 use problem::ApiError;
 use std::sync::Arc;
 
-pub use state::{ActorSource, ApiConfig, ApiState};
+pub use state::{ActorSource, ApiConfig, ApiState, DEFAULT_REVIEWER_SCOPE};
 
 type Routes = Vec<(Method, &'static str, MethodRouter<Arc<ApiState>>)>;
 

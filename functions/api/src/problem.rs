@@ -37,6 +37,9 @@ pub(crate) enum ApiError {
     Validation { field: String, reason: String },
     #[error("{0}")]
     Unauthorized(String),
+    /// The caller is known but may not do this (releasing and repealing are a reviewer's acts).
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0}")]
     NotFound(String),
     #[error("no route for {method} {path}")]
@@ -128,6 +131,7 @@ impl ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -147,6 +151,7 @@ impl ApiError {
             ApiError::InvalidBody(_) => "invalid-body",
             ApiError::Validation { .. } => "validation-failed",
             ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::Forbidden(_) => "reviewer-required",
             ApiError::NotFound(_) | ApiError::RouteNotFound { .. } => "not-found",
             ApiError::Conflict { kind, .. } => kind,
             ApiError::PayloadTooLarge => "payload-too-large",

@@ -50,7 +50,13 @@ pub struct ApiConfig {
     /// Deliveries of a job before its queue gives up (`DOCPIPE_MAX_RECEIVE_COUNT`, the template's
     /// `MaxReceiveCount`): the "of 5" in "attempt 2 of 5".
     pub max_receive_count: Option<u32>,
+    /// The JWT scope that makes a caller a reviewer, who alone releases and repeals
+    /// (`DOCPIPE_REVIEWER_SCOPE`, the template's `ReviewerScope`; default `docpipe/review`).
+    pub reviewer_scope: String,
 }
+
+/// The reviewer scope when the environment names none.
+pub const DEFAULT_REVIEWER_SCOPE: &str = "docpipe/review";
 
 /// The longest a presigned URL may live (S3's SigV4 limit).
 pub(crate) const MAX_PRESIGN_SECS: u64 = 7 * 24 * 3600;
@@ -70,6 +76,9 @@ impl ApiConfig {
             stage_deadline_secs: env.parsed_or("DOCPIPE_STAGE_DEADLINE_SECS", 900i64),
             max_bytes: env.parsed_or("DOCPIPE_MAX_BYTES", docpipe_core::config::DEFAULT_MAX_BYTES),
             max_body_bytes: env.parsed_or("DOCPIPE_API_MAX_BODY_BYTES", 64 * 1024usize),
+            reviewer_scope: env
+                .optional("DOCPIPE_REVIEWER_SCOPE")
+                .unwrap_or_else(|| DEFAULT_REVIEWER_SCOPE.to_string()),
             max_receive_count: env
                 .optional("DOCPIPE_MAX_RECEIVE_COUNT")
                 .and_then(|n| n.parse().ok()),

@@ -199,14 +199,36 @@ fn work_id_of(text: &str) -> Result<i64, ApiError> {
         .ok_or_else(|| ApiError::invalid(format!("work_id: {text:?} is not a work id")))
 }
 
-/// `POST /works/{work_id}/versions/{doc_id}/release`: the version `doc_id` is a rendition of
-/// starts to answer searches (one compare-and-set; a search sees it before or after, whole). The
+/// What a reviewer approves: the content they read, by its sha256 (optional: without it, the
+/// content the document holds when the release commits).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReleaseRequest {
+    pub sha256: Option<String>,
+}
+
+/// Releasing and repealing are a reviewer's acts, apart from uploading: 403 for anyone else.
+fn reviewer_only(meta: &crate::context::RequestMeta, act: &str) -> Result<(), ApiError> {
+    if meta.reviewer {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden(format!(
+            "{act} is a reviewer's act: the caller {:?} is no reviewer (the reviewer scope, or the template's reviewer policy)",
+            meta.actor.actor_id
+        )))
+    }
+}
+
+/// `POST /works/{work_id}/versions/{doc_id}/release`: the rendition `doc_id`, with the content it
+/// holds, starts to answer for its version (one compare-and-set; a search sees it before or after, whole). The
 /// review gate of `ReleaseMode=manual`; in the default mode the index commit has released it
-/// already, and this answers so.
+/// already, and this answers so. A reviewer's act (403 for anyone else); the audit names who
+/// released which document and which content.
 pub(crate) async fn release_version(
     State(state): State<Arc<ApiState>>,
     meta: crate::context::RequestMeta,
     Path((work_id, doc_id)): Path<(String, String)>,
+    body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let id = work_id_of(&work_id)?;
     if !docpipe_core::ids::is_addressable_doc_id(&doc_id) {
@@ -214,46 +236,94 @@ pub(crate) async fn release_version(
             "doc_id must be \"doc_\" followed by 32 lowercase hexadecimal digits",
         ));
     }
-    let audit =
-        crate::audit::Audit::begin(&state, &meta, "release", &doc_id, json!({ "work_id": id }))
-            .await?;
+    reviewer_only(&meta, "releasing a version")?;
+    let request = release_request(&body)?;
+    let audit = crate::audit::Audit::begin(
+        &state,
+        &meta,
+        "release",
+        &doc_id,
+        json!({ "work_id": id, "sha256": request.sha256 }),
+    )
+    .await?;
     let outcome = async {
         let client = state.db.client().await?;
-        Ok::<_, ApiError>(docpipe_db::works::release(&**client, id, &doc_id).await?)
+        let by = format!("{}:{}", meta.actor.actor_type, meta.actor.actor_id);
+        Ok::<_, ApiError>(
+            docpipe_db::works::release(&**client, id, &doc_id, &by, request.sha256.as_deref())
+                .await?,
+        )
     }
     .await;
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => return Err(audit.fail(&state, e).await),
+    };
+    match released(id, &doc_id, outcome) {
+        Ok((body, detail)) => {
+            audit
+                .finish(&state, crate::audit::SUCCEEDED, None, detail)
+                .await;
+            Ok(Json(body))
+        }
+        Err(e) => Err(audit.fail(&state, e).await),
+    }
+}
+
+/// The body, if any: an empty one approves the content the document holds.
+fn release_request(body: &[u8]) -> Result<ReleaseRequest, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(ReleaseRequest::default());
+    }
+    let request: ReleaseRequest = serde_json::from_slice(body).map_err(|e| {
+        if e.is_syntax() || e.is_eof() {
+            ApiError::MalformedJson(e.to_string())
+        } else {
+            ApiError::InvalidBody(e.to_string())
+        }
+    })?;
+    if let Some(sha) = &request.sha256 {
+        if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ApiError::validation(
+                "sha256",
+                "64 hexadecimal digits: the content the reviewer approved",
+            ));
+        }
+    }
+    Ok(request)
+}
+
+/// The answer and the audit's detail for a release's outcome, or the problem.
+fn released(
+    id: i64,
+    doc_id: &str,
+    outcome: docpipe_db::works::Released,
+) -> Result<(Value, Value), ApiError> {
     use docpipe_db::works::Released;
     match outcome {
-        Ok(Released::Now { label }) => {
-            audit
-                .finish(&state, crate::audit::SUCCEEDED, None, json!({ "version": label }))
-                .await;
-            Ok(Json(json!({ "work_id": id, "version": label, "released": true, "already": false })))
-        }
-        Ok(Released::Already { label }) => {
-            audit
-                .finish(&state, crate::audit::SUCCEEDED, None, json!({ "version": label, "already": true }))
-                .await;
-            Ok(Json(json!({ "work_id": id, "version": label, "released": true, "already": true })))
-        }
-        Ok(Released::NotOfWork) => Err(audit
-            .fail(
-                &state,
-                ApiError::NotFound(format!("document {doc_id} is of no version of work {id}")),
-            )
-            .await),
-        Ok(Released::NotIndexed { label, status }) => Err(audit
-            .fail(
-                &state,
-                ApiError::conflict(
-                    "version-not-indexed",
-                    format!(
-                        "version {label} cannot answer yet: its document {doc_id} is {status}, not indexed"
-                    ),
-                ),
-            )
-            .await),
-        Err(e) => Err(audit.fail(&state, e).await),
+        Released::Now { label, sha256 } => Ok((
+            json!({ "work_id": id, "version": label, "doc_id": doc_id, "sha256": sha256, "released": true, "already": false }),
+            json!({ "version": label, "doc_id": doc_id, "sha256": sha256 }),
+        )),
+        Released::Already { label, sha256 } => Ok((
+            json!({ "work_id": id, "version": label, "doc_id": doc_id, "sha256": sha256, "released": true, "already": true }),
+            json!({ "version": label, "doc_id": doc_id, "sha256": sha256, "already": true }),
+        )),
+        Released::NotOfWork => Err(ApiError::NotFound(format!(
+            "document {doc_id} is of no version of work {id}"
+        ))),
+        Released::NotIndexed { label, status } => Err(ApiError::conflict(
+            "version-not-indexed",
+            format!(
+                "version {label} cannot answer yet: its document {doc_id} is {status}, not indexed"
+            ),
+        )),
+        Released::ContentChanged { label, current } => Err(ApiError::conflict(
+            "content-changed",
+            format!(
+                "version {label}: document {doc_id} now holds content {current}, not the content approved: review it again"
+            ),
+        )),
     }
 }
 
@@ -276,6 +346,7 @@ pub(crate) async fn repeal_work(
     crate::problem::ApiJson(request): crate::problem::ApiJson<RepealRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let id = work_id_of(&work_id)?;
+    reviewer_only(&meta, "repealing a work")?;
     let on = match request.repealed_on.as_deref() {
         None => None,
         Some(day) => Some(Day::parse_iso(day).map(|d| d.to_string()).ok_or_else(|| {

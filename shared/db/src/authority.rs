@@ -23,14 +23,15 @@ use tokio_postgres::GenericClient;
 /// Indexed, its current run complete, and no delete begun.
 pub(crate) const INDEXED: &str = "d.status = 'indexed' AND d.deleting_at IS NULL";
 
-/// A version of the document waits for its release.
+/// The document is a rendition of a version, and what it holds is not the content released (never
+/// released, or overwritten since): it waits for a release of its own.
 pub(crate) const HELD: &str = "EXISTS (SELECT 1 FROM version_documents hv
-                JOIN work_versions h ON h.version_id = hv.version_id
-                WHERE hv.doc_id = d.doc_id AND h.released_at IS NULL)";
+                WHERE hv.doc_id = d.doc_id
+                  AND hv.released_sha256 IS DISTINCT FROM d.content_sha256)";
 
 /// The document's version is not in force on the day `{day}` (a placeholder, `$n::text::date`):
 /// its work was repealed, it takes effect later, it ended, or a later released version of the
-/// work (one with an indexed document) took effect by then. The order is the timeline's:
+/// work (one with an indexed rendition of released content) took effect by then. The order is the timeline's:
 /// effective date (or promulgation, or the beginning of time), then version id.
 fn not_in_force(day: &str) -> String {
     format!(
@@ -43,8 +44,7 @@ fn not_in_force(day: &str) -> String {
                      OR (f.effective_to IS NOT NULL AND f.effective_to <= {day})
                      OR EXISTS (
                          SELECT 1 FROM work_versions l
-                         WHERE l.work_id = f.work_id AND l.released_at IS NOT NULL
-                           AND l.version_id <> f.version_id
+                         WHERE l.work_id = f.work_id AND l.version_id <> f.version_id
                            AND COALESCE(l.effective_from, l.promulgated_on, '-infinity'::date)
                                <= {day}
                            AND (COALESCE(l.effective_from, l.promulgated_on, '-infinity'::date),
@@ -54,7 +54,8 @@ fn not_in_force(day: &str) -> String {
                            AND EXISTS (SELECT 1 FROM version_documents lv
                                        JOIN documents ld ON ld.doc_id = lv.doc_id
                                        WHERE lv.version_id = l.version_id
-                                         AND ld.status = 'indexed' AND ld.deleting_at IS NULL))))"
+                                         AND ld.status = 'indexed' AND ld.deleting_at IS NULL
+                                         AND lv.released_sha256 = ld.content_sha256))))"
     )
 }
 

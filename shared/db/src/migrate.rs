@@ -103,6 +103,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0018_article_places",
         sql: include_str!("../../../migrations/0018_article_places.sql"),
     },
+    Migration {
+        version: 19,
+        name: "0019_release_of_content",
+        sql: include_str!("../../../migrations/0019_release_of_content.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

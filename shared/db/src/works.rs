@@ -32,6 +32,71 @@ pub struct Assignment<'a> {
     pub decisions: serde_json::Value,
 }
 
+/// Why `doc_id`'s assignment collides with the version already recorded under its work and label
+/// by other live renditions: a date the upload gives, given differently. Serialised per (work,
+/// label) by a transaction lock, so of two uploads that claim one version with different dates
+/// one commits and the other sees it here. Call inside the index commit's transaction.
+pub async fn collision(
+    c: &impl GenericClient,
+    doc_id: &str,
+    a: &Assignment<'_>,
+) -> Result<Option<String>, DbError> {
+    c.execute_typed(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1 || '|' || $2 || '|' || $3, 0))",
+        &[
+            (&a.title_key, Type::TEXT),
+            (&a.level, Type::TEXT),
+            (&a.label, Type::TEXT),
+        ],
+    )
+    .await?;
+    let row = c
+        .query_typed_opt(
+            "SELECT v.promulgated_on::text AS promulgated_on,
+                    v.effective_from::text AS effective_from, v.effective_to::text AS effective_to,
+                    array_agg(d.doc_id ORDER BY d.doc_id) AS documents
+             FROM works w
+             JOIN work_versions v ON v.work_id = w.work_id
+             JOIN version_documents vd ON vd.version_id = v.version_id AND vd.doc_id <> $4
+             JOIN documents d ON d.doc_id = vd.doc_id AND d.deleting_at IS NULL
+                             AND d.status = 'indexed'
+             WHERE w.title_key = $1 AND w.level = $2 AND v.label = $3
+             GROUP BY v.version_id",
+            &[
+                (&a.title_key, Type::VARCHAR),
+                (&a.level, Type::VARCHAR),
+                (&a.label, Type::VARCHAR),
+                (&doc_id, Type::VARCHAR),
+            ],
+        )
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let documents: Vec<String> = row.get("documents");
+    let pairs = [
+        ("promulgated", &a.promulgated, "promulgated_on"),
+        ("effective_from", &a.effective_from, "effective_from"),
+        ("effective_to", &a.effective_to, "effective_to"),
+    ];
+    for (name, given, column) in pairs {
+        let Some((day, "upload")) = given.as_ref().map(|(d, s)| (d.as_str(), *s)) else {
+            continue;
+        };
+        let recorded: Option<String> = row.get(column);
+        if let Some(recorded) = recorded.filter(|r| r != day) {
+            return Ok(Some(format!(
+                "version {:?} of {} is already recorded (documents {}) with {name} {recorded}; \
+                 this upload gives {day}: name another version, or give the recorded dates",
+                a.label,
+                a.title,
+                documents.join(", ")
+            )));
+        }
+    }
+    Ok(None)
+}
+
 /// `doc_id` is no version any more (its new content names and dates none): an overwrite of a
 /// version with an undated text leaves that version and shows the document as unassigned.
 pub async fn unassign(c: &impl GenericClient, doc_id: &str) -> Result<u64, DbError> {
@@ -52,6 +117,14 @@ pub async fn assign(
     a: &Assignment<'_>,
     release: bool,
 ) -> Result<i64, DbError> {
+    let work_id = upsert_work(c, a).await?;
+    let version_id = upsert_version(c, work_id, a).await?;
+    record_rendition(c, doc_id, run_id, version_id, release).await?;
+    Ok(version_id)
+}
+
+/// The work the assignment names, created when new: its id.
+async fn upsert_work(c: &impl GenericClient, a: &Assignment<'_>) -> Result<i64, DbError> {
     let work = c
         .query_typed_one(
             "INSERT INTO works (title, title_key, level, level_source) VALUES ($1, $2, $3, $4)
@@ -66,6 +139,16 @@ pub async fn assign(
         )
         .await?;
     let work_id: i64 = work.get("work_id");
+    Ok(work_id)
+}
+
+/// The version the assignment names, created when new, its dates updated (never blanked) when
+/// not: its id.
+async fn upsert_version(
+    c: &impl GenericClient,
+    work_id: i64,
+    a: &Assignment<'_>,
+) -> Result<i64, DbError> {
     let (promulgated, promulgated_source) = split(&a.promulgated);
     let (effective, effective_source) = split(&a.effective_from);
     let (effective_to, effective_to_source) = split(&a.effective_to);
@@ -77,13 +160,35 @@ pub async fn assign(
              VALUES ($1, $2, $3, $4::text::date, $5, $6::text::date, $7, $8, $9,
                      $10::text::date, $11)
              ON CONFLICT (work_id, label) DO UPDATE SET
-                 promulgated_on = EXCLUDED.promulgated_on,
-                 promulgated_source = EXCLUDED.promulgated_source,
-                 effective_from = EXCLUDED.effective_from,
-                 effective_from_source = EXCLUDED.effective_from_source,
-                 effective_to = EXCLUDED.effective_to,
-                 effective_to_source = EXCLUDED.effective_to_source,
-                 notes = EXCLUDED.notes, decisions = EXCLUDED.decisions, updated_at = NOW()
+                 promulgated_on = COALESCE(EXCLUDED.promulgated_on, work_versions.promulgated_on),
+                 promulgated_source = CASE WHEN EXCLUDED.promulgated_on IS NULL
+                     THEN work_versions.promulgated_source ELSE EXCLUDED.promulgated_source END,
+                 effective_from = COALESCE(EXCLUDED.effective_from, work_versions.effective_from),
+                 effective_from_source = CASE WHEN EXCLUDED.effective_from IS NULL
+                     THEN work_versions.effective_from_source ELSE EXCLUDED.effective_from_source END,
+                 effective_to = COALESCE(EXCLUDED.effective_to, work_versions.effective_to),
+                 effective_to_source = CASE WHEN EXCLUDED.effective_to IS NULL
+                     THEN work_versions.effective_to_source ELSE EXCLUDED.effective_to_source END,
+                 notes = EXCLUDED.notes,
+                 -- Renditions that disagree on a date: a known date is never blanked, and a
+                 -- date replaced by another rendition's is a decision on record.
+                 decisions = EXCLUDED.decisions || (
+                     SELECT COALESCE(jsonb_agg(d), '[]'::jsonb) FROM (
+                         SELECT format('%s: a rendition gives %s (%s) where the version had %s (%s); %s taken',
+                                       f.name, f.new_day, f.new_source, f.old_day, f.old_source,
+                                       f.new_day) AS d
+                         FROM (VALUES
+                             ('promulgated', EXCLUDED.promulgated_on, EXCLUDED.promulgated_source,
+                              work_versions.promulgated_on, work_versions.promulgated_source),
+                             ('effective_from', EXCLUDED.effective_from,
+                              EXCLUDED.effective_from_source, work_versions.effective_from,
+                              work_versions.effective_from_source),
+                             ('effective_to', EXCLUDED.effective_to, EXCLUDED.effective_to_source,
+                              work_versions.effective_to, work_versions.effective_to_source))
+                             AS f(name, new_day, new_source, old_day, old_source)
+                         WHERE f.new_day IS NOT NULL AND f.old_day IS NOT NULL
+                           AND f.new_day <> f.old_day) x),
+                 updated_at = NOW()
              RETURNING version_id",
             &[
                 (&work_id, Type::INT8),
@@ -101,14 +206,41 @@ pub async fn assign(
         )
         .await?;
     let version_id: i64 = version.get("version_id");
+    Ok(version_id)
+}
+
+/// `doc_id` becomes a rendition of `version_id`, released when `release`.
+async fn record_rendition(
+    c: &impl GenericClient,
+    doc_id: &str,
+    run_id: i64,
+    version_id: i64,
+    release: bool,
+) -> Result<(), DbError> {
+    // A release travels with its content: released now when `release`; kept when the document
+    // stays a rendition of the same version (its content is compared at every read); else none.
     c.execute_typed(
-        "INSERT INTO version_documents (doc_id, version_id, run_id) VALUES ($1, $2, $3)
+        "INSERT INTO version_documents (doc_id, version_id, run_id, released_sha256, released_by,
+                                        released_at)
+         SELECT $1, $2, $3, CASE WHEN $4 THEN d.content_sha256 END,
+                CASE WHEN $4 THEN 'index commit' END, CASE WHEN $4 THEN NOW() END
+         FROM documents d WHERE d.doc_id = $1
          ON CONFLICT (doc_id) DO UPDATE SET version_id = EXCLUDED.version_id,
-             run_id = EXCLUDED.run_id, assigned_at = NOW()",
+             run_id = EXCLUDED.run_id, assigned_at = NOW(),
+             released_sha256 = CASE WHEN $4 THEN EXCLUDED.released_sha256
+                                    WHEN version_documents.version_id = EXCLUDED.version_id
+                                        THEN version_documents.released_sha256 END,
+             released_by = CASE WHEN $4 THEN EXCLUDED.released_by
+                                WHEN version_documents.version_id = EXCLUDED.version_id
+                                    THEN version_documents.released_by END,
+             released_at = CASE WHEN $4 THEN EXCLUDED.released_at
+                                WHEN version_documents.version_id = EXCLUDED.version_id
+                                    THEN version_documents.released_at END",
         &[
             (&doc_id, Type::VARCHAR),
             (&version_id, Type::INT8),
             (&run_id, Type::INT8),
+            (&release, Type::BOOL),
         ],
     )
     .await?;
@@ -120,7 +252,7 @@ pub async fn assign(
         )
         .await?;
     }
-    Ok(version_id)
+    Ok(())
 }
 
 /// A version as recorded, for an upload that names it: its dates, and the documents of it that
@@ -172,31 +304,38 @@ pub async fn recorded_version(
 /// What became of a release.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Released {
-    /// The version answers from now on.
-    Now { label: String },
-    /// It already did.
-    Already { label: String },
+    /// The rendition answers from now on, with the content released.
+    Now { label: String, sha256: String },
+    /// It already did, with this content.
+    Already { label: String, sha256: String },
+    /// The document no longer holds the content the reviewer approved: nothing was released.
+    ContentChanged { label: String, current: String },
     /// The document is of no version of this work.
     NotOfWork,
     /// The document is not indexed (or is being deleted): its version cannot answer yet.
     NotIndexed { label: String, status: String },
 }
 
-/// Releases the version `doc_id` is a rendition of, if it belongs to `work_id` and the document
-/// is indexed: one compare-and-set, so a search sees the version either before or after it, whole.
+/// Releases the rendition `doc_id` of its version, if it belongs to `work_id` and the document is
+/// indexed: the content it holds now (its sha256, which must be `approved` when the reviewer named
+/// one), by `released_by`. One compare-and-set under the document's row lock, so a search sees
+/// the rendition either before or after it, whole, and an overwrite racing it is not released.
 pub async fn release(
     c: &impl GenericClient,
     work_id: i64,
     doc_id: &str,
+    released_by: &str,
+    approved: Option<&str>,
 ) -> Result<Released, DbError> {
     let row = c
         .query_typed_opt(
-            "SELECT v.version_id, v.label, v.released_at IS NOT NULL AS released, d.status,
+            "SELECT v.version_id, v.label, vd.released_sha256, d.content_sha256, d.status,
                     d.deleting_at IS NOT NULL AS deleting
              FROM version_documents vd
              JOIN work_versions v ON v.version_id = vd.version_id
              JOIN documents d ON d.doc_id = vd.doc_id
-             WHERE vd.doc_id = $1 AND v.work_id = $2",
+             WHERE vd.doc_id = $1 AND v.work_id = $2
+             FOR UPDATE OF d",
             &[(&doc_id, Type::VARCHAR), (&work_id, Type::INT8)],
         )
         .await?;
@@ -205,23 +344,38 @@ pub async fn release(
     };
     let (version_id, label): (i64, String) = (row.get("version_id"), row.get("label"));
     let status: String = row.get("status");
+    let current: String = row.get("content_sha256");
     if status != "indexed" || row.get::<_, bool>("deleting") {
         return Ok(Released::NotIndexed { label, status });
     }
-    if row.get::<_, bool>("released") {
-        return Ok(Released::Already { label });
+    if approved.is_some_and(|a| a != current) {
+        return Ok(Released::ContentChanged { label, current });
     }
-    let moved = c
-        .execute_typed(
-            "UPDATE work_versions SET released_at = NOW()
-             WHERE version_id = $1 AND released_at IS NULL",
-            &[(&version_id, Type::INT8)],
-        )
-        .await?;
-    Ok(if moved == 1 {
-        Released::Now { label }
-    } else {
-        Released::Already { label }
+    if row.get::<_, Option<String>>("released_sha256").as_deref() == Some(current.as_str()) {
+        return Ok(Released::Already {
+            label,
+            sha256: current,
+        });
+    }
+    c.execute_typed(
+        "UPDATE version_documents SET released_sha256 = $2, released_by = $3, released_at = NOW()
+         WHERE doc_id = $1",
+        &[
+            (&doc_id, Type::VARCHAR),
+            (&current, Type::VARCHAR),
+            (&released_by, Type::VARCHAR),
+        ],
+    )
+    .await?;
+    c.execute_typed(
+        "UPDATE work_versions SET released_at = NOW()
+         WHERE version_id = $1 AND released_at IS NULL",
+        &[(&version_id, Type::INT8)],
+    )
+    .await?;
+    Ok(Released::Now {
+        label,
+        sha256: current,
     })
 }
 
@@ -238,8 +392,12 @@ pub async fn held(c: &impl GenericClient, work_id: i64) -> Result<Vec<VersionRec
              FROM work_versions v
              JOIN version_documents vd ON vd.version_id = v.version_id
              JOIN documents d ON d.doc_id = vd.doc_id
-             WHERE v.work_id = $1 AND v.released_at IS NULL AND d.status = 'indexed'
-               AND d.deleting_at IS NULL
+             WHERE v.work_id = $1 AND d.status = 'indexed' AND d.deleting_at IS NULL
+               AND NOT EXISTS (SELECT 1 FROM version_documents rv
+                               JOIN documents rd ON rd.doc_id = rv.doc_id
+                               WHERE rv.version_id = v.version_id AND rd.status = 'indexed'
+                                 AND rd.deleting_at IS NULL
+                                 AND rv.released_sha256 = rd.content_sha256)
              GROUP BY v.version_id
              ORDER BY COALESCE(v.effective_from, v.promulgated_on), v.version_id",
             &[(&work_id, Type::INT8)],
@@ -264,11 +422,10 @@ const TIMELINE: &str = "
                v.effective_to AS given_to,
                COALESCE(v.effective_from, v.promulgated_on, '-infinity'::date) AS eff
         FROM work_versions v
-        WHERE v.released_at IS NOT NULL
-          AND EXISTS (SELECT 1 FROM version_documents vd
+        WHERE EXISTS (SELECT 1 FROM version_documents vd
                       JOIN documents d ON d.doc_id = vd.doc_id
                       WHERE vd.version_id = v.version_id AND d.status = 'indexed'
-                        AND d.deleting_at IS NULL)
+                        AND d.deleting_at IS NULL AND vd.released_sha256 = d.content_sha256)
     ), timeline AS (
         SELECT a.*, LEAST(LEAD(a.eff) OVER w, a.given_to) AS eff_to,
                LEAD(a.version_id) OVER w AS next_version,
@@ -309,7 +466,8 @@ pub async fn documents_left_out(
          FROM version_documents vd
          JOIN documents d ON d.doc_id = vd.doc_id AND d.status = 'indexed'
          LEFT JOIN placed p ON p.version_id = vd.version_id
-         WHERE p.version_id IS NULL OR ($2 AND p.status <> 'in_force')
+         WHERE p.version_id IS NULL OR vd.released_sha256 IS DISTINCT FROM d.content_sha256
+            OR ($2 AND p.status <> 'in_force')
          ORDER BY vd.doc_id"
     );
     let rows = c
@@ -363,7 +521,7 @@ pub async fn places(
                 (SELECT array_agg(r.doc_id ORDER BY r.doc_id)
                  FROM version_documents r JOIN documents rd ON rd.doc_id = r.doc_id
                  WHERE r.version_id = p.version_id AND rd.status = 'indexed'
-                   AND rd.deleting_at IS NULL) AS renditions
+                   AND rd.deleting_at IS NULL AND r.released_sha256 = rd.content_sha256) AS renditions
          FROM version_documents vd
          JOIN placed p ON p.version_id = vd.version_id
          LEFT JOIN works s ON s.work_id = p.successor_work_id
@@ -548,7 +706,7 @@ pub async fn timeline(
                 (SELECT array_agg(r.doc_id ORDER BY r.doc_id)
                  FROM version_documents r JOIN documents rd ON rd.doc_id = r.doc_id
                  WHERE r.version_id = p.version_id AND rd.status = 'indexed'
-                   AND rd.deleting_at IS NULL) AS renditions
+                   AND rd.deleting_at IS NULL AND r.released_sha256 = rd.content_sha256) AS renditions
          FROM placed p JOIN work_versions v ON v.version_id = p.version_id
          WHERE p.work_id = $2
          ORDER BY p.eff, p.version_id"
@@ -616,6 +774,7 @@ pub async fn version_articles(
         .query_typed_opt(
             "SELECT vd.doc_id FROM version_documents vd JOIN documents d ON d.doc_id = vd.doc_id
              WHERE vd.version_id = $1 AND d.status = 'indexed' AND d.deleting_at IS NULL
+               AND vd.released_sha256 = d.content_sha256
              ORDER BY vd.doc_id LIMIT 1",
             &[(&version_id, Type::INT8)],
         )

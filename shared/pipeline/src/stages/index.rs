@@ -234,7 +234,7 @@ async fn finish_run(
             "duration_ms": started.elapsed().as_millis() as u64,
         }
     });
-    if !commit(
+    match commit(
         deps,
         doc_id,
         lease,
@@ -246,7 +246,14 @@ async fn finish_run(
     .await
     .map_err(db_err)?
     {
-        return Ok(None);
+        Committed::Indexed => {}
+        Committed::Lost => return Ok(None),
+        Committed::VersionCollides(why) => {
+            return Err(StageError::failed(
+                Stage::Index,
+                format!("version-collides: {why}"),
+            ))
+        }
     }
     info!(
         doc_id,
@@ -585,6 +592,15 @@ async fn analyse_keywords(
 /// becomes `indexed`, its keyword rows become this run's, and it becomes a rendition of its
 /// version (which then answers: a version answers while one of its documents is indexed),
 /// together, and only if this worker still holds the run's lease.
+/// How the index commit ended.
+enum Committed {
+    Indexed,
+    /// The run was lost before it: another worker or a newer run has it.
+    Lost,
+    /// Another upload committed the same version with other dates first: nothing was written.
+    VersionCollides(String),
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn commit(
     deps: &IndexDeps<'_>,
@@ -594,9 +610,14 @@ async fn commit(
     keywords: &AnalysedDocument,
     version: Option<&VersionOf>,
     metadata: serde_json::Value,
-) -> Result<bool, DbError> {
+) -> Result<Committed, DbError> {
     let mut client = deps.db.client().await?;
     let tx = client.transaction().await?;
+    if let Some(v) = version {
+        if let Some(why) = works::collision(&*tx, doc_id, &v.assignment()).await? {
+            return Ok(Committed::VersionCollides(why));
+        }
+    }
     let moved = documents::lock(&*tx, doc_id).await?.is_some()
         && transitions::mark_indexed(
             &*tx,
@@ -627,7 +648,11 @@ async fn commit(
         cleanups::record(&*tx, Kind::VectorsRun, doc_id, Some(lease.run_id), LOST).await?;
     }
     tx.commit().await?;
-    Ok(moved)
+    Ok(if moved {
+        Committed::Indexed
+    } else {
+        Committed::Lost
+    })
 }
 
 const LOST: &str = "the run was lost while its vectors were written";
