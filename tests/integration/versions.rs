@@ -1148,6 +1148,18 @@ async fn a_release_is_a_reviewers_act_on_content_and_new_content_waits_for_its_o
     .await;
     assert_eq!(status, 403, "an uploader repealed a work");
     assert_eq!(article(doc.clone()).await, 409, "still held");
+    // A reviewer reads the held text, marked as such, to review it.
+    let seen = http
+        .get(format!("{base}/documents/{doc}/articles/1"))
+        .header("x-docpipe-role", "reviewer")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(seen.status().as_u16(), 200);
+    assert!(
+        seen.headers().get("x-docpipe-held").is_some(),
+        "held text served without saying so"
+    );
 
     // A reviewer who read other content: refused.
     let (status, r) = post(

@@ -6,7 +6,6 @@ use crate::authority::{self, Need};
 use crate::problem::ApiError;
 use crate::state::ApiState;
 use axum::extract::{Path, State};
-use axum::Json;
 use docpipe_db::references::{self, ReferenceRow};
 use docpipe_parse::article_ref::normalize_law_name;
 use docpipe_parse::references::{
@@ -61,11 +60,12 @@ fn bounded(paragraphs: &[docpipe_parse::references::ParagraphText]) -> Value {
 
 pub(crate) async fn get_article(
     State(state): State<Arc<ApiState>>,
+    meta: crate::context::RequestMeta,
     Path((doc_id, address)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     let article = requested(&doc_id, &address)?;
     let client = state.db.client().await?;
-    authority::check(&**client, &doc_id, Need::Applies).await?;
+    let served = authority::check(&**client, &doc_id, Need::Applies, meta.reviewer).await?;
     let articles = articles_of(&**client, &doc_id).await?;
     let Some(this) = articles.iter().find(|a| a.number == article) else {
         return Err(ApiError::NotFound(format!(
@@ -86,7 +86,7 @@ pub(crate) async fn get_article(
     drop(client);
 
     let refs = outgoing_with_targets(&state, &outgoing, &articles).await?;
-    Ok(Json(json!({
+    Ok(served.answer(json!({
         "doc_id": doc_id,
         "article": from,
         "citation": title.as_deref().map(|t| citation_of(t, article)),

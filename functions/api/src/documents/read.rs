@@ -96,15 +96,16 @@ pub async fn artifacts(
 
 pub async fn structure(
     State(state): AppState,
+    meta: RequestMeta,
     DocId(doc_id): DocId,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let doc = load(&state.db, &doc_id).await?;
     let client = state.db.client().await?;
-    authority::check(&**client, &doc_id, Need::NotWithheld).await?;
+    let served = authority::check(&**client, &doc_id, Need::NotWithheld, meta.reviewer).await?;
     let nodes = db_views::structure_nodes(&**client, &doc_id).await?;
     let count = nodes.len();
     let tree = db_views::nest(nodes);
-    Ok(Json(json!({
+    Ok(served.answer(json!({
         "doc_id": doc_id,
         "run_id": doc.current_run_id,
         "node_count": count,
@@ -124,9 +125,10 @@ pub(crate) struct BlocksQuery {
 
 pub async fn blocks(
     State(state): AppState,
+    meta: RequestMeta,
     DocId(doc_id): DocId,
     ApiQuery(q): ApiQuery<BlocksQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let limit = page_limit(q.limit)?;
     if let Some(v) = &q.section_title {
         check_text("section_title", v, 512)?;
@@ -149,7 +151,7 @@ pub async fn blocks(
         semantic_id: q.semantic_id,
     };
     let client = state.db.client().await?;
-    authority::check(&**client, &doc_id, Need::NotWithheld).await?;
+    let served = authority::check(&**client, &doc_id, Need::NotWithheld, meta.reviewer).await?;
     let mut rows = db_views::blocks(&**client, &doc_id, &filter, after, limit + 1).await?;
     let next_cursor = if rows.len() as i64 > limit {
         rows.truncate(limit as usize);
@@ -157,7 +159,7 @@ pub async fn blocks(
     } else {
         None
     };
-    Ok(Json(json!({
+    Ok(served.answer(json!({
         "doc_id": doc_id,
         "blocks": rows,
         "next_cursor": next_cursor,
@@ -166,8 +168,9 @@ pub async fn blocks(
 
 pub async fn download(
     State(state): AppState,
+    meta: RequestMeta,
     DocId(doc_id): DocId,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let doc = load(&state.db, &doc_id).await?;
     if doc.content_sha256.is_empty() || doc.object_name.is_empty() || doc.source_bucket.is_empty() {
         return Err(ApiError::conflict(
@@ -178,13 +181,15 @@ pub async fn download(
             ),
         ));
     }
-    authority::check(&**state.db.client().await?, &doc_id, Need::NotWithheld).await?;
+    let client = state.db.client().await?;
+    let served = authority::check(&**client, &doc_id, Need::NotWithheld, meta.reviewer).await?;
+    drop(client);
     let ttl = state.config.download_url_ttl;
     let url = state
         .objects
         .presign_get(&doc.source_bucket, &doc.object_name, ttl)
         .await?;
-    Ok(Json(json!({
+    Ok(served.answer(json!({
         "doc_id": doc_id,
         "url": url,
         "expires_at": expires_at(ttl),
