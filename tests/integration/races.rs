@@ -330,6 +330,18 @@ async fn pending_cleanups(p: &Pipeline, doc_id: &str) -> i64 {
         .unwrap()
 }
 
+/// A delete that removes the original, then finds Milvus down: it stays pending, for the
+/// sweeper's outbox to finish.
+async fn delete_while_milvus_is_down(p: &Pipeline, doc_id: &str) {
+    let mut down = HookedVectorIndex::new(p.milvus.clone());
+    down.before_delete = Box::new(|_| Err(helpers::vector_outage("delete")));
+    let mut deps = p.delete_deps();
+    deps.vectors = &down;
+    docpipe_pipeline::stages::delete::delete(&deps, doc_id)
+        .await
+        .expect_err("Milvus is down");
+}
+
 /// A delete removes the original, then finds Milvus down; the user uploads to the same key again;
 /// when the delete is finished later, the new upload is left alone (the document recorded other
 /// content, and the new object is newer than the delete), and it becomes a new document.
@@ -340,13 +352,7 @@ async fn a_delete_finished_late_leaves_a_reupload_to_the_same_key_alone() {
     let (_, v1) = read_law(&law_paths()[3]);
     let doc_id = p.ingest(key, v1.as_bytes()).await;
 
-    let mut down = HookedVectorIndex::new(p.milvus.clone());
-    down.before_delete = Box::new(|_| Err(helpers::vector_outage("delete")));
-    let mut deps = p.delete_deps();
-    deps.vectors = &down;
-    docpipe_pipeline::stages::delete::delete(&deps, &doc_id)
-        .await
-        .expect_err("Milvus is down");
+    delete_while_milvus_is_down(&p, &doc_id).await;
     assert!(p.aws.keys(key).await.is_empty(), "the original went first");
 
     // S3 counts whole seconds: the new upload is in a later second than the delete.
@@ -658,13 +664,7 @@ async fn the_same_bytes_uploaded_during_a_pending_delete_become_a_new_document()
     let (_, v1) = read_law(&law_paths()[3]);
     let doc_id = p.ingest(key, v1.as_bytes()).await;
 
-    let mut down = HookedVectorIndex::new(p.milvus.clone());
-    down.before_delete = Box::new(|_| Err(helpers::vector_outage("delete")));
-    let mut deps = p.delete_deps();
-    deps.vectors = &down;
-    docpipe_pipeline::stages::delete::delete(&deps, &doc_id)
-        .await
-        .expect_err("Milvus is down");
+    delete_while_milvus_is_down(&p, &doc_id).await;
 
     // S3 counts whole seconds: the upload is in a later second than the delete.
     tokio::time::sleep(Duration::from_millis(1100)).await;

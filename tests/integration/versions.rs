@@ -54,6 +54,14 @@ async fn ingest(p: &Pipeline, v: &Version, suffix: &[u8]) -> String {
     doc_id
 }
 
+/// 保守国家秘密法 in its two versions of `corpus/versions`, oldest first.
+fn secrets_law() -> (String, [Version; 2]) {
+    two_version_laws()
+        .into_iter()
+        .find(|(law, _)| law == "保守国家秘密法")
+        .expect("保守国家秘密法 in corpus/versions")
+}
+
 /// The content a document holds now.
 async fn sha_of(p: &Pipeline, doc_id: &str) -> String {
     p.doc(doc_id).await.expect("the document").content_sha256
@@ -287,10 +295,7 @@ async fn each_law_answers_with_the_version_in_force_on_the_date_in_every_mode() 
 #[tokio::test]
 async fn deleting_the_current_version_hands_back_to_the_one_before_and_renditions_answer_once() {
     let p = Pipeline::new(Pipeline::hash()).await;
-    let (name, [older, newer]) = two_version_laws()
-        .into_iter()
-        .find(|(law, _)| law == "保守国家秘密法")
-        .expect("保守国家秘密法 in corpus/versions");
+    let (name, [older, newer]) = secrets_law();
     let old_doc = ingest(&p, &older, b"").await;
     // The same version again, as another file: a rendition, not a version of its own.
     let old_copy = ingest(&p, &older, b"\n").await;
@@ -361,10 +366,7 @@ async fn in_the_manual_mode_a_version_answers_only_once_released_and_searches_se
     use docpipe_db::works::{self, Released};
     let mut p = Pipeline::new(Pipeline::hash()).await;
     p.index.config.release = docpipe_core::config::ReleaseMode::Manual;
-    let (_, [older, newer]) = two_version_laws()
-        .into_iter()
-        .find(|(law, _)| law == "保守国家秘密法")
-        .expect("保守国家秘密法 in corpus/versions");
+    let (_, [older, newer]) = secrets_law();
     let old_doc = ingest(&p, &older, b"").await;
     let (work, old_label, _) = version_of(&p, &old_doc).await;
     let query = first_article(&p, &old_doc).await;
@@ -831,10 +833,7 @@ async fn held_and_superseded_text_is_served_by_no_read_path() {
     use docpipe_db::works;
     let mut p = Pipeline::new(Pipeline::hash()).await;
     p.index.config.release = docpipe_core::config::ReleaseMode::Manual;
-    let (_, [older, newer]) = two_version_laws()
-        .into_iter()
-        .find(|(law, _)| law == "保守国家秘密法")
-        .expect("保守国家秘密法 in corpus/versions");
+    let (_, [older, newer]) = secrets_law();
     let old_doc = ingest(&p, &older, b"").await;
     let (work, _, _) = version_of(&p, &old_doc).await;
     let base = helpers::serve_api(&p).await;
@@ -955,10 +954,7 @@ async fn the_final_check_of_a_search_reads_the_version_state_again() {
     use docpipe_db::works;
     let mut p = Pipeline::new(Pipeline::hash()).await;
     p.index.config.release = docpipe_core::config::ReleaseMode::Manual;
-    let (_, [older, _]) = two_version_laws()
-        .into_iter()
-        .find(|(law, _)| law == "保守国家秘密法")
-        .expect("保守国家秘密法 in corpus/versions");
+    let (_, [older, _]) = secrets_law();
     let doc = ingest(&p, &older, b"").await;
     let (work, _, _) = version_of(&p, &doc).await;
     let ids: Vec<i64> =
@@ -1022,10 +1018,7 @@ async fn the_final_check_of_a_search_reads_the_version_state_again() {
 #[tokio::test]
 async fn an_overwrite_moves_the_version_and_an_undated_one_unassigns_it() {
     let p = Pipeline::new(Pipeline::hash()).await;
-    let (_, [older, newer]) = two_version_laws()
-        .into_iter()
-        .find(|(law, _)| law == "保守国家秘密法")
-        .expect("保守国家秘密法 in corpus/versions");
+    let (_, [older, newer]) = secrets_law();
     let read = |v: &Version| std::fs::read(corpus_dir().join("versions").join(&v.file)).unwrap();
     let key = "uploads/overwrite/law.md";
     p.aws
@@ -1090,10 +1083,7 @@ async fn an_overwrite_moves_the_version_and_an_undated_one_unassigns_it() {
 async fn a_release_is_a_reviewers_act_on_content_and_new_content_waits_for_its_own() {
     let mut p = Pipeline::new(Pipeline::hash()).await;
     p.index.config.release = docpipe_core::config::ReleaseMode::Manual;
-    let (_, [older, _]) = two_version_laws()
-        .into_iter()
-        .find(|(law, _)| law == "保守国家秘密法")
-        .expect("保守国家秘密法 in corpus/versions");
+    let (_, [older, _]) = secrets_law();
     let body = std::fs::read(corpus_dir().join("versions").join(&older.file)).unwrap();
     let key = "uploads/review/law.md";
     p.aws.put(key, &body).await;
@@ -1326,10 +1316,7 @@ async fn two_uploads_claiming_one_version_with_other_dates_one_wins_the_other_co
 #[tokio::test]
 async fn renditions_that_disagree_on_a_date_never_blank_it_and_say_so() {
     let p = Pipeline::new(Pipeline::hash()).await;
-    let (_, [older, newer]) = two_version_laws()
-        .into_iter()
-        .find(|(law, _)| law == "保守国家秘密法")
-        .expect("保守国家秘密法 in corpus/versions");
+    let (_, [older, newer]) = secrets_law();
     // 保守国家秘密法, as S3 keeps non-ASCII metadata (RFC 2047).
     let claim = [
         ("work", "=?UTF-8?B?5L+d5a6I5Zu95a6256eY5a+G5rOV?="),
