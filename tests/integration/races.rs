@@ -702,3 +702,52 @@ async fn the_same_bytes_uploaded_during_a_pending_delete_become_a_new_document()
     assert_current_vectors(&p, &doc_id).await;
     p.cleanup().await;
 }
+
+/// A dead attempt is counted once when the sweeper's re-drive and a redelivered worker's takeover
+/// both record its expired lease (they race on it: the sweeper's event committed after the
+/// takeover's snapshot, the lease still the dead worker's). Before, it counted twice, and a poison
+/// document failed after "4 times" of 3 under load.
+#[tokio::test]
+async fn a_dead_attempt_recorded_by_both_the_sweeper_and_a_takeover_counts_once() {
+    use docpipe_core::model::Stage;
+    use docpipe_db::transitions::start_attempt;
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let key = "race/dead-attempt.md";
+    p.aws.put(key, read_law(&law_paths()[3]).1.as_bytes()).await;
+    p.deliver(key).await;
+    let doc_id = docpipe_core::ids::derived_doc_id(&p.aws.bucket, key);
+    let run_id = p.doc(&doc_id).await.unwrap().current_run_id.unwrap();
+    let client = p.db.client().await;
+    let first = start_attempt(&**client, run_id, Stage::Index, "worker-a", 60.0)
+        .await
+        .unwrap()
+        .expect("the first attempt");
+    assert_eq!(first.abandoned, 0);
+    // worker-a dies: its lease runs out; the sweeper records that, as the takeover is about to.
+    client
+        .execute_typed(
+            "UPDATE document_processing_runs SET lease_expires_at = NOW() - interval '1 second'
+             WHERE run_id = $1",
+            &[(&run_id, docpipe_db::Type::INT8)],
+        )
+        .await
+        .unwrap();
+    client
+        .execute_typed(
+            "INSERT INTO run_events (doc_id, run_id, stage, kind, attempt, message)
+             VALUES ($1, $2, 'index', 'lease_expired', $3, 'the sweeper saw it')",
+            &[
+                (&doc_id, docpipe_db::Type::VARCHAR),
+                (&run_id, docpipe_db::Type::INT8),
+                (&first.attempt, docpipe_db::Type::INT4),
+            ],
+        )
+        .await
+        .unwrap();
+    let second = start_attempt(&**client, run_id, Stage::Index, "worker-b", 60.0)
+        .await
+        .unwrap()
+        .expect("the takeover");
+    assert_eq!(second.abandoned, 1, "one dead attempt, counted twice");
+    p.cleanup().await;
+}

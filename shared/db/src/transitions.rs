@@ -308,11 +308,15 @@ pub async fn start_attempt(
              attempt AS (
                  INSERT INTO run_events (doc_id, run_id, stage, kind, attempt, message)
                  SELECT doc_id, run_id, $5, 'attempt', attempt, 'started by ' || $2 FROM run)
+             -- Dead attempts, each once: the sweeper's re-drive and this takeover may both
+             -- record the same one (they race on an expired lease), under the same attempt number.
              SELECT attempt, other_runs,
-                    (SELECT count(*)::int4 FROM run_events e
-                      WHERE e.run_id = $1 AND e.stage = $5 AND e.kind = 'lease_expired')
-                    + (SELECT count(*)::int4 FROM prev
-                        WHERE prev.lease_owner NOT IN ('', $2)) AS abandoned
+                    (SELECT count(DISTINCT dead.attempt)::int4 FROM (
+                         SELECT e.attempt FROM run_events e
+                          WHERE e.run_id = $1 AND e.stage = $5 AND e.kind = 'lease_expired'
+                         UNION ALL
+                         SELECT run.attempt - 1 FROM prev
+                          WHERE prev.lease_owner NOT IN ('', $2)) dead) AS abandoned
              FROM run",
             &[
                 (&run_id, Type::INT8),
