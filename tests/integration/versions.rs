@@ -861,7 +861,7 @@ async fn held_and_superseded_text_is_served_by_no_read_path() {
         a["type"].as_str().unwrap_or("").ends_with("version-held"),
         "{a}"
     );
-    for read in ["blocks", "structure", "download"] {
+    for read in ["blocks", "structure", "download", "artifacts"] {
         let (status, r) = api_get(&http, format!("{base}/documents/{old_doc}/{read}")).await;
         assert_eq!(status, 409, "a held version's {read} was served: {r}");
     }
@@ -881,7 +881,7 @@ async fn held_and_superseded_text_is_served_by_no_read_path() {
     assert_eq!(r["resolved"]["doc_id"], old_doc.as_str(), "{r}");
     let (status, a) = api_get(&http, format!("{base}/documents/{old_doc}/articles/1")).await;
     assert_eq!(status, 200, "{a}");
-    for read in ["blocks", "structure", "download"] {
+    for read in ["blocks", "structure", "download", "artifacts"] {
         let (status, r) = api_get(&http, format!("{base}/documents/{old_doc}/{read}")).await;
         assert_eq!(status, 200, "{read}: {r}");
     }

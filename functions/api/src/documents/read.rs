@@ -69,14 +69,16 @@ pub(crate) struct ArtifactsQuery {
 
 pub async fn artifacts(
     State(state): AppState,
+    meta: RequestMeta,
     DocId(doc_id): DocId,
     ApiQuery(q): ApiQuery<ArtifactsQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     if q.run_id.is_some_and(|r| r < 1) {
         return Err(ApiError::invalid("run_id must be a positive integer"));
     }
-    ensure_exists(&state.db, &doc_id).await?;
     let client = state.db.client().await?;
+    // The artifacts hold the parsed text: the same authority as the blocks (404 when missing).
+    let served = authority::check(&**client, &doc_id, Need::NotWithheld, meta.reviewer).await?;
     let rows = db_views::artifacts(&**client, &doc_id, q.run_id).await?;
     drop(client);
     let ttl = state.config.download_url_ttl;
@@ -91,7 +93,7 @@ pub async fn artifacts(
         item["expires_at"] = json!(expires_at(ttl));
         items.push(item);
     }
-    Ok(Json(json!({ "doc_id": doc_id, "artifacts": items })))
+    Ok(served.answer(json!({ "doc_id": doc_id, "artifacts": items })))
 }
 
 pub async fn structure(
