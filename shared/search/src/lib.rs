@@ -372,8 +372,11 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
     );
     // Enough to fill top_k after the check, not the whole fused list.
     let wanted: Vec<i64> = order.iter().take(top_k * 2 + 10).copied().collect();
-    let in_force_only = q.versions == Versions::InForce;
-    let (live, places) = vouched_for(deps, &wanted, q.filters, &as_of, in_force_only).await?;
+    // The final check re-reads what must never pass (a delete, a hold) but not whether a version
+    // is still in force: a release between the exclusion list and this check supersedes the
+    // version the ranking kept while its successor was left out, and the answer would be neither.
+    // The in-force choice stays the exclusion list's, one snapshot for the whole answer.
+    let (live, places) = vouched_for(deps, &wanted, q.filters, &as_of, false).await?;
 
     let (mut hits, unvouched) = checked_hits(
         q.text,
