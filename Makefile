@@ -6,8 +6,10 @@ SHELL := /bin/bash
 # One target dir outside the clone, so a fresh clone (CI) reuses what was built before.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/docpipe/target
 # make deploy / deploy-check: the stack's parameters, as sam deploy's --parameter-overrides takes
-# them (exported, so that any quoting in the values reaches the scripts intact).
-export PARAMS STACK
+# them (exported, so that any quoting in the values reaches the scripts intact); QUOTAS, the
+# account's Lambda quotas deploy-check holds the template to ("memory=10240,concurrency=1000";
+# default: a new account's, 3,008 MB and 10).
+export PARAMS STACK QUOTAS
 
 .PHONY: up down env status test demo bench load build lint layers lint-template iam-check \
 	sam-local sam-env sam-local-check deploy-check deploy

@@ -5,6 +5,9 @@
 #
 #   bash scripts/deploy-check.sh                         the template's defaults, every parameter set
 #   bash scripts/deploy-check.sh --param "K=V K2=V2"     with the values a deploy passes (make deploy)
+#   QUOTAS="memory=10240,concurrency=1000" bash scripts/deploy-check.sh
+#                                                        the account's Lambda quotas (default: a new
+#                                                        account's, 3,008 MB and 10 concurrent executions)
 #
 # First a self-test breaks the template once per rule and checks that each rule fires (no rule is
 # dead), then the check itself; either failing fails the command.
@@ -29,4 +32,4 @@ if ! "$PY" scripts/deploy_check.py --self-test > "$SELF_LOG" 2>&1; then
   die "the self-test failed: a rule no longer fires on the template it should refuse (log: $SELF_LOG)"
 fi
 tail -n 1 "$SELF_LOG"
-"$PY" scripts/deploy_check.py "$@"
+"$PY" scripts/deploy_check.py ${QUOTAS:+--quotas "$QUOTAS"} "$@"

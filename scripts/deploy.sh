@@ -5,6 +5,9 @@
 #                       NetworkPath=endpoints PrivateRouteTableIds=rtb-…,rtb-… BucketName=… MilvusUrl=…"
 #   make deploy                      a later deploy: CloudFormation keeps every parameter's previous value
 #   make deploy STACK=docpipe-test   another stack name than samconfig.toml's
+#   make deploy QUOTAS="memory=10240,concurrency=1000"
+#                                    the account's Lambda quotas, for deploy-check (default: a new
+#                                    account's, 3,008 MB and 10 concurrent executions)
 #
 # 1. deploy-check with the deploy's parameters (the template's rules, offline);
 # 2. the layers (libpdfium.so and the OCR files for x86_64), fetched if missing;

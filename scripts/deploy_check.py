@@ -31,7 +31,12 @@ Rules (the --list option prints them with their documents):
   alarm-coverage         dead letters, queue age, errors, throttles, API 5xx, access logs, actions
   network-path           each AWS service a function in a VPC calls has a path (endpoint or NAT)
   clock                  the clock the functions check at start (shared/core/src/clock.rs), on every queue
-  scheduled-overlap      a scheduled function cannot overlap itself
+  scheduled-overlap      a scheduled function cannot overlap itself (reserved concurrency 1 or a database lease)
+  account-memory         no function's MemorySize is above the account's memory quota (--account-memory-mb)
+  account-concurrency    reserved concurrency leaves 100 of the account's quota unreserved (--account-concurrency)
+
+The account's quotas default to a new account's (3,008 MB, 10 concurrent executions):
+  --account-memory-mb 10240 --account-concurrency 1000, or --quotas memory=10240,concurrency=1000
 """
 from __future__ import annotations
 
@@ -149,10 +154,34 @@ RULES: dict[str, tuple[str, list[str]]] = {
          "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-dead-letter-queues.html",
          LAMBDA_SQS]),
     "scheduled-overlap": (
-        "a scheduled function cannot overlap itself: reserved concurrency 1, no asynchronous retries (the next schedule "
-        "comes anyway), a timeout shorter than the period",
+        "a scheduled function cannot overlap itself: reserved concurrency 1, or a lease in the database that its code "
+        "takes for as long as its invocation can last (LEASED_SCHEDULES); no asynchronous retries (the next schedule "
+        "comes anyway); a timeout shorter than the period",
         ["https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html",
          "https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html"]),
+    "account-memory": (
+        "no function asks for more memory than the account's Lambda memory quota (--account-memory-mb; new accounts "
+        "have reduced concurrency and memory quotas, often 3,008 MB, and CreateFunction refuses more)",
+        ["https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html",
+         "https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html"]),
+    "account-concurrency": (
+        "the functions' reserved concurrency leaves 100 of the account's concurrency unreserved "
+        "(--account-concurrency; new accounts may have 10): reserved <= quota - 100, or Lambda refuses the reservation "
+        "('decreases account's UnreservedConcurrentExecution below its minimum value of [100]')",
+        ["https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html",
+         "https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html"]),
+}
+
+# The account's Lambda quotas the account rules check against (--account-memory-mb, --account-concurrency,
+# or --quotas memory=…,concurrency=…): a new account's, by default.
+QUOTAS = {"memory": 3008, "concurrency": 10}
+# Lambda keeps this much of the account's concurrency unreserved.
+UNRESERVED_MINIMUM = 100
+# Scheduled functions whose code takes a lease in the database for as long as one invocation can run,
+# so that a second invocation does nothing: binary -> (source file, the lease's marker in it, the
+# variable that gives the lease its length, which must equal the function's Timeout).
+LEASED_SCHEDULES = {
+    "sweeper": ("shared/pipeline/src/services.rs", "SWEEPER_LEASE", "DOCPIPE_SWEEPER_TIMEOUT_SECS"),
 }
 
 # Queues whose visibility timeout departs from AWS's 6x guidance on purpose, and why (README,
@@ -562,7 +591,9 @@ def functions(ctx: Ctx) -> dict[str, dict]:
     out = {}
     for fid, r in ctx.of_type("AWS::Lambda::Function"):
         binary = ((r.get("Metadata") or {}).get("BuildProperties") or {}).get("Binary") or fid
-        out[fid] = {"binary": binary, "timeout": number(ctx.prop(fid, "Timeout"), 3.0)}
+        out[fid] = {"binary": binary, "timeout": number(ctx.prop(fid, "Timeout"), 3.0),
+                    "memory": number(ctx.prop(fid, "MemorySize"), 128.0),
+                    "reserved": number(ctx.prop(fid, "ReservedConcurrentExecutions"))}
     return out
 
 
@@ -1240,8 +1271,11 @@ def rule_schedules(ctx: Ctx) -> list[Finding]:
                     continue
                 rc = number(ctx.prop(f, "ReservedConcurrentExecutions"))
                 if rc != 1:
-                    out.append(Finding("scheduled-overlap", f, f"scheduled by {rid} with {'no' if rc is None else f'{rc:.0f}'} reserved "
-                                                               "concurrency: two runs can overlap (set ReservedConcurrentExecutions 1)"))
+                    lease = lease_problem(ctx, f, fns[f])
+                    if lease:
+                        out.append(Finding("scheduled-overlap", f, f"scheduled by {rid} with {'no' if rc is None else f'{rc:.0f}'} reserved "
+                                                                   f"concurrency, and {lease}: two runs can overlap (set "
+                                                                   "ReservedConcurrentExecutions 1, or hold a lease for the invocation's length)"))
                 cid = configs.get(f)
                 retries = number(ctx.prop(cid, "MaximumRetryAttempts"), 2.0) if cid else 2.0
                 if retries != 0:
@@ -1250,6 +1284,61 @@ def rule_schedules(ctx: Ctx) -> list[Finding]:
                 if period is not None and fns[f]["timeout"] >= period:
                     out.append(Finding("scheduled-overlap", f, f"timeout {fmt_s(fns[f]['timeout'])} is not shorter than its period {fmt_s(period)}"))
     return out
+
+
+def lease_problem(ctx: Ctx, fid: str, fn: dict) -> str | None:
+    """Why a scheduled function's database lease does not keep its runs apart, or None when it does."""
+    known = LEASED_SCHEDULES.get(fn["binary"])
+    if known is None:
+        return f"its code ({fn['binary']}) takes no lease this check knows of (LEASED_SCHEDULES)"
+    path, marker, var = known
+    try:
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            if marker not in f.read():
+                return f"{path} no longer holds {marker}"
+    except OSError:
+        return f"{path} cannot be read"
+    env = {k: to_str(v) for k, v in ((ctx.prop(fid, "Environment") or {}).get("Variables") or {}).items()}
+    if var not in env:
+        return f"its environment carries no {var}, the lease's length"
+    if number(env[var]) != fn["timeout"]:
+        return f"its lease lasts {env[var]} s ({var}) but an invocation may run {fmt_s(fn['timeout'])} (Timeout)"
+    return None
+
+
+def rule_account(ctx: Ctx) -> list[Finding]:
+    out = []
+    fns = functions(ctx)
+    for fid, fn in sorted(fns.items()):
+        if fn["memory"] > QUOTAS["memory"]:
+            out.append(Finding("account-memory", fid, f"MemorySize {fn['memory']:,.0f} MB is above the account's memory quota "
+                                                      f"({QUOTAS['memory']:,} MB): CreateFunction refuses it; lower it or raise the "
+                                                      "quota first (then give --account-memory-mb)"))
+    reserved = {fid: fn["reserved"] for fid, fn in fns.items() if fn["reserved"]}
+    total = sum(reserved.values())
+    room = QUOTAS["concurrency"] - UNRESERVED_MINIMUM
+    if total > max(room, 0):
+        out.append(Finding("account-concurrency", ", ".join(sorted(reserved)),
+                           f"reserve {total:.0f} concurrent execution(s), but an account concurrency quota of "
+                           f"{QUOTAS['concurrency']:,} leaves {max(room, 0):,} to reserve ({UNRESERVED_MINIMUM} stay unreserved): "
+                           "Lambda refuses the reservation; drop it or raise the quota first (then give --account-concurrency)"))
+    return out
+
+
+def account_notes(ctx: Ctx) -> list[str]:
+    """Not findings: what the event sources may run at once, against the account's concurrency."""
+    caps, open_ended = 0, []
+    for eid, _ in ctx.of_type("AWS::Lambda::EventSourceMapping"):
+        m = number((ctx.prop(eid, "ScalingConfig") or {}).get("MaximumConcurrency"))
+        if m is None:
+            open_ended.append(eid)
+        else:
+            caps += m
+    if caps >= QUOTAS["concurrency"]:
+        return [f"the event sources may run {caps:.0f} functions at once (ScalingConfig.MaximumConcurrency), at or above the "
+                f"account's concurrency quota ({QUOTAS['concurrency']:,}): the API and the sweeper would be throttled while they do"
+                + (f"; {len(open_ended)} more mapping(s) set no maximum" if open_ended else "")]
+    return []
 
 
 # ───────────────────────────── the run ─────────────────────────────
@@ -1301,6 +1390,7 @@ def run_rules(cfn: dict, params: dict[str, str], label: str = "", only: set[str]
         ({"network-path"}, lambda: rule_network(ctx)),
         ({"clock"}, lambda: rule_clock(ctx, variables)),
         ({"scheduled-overlap"}, lambda: rule_schedules(ctx)),
+        ({"account-memory", "account-concurrency"}, lambda: rule_account(ctx)),
     ]
     for rules, check in checks:
         if only is None or rules & only:
@@ -1371,6 +1461,9 @@ def self_test(sam: dict, cfn: dict, base_params: dict[str, str]) -> int:
 
     def alarm_on(t, ns, metric):
         return first(t, "AWS::CloudWatch::Alarm", lambda rid, r: r["Properties"].get("Namespace") == ns and r["Properties"].get("MetricName") == metric)
+
+    def sweeper(t):
+        return first(t, "AWS::Lambda::Function", lambda rid, r: (r.get("Metadata") or {}).get("BuildProperties", {}).get("Binary") == "sweeper")
 
     def set_param(name, value):
         return lambda t: None, {name: value}
@@ -1472,9 +1565,15 @@ def self_test(sam: dict, cfn: dict, base_params: dict[str, str]) -> int:
          lambda t: [((r["Properties"].get("Environment") or {}).get("Variables") or {}).pop("DOCPIPE_DLQ_VISIBILITY_SECS", None)
                     for r in res(t).values() if r.get("Type") == "AWS::Lambda::Function"], None, {}),
         ("clock", "a retention shorter than a retry cycle", None, None, {"QueueRetentionSeconds": "3600"}),
-        ("scheduled-overlap", "the sweeper without reserved concurrency",
-         lambda t: res(t)[first(t, "AWS::Lambda::Function", lambda rid, r: (r.get("Metadata") or {}).get("BuildProperties", {}).get("Binary") == "sweeper")]
-         ["Properties"].pop("ReservedConcurrentExecutions"), None, {}),
+        ("scheduled-overlap", "the sweeper without reserved concurrency, its lease shorter than its timeout",
+         lambda t: res(t)[sweeper(t)]["Properties"]["Environment"]["Variables"].__setitem__("DOCPIPE_SWEEPER_TIMEOUT_SECS", "60"),
+         None, {}),
+        ("scheduled-overlap", "the sweeper retried asynchronously",
+         lambda t: [r["Properties"].__setitem__("MaximumRetryAttempts", 2) for r in res(t).values()
+                    if r.get("Type") == "AWS::Lambda::EventInvokeConfig" and sweeper(t) in json.dumps(r["Properties"].get("FunctionName"))],
+         None, {}),
+        ("account-memory", "the parse function at 3,584 MB in a new account", None, None, {"ParseMemorySize": "3584"}),
+        ("account-concurrency", "the sweeper reserving 1 in an account of 10", None, None, {"SweeperReservedConcurrency": "1"}),
     ]
     failures = 0
     baseline, _ = run_rules(cfn, base_params, "self-test")
@@ -1543,7 +1642,19 @@ def main() -> int:
     ap.add_argument("--translate-only", action="store_true", help="translate and write --translated-out, check nothing")
     ap.add_argument("--self-test", action="store_true", help="break the template once per rule and check that each rule fires")
     ap.add_argument("--list", action="store_true", help="the rules and their AWS documents")
+    ap.add_argument("--account-memory-mb", type=int, help=f"the account's Lambda memory quota (default {QUOTAS['memory']}, a new account's)")
+    ap.add_argument("--account-concurrency", type=int, help=f"the account's Lambda concurrency quota (default {QUOTAS['concurrency']}, a new account's)")
+    ap.add_argument("--quotas", default="", help="memory=MB,concurrency=N (make's QUOTAS), the same as the two options above")
     a = ap.parse_args()
+    for item in [x.strip() for x in a.quotas.replace(" ", ",").split(",") if x.strip()]:
+        k, _, v = item.partition("=")
+        if k not in QUOTAS or not v.isdigit():
+            raise SystemExit(f"[deploy-check] --quotas {a.quotas!r}: expected memory=MB,concurrency=N")
+        QUOTAS[k] = int(v)
+    if a.account_memory_mb is not None:
+        QUOTAS["memory"] = a.account_memory_mb
+    if a.account_concurrency is not None:
+        QUOTAS["concurrency"] = a.account_concurrency
     if a.list:
         for rule, (title, urls) in RULES.items():
             print(f"{rule}: {title}\n  " + "\n  ".join(urls))
@@ -1573,8 +1684,11 @@ def main() -> int:
         return self_test(sam, cfn, base)
     results, refused, nsets = check(cfn, overrides)
     print(f"[deploy-check] {os.path.relpath(a.template, os.getcwd())}: translated by samtranslator {samtranslator_version()} "
-          f"(offline), {len(RULES)} rules over {nsets} parameter set(s)")
+          f"(offline), {len(RULES)} rules over {nsets} parameter set(s), for an account with a memory quota of "
+          f"{QUOTAS['memory']:,} MB and a concurrency quota of {QUOTAS['concurrency']:,}")
     report(results, refused, nsets)
+    for note in account_notes(Ctx(cfn, base)):
+        print(f"note: {note}")
     rules_hit = {f.rule for f in results}
     if results:
         print(f"[deploy-check] FAILED: {len(results)} finding(s) under {len(rules_hit)} rule(s)")
