@@ -2,7 +2,8 @@
 # make deploy: the whole deploy in one command (README, "Deploying to AWS").
 #
 #   make deploy PARAMS="DatabaseUrl=… DatabaseSecretArn=… VpcId=… SubnetIds=a,b SecurityGroupIds=sg-…
-#                       NetworkPath=endpoints PrivateRouteTableIds=rtb-…,rtb-… BucketName=… MilvusUrl=…"
+#                       PathToS3=create PrivateRouteTableIds=rtb-…,rtb-… PathToSqs=create
+#                       PathToSecretsManager=create PathToBedrock=create BucketName=… MilvusUrl=…"
 #   make deploy                      a later deploy: CloudFormation keeps every parameter's previous value
 #   make deploy STACK=docpipe-test   another stack name than samconfig.toml's
 #   make deploy QUOTAS="memory=10240,concurrency=1000"

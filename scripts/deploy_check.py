@@ -29,7 +29,8 @@ Rules (the --list option prints them with their documents):
   alarm-metric           each alarm watches a metric, with dimensions, that something emits
   alarm-cannot-fire      no alarm watches a count its queue's consumer drains or a redrive skips
   alarm-coverage         dead letters, queue age, errors, throttles, API 5xx, access logs, actions
-  network-path           each AWS service a function in a VPC calls has a path (endpoint or NAT)
+  network-path           each AWS service a function in a VPC calls has a path (endpoint, or a confirmed one per service)
+  migrations-response-path  the migrations' function reaches CloudFormation's presigned S3 response URL
   clock                  the clock the functions check at start (shared/core/src/clock.rs), on every queue
   scheduled-overlap      a scheduled function cannot overlap itself (reserved concurrency 1 or a database lease)
   account-memory         no function's MemorySize is above the account's memory quota (--account-memory-mb)
@@ -140,11 +141,19 @@ RULES: dict[str, tuple[str, list[str]]] = {
     "network-path": (
         "each AWS service a function in a VPC calls (what its role grants; a custom resource's handler also answers "
         "CloudFormation's presigned S3 URL) has a path: a VPC endpoint in the template (interface endpoints with private "
-        "DNS and a security group admitting the functions on 443; the S3 gateway endpoint on route tables), or the NAT "
-        "route the operator confirms with a parameter",
+        "DNS and a security group admitting the functions on 443; the S3 gateway endpoint on route tables), or a path the "
+        "operator confirms for that service (PathToS3, PathToSqs, PathToSecretsManager, PathToBedrock, PathToLogs: existing "
+        "or nat)",
         ["https://docs.aws.amazon.com/lambda/latest/dg/configuration-vpc-internet.html",
          "https://docs.aws.amazon.com/lambda/latest/dg/configuration-vpc-endpoints.html",
          "https://docs.aws.amazon.com/vpc/latest/privatelink/create-interface-endpoint.html",
+         "https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref-responses.html"]),
+    "migrations-response-path": (
+        "the function that serves the migrations custom resource has a path to CloudFormation's presigned S3 response URL "
+        "(its bucket is cloudformation-custom-resource-response-<region>): an S3 endpoint whose policy admits that bucket, "
+        "or a confirmed path (PathToS3 existing or nat); otherwise the deploy waits out ServiceTimeout twice and ends in a "
+        "failed rollback",
+        ["https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cfn-vpce-bucketnames.html",
          "https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref-responses.html"]),
     "clock": (
         "the clock every function checks at start (shared/core/src/clock.rs, asked through docpipe clock-check) holds, on every queue with an event "
@@ -202,14 +211,24 @@ PLACEHOLDERS = {
     "VpcId": "vpc-0example",
     "SubnetIds": "subnet-0example1,subnet-0example2",
     "SecurityGroupIds": "sg-0example",
-    "NetworkPath": "endpoints",
+    "PathToS3": "create",
+    "PathToSqs": "create",
+    "PathToSecretsManager": "create",
+    "PathToBedrock": "create",
 }
 # Placeholders that replace a default: the S3 gateway endpoint needs route tables (a template Rule
-# refuses NetworkPath=endpoints without them), and the check must see that path.
+# refuses PathToS3=create without them), and the check must see that path.
 PLACEHOLDERS_OVER_DEFAULT = {"PrivateRouteTableIds": "rtb-0example1,rtb-0example2"}
-# Values of a parameter by which the operator confirms a network path the template does not
-# create (the parameter's Description says so).
-CONFIRMED_PATHS = {"NetworkPath": {"nat", "existing"}}
+# The parameter that chooses each endpoint service's network path, and the values by which the
+# operator confirms a path the template does not create (the parameters' Descriptions say so).
+PATH_PARAMS = {"s3": "PathToS3", "sqs": "PathToSqs", "secretsmanager": "PathToSecretsManager",
+               "bedrock-runtime": "PathToBedrock", "logs": "PathToLogs"}
+CONFIRMED_PATH_VALUES = {"existing", "nat"}
+# Parameters whose values are checked one parameter at a time (each value with the others at the
+# base set's), not in every combination: each chooses the path of its own service only.
+INDEPENDENT_PARAMS = set(PATH_PARAMS.values())
+# CloudFormation's custom-resource response buckets (the presigned ResponseURL's host), per region.
+CFN_RESPONSE_BUCKET = "cloudformation-custom-resource-response-{region}"
 # Stack names the bucket-name rule tries (CloudFormation allows [A-Za-z][A-Za-z0-9-]{0,127}).
 STACK_NAME_PROBES = ["docpipe", "Docpipe-Prod", "docpipe-" + "x" * 120]
 
@@ -1096,44 +1115,103 @@ def services_called(ctx: Ctx, fid: str) -> dict[str, str]:
     return out
 
 
+def path_problem(ctx: Ctx, name: str, fn_groups: set[str]) -> str | None:
+    """Why a function in the VPC, in fn_groups, has no path to the endpoint service `name`; None when it has one."""
+    param = PATH_PARAMS.get(name)
+    value = ctx.params.get(param) if param else None
+    if value in CONFIRMED_PATH_VALUES:
+        return None  # the operator confirms an endpoint of the VPC's or a NAT route
+    eps = [eid for eid, _ in ctx.of_type("AWS::EC2::VPCEndpoint")
+           if to_str(ctx.prop(eid, "ServiceName")).rsplit(".", 1)[-1] == name]
+    if not eps:
+        chosen = f"{param}={value}" if param in ctx.params else "no parameter chooses its path"
+        return (f"the template creates no {name} endpoint and {chosen} confirms no other "
+                f"({'/'.join(sorted(CONFIRMED_PATH_VALUES))}): the call times out")
+    problems = []
+    for eid in eps:
+        kind = to_str(ctx.prop(eid, "VpcEndpointType") or "Gateway")
+        if kind == "Gateway":
+            if not [r for r in as_list(ctx.prop(eid, "RouteTableIds")) if to_str(r)]:
+                problems.append(f"{eid}: a gateway endpoint on no route table")
+            continue
+        if ctx.prop(eid, "PrivateDnsEnabled") not in (True, "true", "True"):
+            problems.append(f"{eid}: PrivateDnsEnabled is off, so the SDK's {name} hostname does not reach it")
+        if not endpoint_admits(ctx, eid, fn_groups):
+            problems.append(f"{eid}: none of its security groups admits the function's groups on TCP 443")
+    return "; ".join(problems) if len(problems) == len(eps) else None
+
+
+def in_vpc(ctx: Ctx, fid: str) -> set[str] | None:
+    """The function's security groups when it runs in a VPC, else None."""
+    vpc = ctx.prop(fid, "VpcConfig")
+    if not vpc or not vpc.get("SubnetIds"):
+        return None
+    return set(to_str(g) for g in as_list(vpc.get("SecurityGroupIds")))
+
+
 def rule_network(ctx: Ctx) -> list[Finding]:
     out = []
-    confirmed = [f"{p}={ctx.params.get(p)}" for p, values in CONFIRMED_PATHS.items() if ctx.params.get(p) in values]
-    endpoints: dict[str, list[str]] = {}
-    for eid, _ in ctx.of_type("AWS::EC2::VPCEndpoint"):
-        svc = to_str(ctx.prop(eid, "ServiceName")).rsplit(".", 1)[-1]
-        endpoints.setdefault(svc, []).append(eid)
-    fns = functions(ctx)
-    for fid in fns:
-        vpc = ctx.prop(fid, "VpcConfig")
-        if not vpc or not vpc.get("SubnetIds"):
+    for fid in functions(ctx):
+        fn_groups = in_vpc(ctx, fid)
+        if fn_groups is None:
             continue
-        fn_groups = set(to_str(g) for g in as_list(vpc.get("SecurityGroupIds")))
         for svc, why in sorted(services_called(ctx, fid).items()):
             name = ENDPOINT_SERVICE.get(svc, svc)
-            if confirmed:
-                continue
-            eps = endpoints.get(name, [])
-            if not eps:
-                params = ", ".join(f"{p} ({'/'.join(sorted(v))})" for p, v in CONFIRMED_PATHS.items() if p in ctx.params)
-                out.append(Finding("network-path", fid, f"runs in a VPC and calls {name} ({why}), but the template creates no "
-                                                        f"{name} endpoint and no parameter confirms a NAT route"
-                                                        f"{' (' + params + ')' if params else ''}: the call times out"))
-                continue
-            problems = []
-            for eid in eps:
-                kind = to_str(ctx.prop(eid, "VpcEndpointType") or "Gateway")
-                if kind == "Gateway":
-                    if not [r for r in as_list(ctx.prop(eid, "RouteTableIds")) if to_str(r)]:
-                        problems.append(f"{eid}: a gateway endpoint on no route table")
-                    continue
-                if ctx.prop(eid, "PrivateDnsEnabled") not in (True, "true", "True"):
-                    problems.append(f"{eid}: PrivateDnsEnabled is off, so the SDK's {name} hostname does not reach it")
-                if not endpoint_admits(ctx, eid, fn_groups):
-                    problems.append(f"{eid}: none of its security groups admits the function's groups on TCP 443")
-            if len(problems) == len(eps):
-                out.append(Finding("network-path", fid, f"calls {name} ({why}); " + "; ".join(problems)))
+            problem = path_problem(ctx, name, fn_groups)
+            if problem:
+                out.append(Finding("network-path", fid, f"runs in a VPC and calls {name} ({why}); {problem}"))
     return out
+
+
+def policy_allows(policy: dict, action: str, resource: str) -> bool:
+    """An endpoint policy (principal *) allows the action on the resource: an Allow matches and no Deny does."""
+    stmts = as_list(policy.get("Statement"))
+    def hit(s):
+        return matches(s.get("Action", "*"), action) and matches(s.get("Resource", "*"), resource)
+    return any(s.get("Effect") == "Allow" and hit(s) for s in stmts) and not any(s.get("Effect") == "Deny" and hit(s) for s in stmts)
+
+
+def rule_migrations_path(ctx: Ctx) -> list[Finding]:
+    """The function serving a custom resource reaches CloudFormation's presigned S3 response URL."""
+    out = []
+    bucket = CFN_RESPONSE_BUCKET.format(region=REGION.replace("-", ""))
+    for cid, fid in custom_resources(ctx).items():
+        if fid is None:
+            continue
+        fn_groups = in_vpc(ctx, fid)
+        if fn_groups is None:
+            continue
+        unanswered = (f"CloudFormation never hears from {fid}: {cid} fails after its ServiceTimeout, and the rollback's "
+                      "delete event waits as long again before the stack ends in a failed rollback")
+        problem = path_problem(ctx, "s3", fn_groups)
+        if problem:
+            out.append(Finding("migrations-response-path", cid, f"{fid} runs in a VPC and answers a presigned S3 URL; {problem}: "
+                                                                 + unanswered))
+            continue
+        if ctx.params.get(PATH_PARAMS["s3"]) in CONFIRMED_PATH_VALUES:
+            continue
+        for eid, _ in ctx.of_type("AWS::EC2::VPCEndpoint"):
+            if to_str(ctx.prop(eid, "ServiceName")).rsplit(".", 1)[-1] != "s3":
+                continue
+            policy = ctx.prop(eid, "PolicyDocument")
+            if isinstance(policy, dict) and not policy_allows(policy, "s3:PutObject", f"arn:aws:s3:::{bucket}/response"):
+                out.append(Finding("migrations-response-path", cid, f"{eid}'s endpoint policy does not allow s3:PutObject on "
+                                                                     f"{bucket} (the presigned response URL's bucket): " + unanswered))
+    return out
+
+
+def network_notes(ctx: Ctx) -> list[str]:
+    """Not findings: what the endpoints this stack creates do to the rest of the VPC."""
+    names = []
+    for eid, _ in ctx.of_type("AWS::EC2::VPCEndpoint"):
+        if to_str(ctx.prop(eid, "VpcEndpointType")) != "Interface" or ctx.prop(eid, "PrivateDnsEnabled") not in (True, "true"):
+            continue
+        names.append(to_str(ctx.prop(eid, "ServiceName")).rsplit(".", 1)[-1])
+    if names and not ctx.params.get("EndpointClientCidr"):
+        return [f"the interface endpoints this stack creates ({', '.join(names)}) take those names over for the whole VPC "
+                "(private DNS) and admit docpipe's functions only: other workloads in the VPC lose those services unless "
+                "EndpointClientCidr admits them (or choose existing)"]
+    return []
 
 
 def endpoint_admits(ctx: Ctx, eid: str, fn_groups: set[str]) -> bool:
@@ -1363,11 +1441,19 @@ def parameter_sets(cfn: dict, overrides: dict[str, str]) -> list[tuple[str, dict
                           "List<AWS::EC2::SecurityGroup::Id>": "sg-0example", "Number": str(p.get("MinValue", 1))}.get(
                 t, str((p.get("AllowedValues") or ["example"])[0]))
     in_conditions = {r for c in (cfn.get("Conditions") or {}).values() for r in raw_refs(c)}
-    vary = [n for n in params if "AllowedValues" in params[n] and n in in_conditions and n not in overrides]
+    varied = [n for n in params if "AllowedValues" in params[n] and n in in_conditions and n not in overrides]
+    vary = [n for n in varied if n not in INDEPENDENT_PARAMS]
+    # The independent ones: the base set's values, then each other value of each, one at a time.
+    alone: list[dict[str, str]] = [{}]
+    for n in varied:
+        if n in INDEPENDENT_PARAMS:
+            alone += [{n: str(v)} for v in params[n]["AllowedValues"] if str(v) != base[n]]
     sets = []
     for combo in itertools.product(*[[str(v) for v in params[n]["AllowedValues"]] for n in vary]):
-        values = dict(base, **dict(zip(vary, combo)))
-        sets.append((", ".join(f"{n}={v}" for n, v in zip(vary, combo)), values))
+        for extra in alone:
+            values = dict(base, **dict(zip(vary, combo)), **extra)
+            label = ", ".join([f"{n}={v}" for n, v in zip(vary, combo)] + [f"{n}={v}" for n, v in extra.items()])
+            sets.append((label, values))
     return sets or [("", base)]
 
 
@@ -1388,6 +1474,7 @@ def run_rules(cfn: dict, params: dict[str, str], label: str = "", only: set[str]
         ({"log-group-order"}, lambda: rule_log_groups(ctx)),
         ({"alarm-metric", "alarm-cannot-fire", "alarm-coverage"}, lambda: rule_alarms(ctx, ns, emitted)),
         ({"network-path"}, lambda: rule_network(ctx)),
+        ({"migrations-response-path"}, lambda: rule_migrations_path(ctx)),
         ({"clock"}, lambda: rule_clock(ctx, variables)),
         ({"scheduled-overlap"}, lambda: rule_schedules(ctx)),
         ({"account-memory", "account-concurrency"}, lambda: rule_account(ctx)),
@@ -1553,13 +1640,22 @@ def self_test(sam: dict, cfn: dict, base_params: dict[str, str]) -> int:
          lambda t: res(t).pop(first(t, "AWS::CloudWatch::Alarm", lambda rid, r: r["Properties"].get("MetricName") == "ApproximateAgeOfOldestMessage"
                                     and "ParseQueue" in json.dumps(r["Properties"].get("Dimensions")))), None, {}),
         ("alarm-coverage", "no access logs", lambda t: res(t)["HttpApiStage"]["Properties"].pop("AccessLogSettings"), None, {}),
-        ("network-path", "endpoints without the SQS one", lambda t: strip_endpoint(t, "sqs"), None, {"NetworkPath": "endpoints"}),
-        ("network-path", "endpoints without the S3 gateway (the migrations' response URL among others)",
-         lambda t: strip_endpoint(t, "s3"), None, {"NetworkPath": "endpoints"}),
+        ("network-path", "PathToSqs=create without the SQS endpoint", lambda t: strip_endpoint(t, "sqs"), None, {"PathToSqs": "create"}),
+        ("network-path", "the Bedrock embedder with PathToBedrock=none (and the template's Rule left out)",
+         lambda t: t.get("Rules", {}).pop("BedrockNeedsAPath", None), None, {"PathToBedrock": "none", "Embedder": "bedrock"}),
+        ("network-path", "PathToS3=create without the S3 gateway (the originals and artifacts among others)",
+         lambda t: strip_endpoint(t, "s3"), None, {"PathToS3": "create"}),
         ("network-path", "interface endpoints without private DNS",
          lambda t: [r["Properties"].__setitem__("PrivateDnsEnabled", False) for r in res(t).values()
-                    if r.get("Type") == "AWS::EC2::VPCEndpoint" and "Interface" in json.dumps(r)], None, {"NetworkPath": "endpoints"}),
-        ("network-path", "no endpoint admits the functions on 443", no_ingress, None, {"NetworkPath": "endpoints"}),
+                    if r.get("Type") == "AWS::EC2::VPCEndpoint" and "Interface" in json.dumps(r)], None, {"PathToSecretsManager": "create"}),
+        ("network-path", "no endpoint admits the functions on 443", no_ingress, None, {"PathToSqs": "create"}),
+        ("migrations-response-path", "PathToS3=create without the S3 gateway: the migrations cannot answer CloudFormation",
+         lambda t: strip_endpoint(t, "s3"), None, {"PathToS3": "create"}),
+        ("migrations-response-path", "an S3 endpoint policy that admits the documents bucket only",
+         lambda t: res(t)["S3GatewayEndpoint"]["Properties"].__setitem__("PolicyDocument", {
+             "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:*",
+                                                     "Resource": ["arn:aws:s3:::docpipe-example-documents", "arn:aws:s3:::docpipe-example-documents/*"]}]}),
+         None, {"PathToS3": "create"}),
         ("clock", "a lease longer than the queues' visibility", None, None, {"LeaseSeconds": "4000"}),
         ("clock", "the DLQ function's clock left out of the environment",
          lambda t: [((r["Properties"].get("Environment") or {}).get("Variables") or {}).pop("DOCPIPE_DLQ_VISIBILITY_SECS", None)
@@ -1594,17 +1690,17 @@ def self_test(sam: dict, cfn: dict, base_params: dict[str, str]) -> int:
         found, refused = run_rules(t, values, "self-test")
         new = [f for f in found if f.rule == rule and f not in base_by_rule.get(rule, set())]
         if refused:
-            print(f"  FAIL {rule:22} {what}: the variant's parameters are refused by the template's Rules ({refused})")
+            print(f"  FAIL {rule:24} {what}: the variant's parameters are refused by the template's Rules ({refused})")
             failures += 1
         elif new:
             fired_rules.add(rule)
-            print(f"  ok   {rule:22} {what}: {new[0].where}: {new[0].message[:110]}{'…' if len(new[0].message) > 110 else ''}")
+            print(f"  ok   {rule:24} {what}: {new[0].where}: {new[0].message[:110]}{'…' if len(new[0].message) > 110 else ''}")
         else:
-            print(f"  FAIL {rule:22} {what}: the rule did not fire")
+            print(f"  FAIL {rule:24} {what}: the rule did not fire")
             failures += 1
     dead = sorted(set(RULES) - fired_rules)
     for rule in dead:
-        print(f"  FAIL {rule:22} no self-test case makes it fire")
+        print(f"  FAIL {rule:24} no self-test case makes it fire")
     # the S3 name rules themselves
     for name in BUCKET_BAD_PROBES:
         if not s3_name_problems(name):
@@ -1687,7 +1783,7 @@ def main() -> int:
           f"(offline), {len(RULES)} rules over {nsets} parameter set(s), for an account with a memory quota of "
           f"{QUOTAS['memory']:,} MB and a concurrency quota of {QUOTAS['concurrency']:,}")
     report(results, refused, nsets)
-    for note in account_notes(Ctx(cfn, base)):
+    for note in account_notes(Ctx(cfn, base)) + network_notes(Ctx(cfn, base)):
         print(f"note: {note}")
     rules_hit = {f.rule for f in results}
     if results:
