@@ -3,6 +3,7 @@
 //! The answers stay [`Value`]s so that `--json` prints exactly what the API said; the commands
 //! read the fields they show through the typed views in [`crate::model`].
 
+use crate::auth::{Auth, AuthMode};
 use clap::Args;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -36,6 +37,9 @@ pub enum ClientError {
         status: u16,
         body: String,
     },
+    /// The request could not be signed or given its token.
+    #[error(transparent)]
+    Auth(#[from] crate::auth::AuthError),
     /// The presigned upload was refused by the object store.
     #[error("upload to the presigned URL failed: HTTP {status}: {body}")]
     Upload { status: u16, body: String },
@@ -78,6 +82,7 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 pub struct Client {
     base: String,
     http: reqwest::Client,
+    auth: Auth,
 }
 
 /// One page of a listing: the documents and the cursor of the next page.
@@ -88,7 +93,13 @@ pub struct Page {
 }
 
 impl Client {
+    /// A client of an open API (the dev runner's).
     pub fn new(base: &str) -> Client {
+        Client::with_auth(base, Auth::None)
+    }
+
+    /// A client that signs or carries a token as `auth` says.
+    pub fn with_auth(base: &str, auth: Auth) -> Client {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(120))
@@ -97,6 +108,7 @@ impl Client {
         Client {
             base: base.trim_end_matches('/').to_string(),
             http,
+            auth,
         }
     }
 
@@ -129,10 +141,14 @@ impl Client {
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let resp = req.send().await.map_err(|e| ClientError::Unreachable {
+        let unreachable = |e: reqwest::Error| ClientError::Unreachable {
             url: self.base.clone(),
             reason: chain(&e),
-        })?;
+        };
+        let mut request = req.build().map_err(unreachable)?;
+        // Signed last, over the request exactly as it is sent.
+        self.auth.apply(&mut request).await?;
+        let resp = self.http.execute(request).await.map_err(unreachable)?;
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(|e| ClientError::Unreachable {
             url: self.base.clone(),
@@ -441,19 +457,39 @@ mod tests {
     }
 }
 
-/// Where the API is, and how to print.
-#[derive(Args, Clone, Debug)]
+/// Where the API is, how to prove who is calling, and how to print.
+#[derive(Args, Clone)]
 pub struct Conn {
-    /// The API's base URL.
+    /// The API's base URL (a deployed stack's `ApiUrl` output, or the dev runner's).
     #[arg(long, env = "DOCPIPE_API_URL", default_value = DEFAULT_API_URL)]
     pub api_url: String,
+    /// How requests are authorized: `auto` signs with SigV4 for an API Gateway URL
+    /// (`*.amazonaws.com`, credentials from the default AWS chain) and sends DOCPIPE_TOKEN as a
+    /// bearer token when it is set.
+    #[arg(long, env = "DOCPIPE_AUTH", value_enum, default_value_t = AuthMode::Auto)]
+    pub auth: AuthMode,
+    /// A bearer token (a JWT) for a stack deployed with AuthMode=jwt.
+    #[arg(long, env = "DOCPIPE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
     /// Print the API's JSON instead of a table.
     #[arg(long)]
     pub json: bool,
 }
 
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("api_url", &self.api_url)
+            .field("auth", &self.auth)
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .field("json", &self.json)
+            .finish()
+    }
+}
+
 impl Conn {
-    pub fn client(&self) -> Client {
-        Client::new(&self.api_url)
+    pub fn client(&self) -> Result<Client, ClientError> {
+        let auth = Auth::choose(self.auth, &self.api_url, self.token.as_deref())?;
+        Ok(Client::with_auth(&self.api_url, auth))
     }
 }

@@ -2,6 +2,7 @@
 //! `retry`, `rm`, `search`, `tree` and `summary` ([`commands::ApiCommand`]). The binary wires them
 //! beside its local commands; tests run them in-process against an API they serve.
 
+pub mod auth;
 pub mod client;
 pub mod commands;
 pub mod dev_runner;

@@ -51,7 +51,7 @@ enum Command {
     /// run failed at `import` until it is retried.
     Import(ops::ImportArgs),
     #[command(flatten)]
-    Api(docpipe_cli::ApiCommand),
+    Api(Box<docpipe_cli::ApiCommand>),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -89,7 +89,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Import(args) => ops::import(args).await,
         Command::Api(cmd) => {
             let mut out = std::io::stdout();
-            if let Err(e) = docpipe_cli::run(cmd, &mut out).await {
+            if let Err(e) = docpipe_cli::run(*cmd, &mut out).await {
                 eprintln!("{}", docpipe_cli::error_line(&e));
                 std::process::exit(1);
             }

@@ -161,7 +161,7 @@ impl Watched {
     /// The documents to watch: the ids given, or every document not yet terminal.
     async fn start(args: &WatchArgs) -> anyhow::Result<Watched> {
         let mut watched = Watched {
-            client: args.conn.client(),
+            client: args.conn.client()?,
             follow_new: args.ids.is_empty(),
             order: Vec::new(),
             docs: HashMap::new(),

@@ -445,6 +445,7 @@ async fn http_latency(
         aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
         docpipe_api_fn::ApiConfig {
             reviewer_scope: docpipe_api_fn::DEFAULT_REVIEWER_SCOPE.to_string(),
+            dev_sigv4_keys: None,
             bucket: aws.bucket.clone(),
             parse_queue_url: aws.parse_queue.clone(),
             upload_url_ttl: std::time::Duration::from_secs(600),

@@ -8,6 +8,7 @@ use std::time::Duration;
 pub fn api_config(p: &Pipeline) -> docpipe_api_fn::ApiConfig {
     docpipe_api_fn::ApiConfig {
         reviewer_scope: docpipe_api_fn::DEFAULT_REVIEWER_SCOPE.to_string(),
+        dev_sigv4_keys: None,
         bucket: p.aws.bucket.clone(),
         parse_queue_url: p.aws.parse_queue.clone(),
         upload_url_ttl: Duration::from_secs(600),
@@ -23,13 +24,18 @@ pub fn api_config(p: &Pipeline) -> docpipe_api_fn::ApiConfig {
 
 /// Serves the API over the pipeline on a port of its own for the rest of the test; its base URL.
 pub async fn serve_api(p: &Pipeline) -> String {
+    serve_api_with(p, api_config(p)).await
+}
+
+/// Serves the API over the pipeline with `config` (the dev runner's signed mode, for one).
+pub async fn serve_api_with(p: &Pipeline, config: docpipe_api_fn::ApiConfig) -> String {
     serve_state(Arc::new(docpipe_api_fn::ApiState::new(
         p.db.db.clone(),
         &p.aws.clients,
         p.index.embedder.clone(),
         p.milvus.clone(),
         p.aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
-        api_config(p),
+        config,
         docpipe_api_fn::ActorSource::Local,
     )))
     .await

@@ -34,6 +34,7 @@ struct Api {
 fn config_for(p: &Pipeline) -> ApiConfig {
     ApiConfig {
         reviewer_scope: docpipe_api_fn::DEFAULT_REVIEWER_SCOPE.to_string(),
+        dev_sigv4_keys: None,
         bucket: p.aws.bucket.clone(),
         parse_queue_url: p.aws.parse_queue.clone(),
         upload_url_ttl: Duration::from_secs(600),

@@ -21,8 +21,15 @@ struct Cli {
 
 impl Cli {
     async fn new() -> Cli {
+        Cli::serving(None).await
+    }
+
+    /// With `keys`, the API is served in the dev runner's signed mode (`DOCPIPE_DEV_SIGV4_KEYS`).
+    async fn serving(keys: Option<String>) -> Cli {
         let p = Pipeline::new(Pipeline::hash()).await;
-        let base = helpers::serve_api(&p).await;
+        let mut config = helpers::api_config(&p);
+        config.dev_sigv4_keys = keys.map(docpipe_core::config::Secret::new);
+        let base = helpers::serve_api_with(&p, config).await;
         let dir = std::env::temp_dir().join(helpers::unique("docpipe-cli-"));
         std::fs::create_dir_all(&dir).unwrap();
         Cli { p, base, dir }
@@ -30,9 +37,13 @@ impl Cli {
 
     /// Runs `docpipe ARGS… --api-url BASE`; returns what it printed, or the line it ended with.
     async fn run(&self, args: &[&str]) -> Result<String, (String, anyhow::Error)> {
+        self.run_at(&self.base, args).await
+    }
+
+    async fn run_at(&self, base: &str, args: &[&str]) -> Result<String, (String, anyhow::Error)> {
         let mut argv = vec!["docpipe"];
         argv.extend_from_slice(args);
-        argv.extend_from_slice(&["--api-url", &self.base]);
+        argv.extend_from_slice(&["--api-url", base]);
         let cmd = docpipe_cli::parse(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
         let mut out = Vec::new();
         let result = docpipe_cli::run(cmd, &mut out).await;
@@ -612,4 +623,77 @@ async fn terminal_documents_need_no_waiting(cli: &Cli, good_id: &str, bad_id: &s
         cli.ok(&["watch"]).await.trim(),
         "nothing to watch: every document is indexed or failed"
     );
+}
+
+/// The CLI against an API that wants SigV4, as a deployed stack with `AuthMode=iam` does: the dev
+/// runner's signed mode checks every request's signature with the SDK's signer. The CLI signs with
+/// credentials from the default AWS chain (here the environment's keys); the presigned upload,
+/// search's signed body, and the audit's caller all go through. A wrong secret, an unsigned
+/// request and a tampered one are each a 403 problem.
+#[tokio::test]
+async fn the_cli_signs_with_sigv4_from_the_default_chain_and_a_wrong_key_is_refused() {
+    let key_id = std::env::var("AWS_ACCESS_KEY_ID").expect("the stack's environment has AWS keys");
+    let secret = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap();
+    let cli = Cli::serving(Some(format!("{key_id}:{secret}"))).await;
+    let (name, body) = law();
+    let path = cli.file(&name, &body);
+    let path_s = path.to_str().unwrap();
+
+    let text = cli.ok(&["upload", path_s, "--auth", "sigv4"]).await;
+    let ids = uploaded_ids(&text);
+    assert_eq!(ids.len(), 1, "{text}");
+    let doc_id = &ids[0];
+    assert_eq!(
+        cli.p.aws.get(&format!("uploads/{doc_id}/{name}")).await,
+        body,
+        "the presigned PUT (never re-signed) stored the bytes"
+    );
+    cli.pump_store(1).await;
+    cli.p.drive(doc_id).await;
+    let status = cli.json(&["status", doc_id, "--auth", "sigv4"]).await;
+    assert_eq!(status["status"], "indexed", "{status}");
+    let hits = cli
+        .json(&["search", "湿地", "--auth", "sigv4", "--top-k", "3"])
+        .await;
+    assert!(
+        hits["hits"].as_array().is_some_and(|h| !h.is_empty()),
+        "a signed POST with a body is answered: {hits}"
+    );
+    let audit = docpipe_db::audit::for_target(&**cli.p.db.client().await, "document", doc_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        (audit[0].actor_type.as_str(), audit[0].actor_id.as_str()),
+        ("iam", format!("local-key/{key_id}").as_str()),
+        "the caller is the key that signed"
+    );
+
+    // Unsigned: refused, and nothing reaches a handler.
+    let (line, status, kind) = cli.fails(&["ls", "--auth", "none"]).await;
+    assert_eq!(
+        (status, kind.as_deref()),
+        (Some(403), Some("signature-invalid")),
+        "{line}"
+    );
+    assert!(line.contains("not signed"), "{line}");
+    // The same key id with another secret: the API that knows the right secret refuses it.
+    let wrong = Cli::serving(Some(format!("{key_id}:not-{secret}"))).await;
+    let (line, status, kind) = wrong.fails(&["ls", "--auth", "sigv4"]).await;
+    assert_eq!(
+        (status, kind.as_deref()),
+        (Some(403), Some("signature-invalid")),
+        "{line}"
+    );
+    assert!(line.contains("signature does not match"), "{line}");
+    let (line, _, _) = wrong.fails(&["upload", path_s, "--auth", "sigv4"]).await;
+    assert!(line.contains("1 of 1 files were not uploaded"), "{line}");
+    let listed = docpipe_db::documents::all_lines(&**wrong.p.db.client().await)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 0, "a refused registration stores nothing");
+    // The health check stays open, as the template leaves it.
+    let health = reqwest::get(format!("{}/healthz", cli.base)).await.unwrap();
+    assert_ne!(health.status().as_u16(), 403);
+    wrong.p.cleanup().await;
+    cli.p.cleanup().await;
 }

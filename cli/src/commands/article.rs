@@ -40,7 +40,7 @@ fn citation_of(law: &str, article: &str) -> String {
 }
 
 pub async fn article(args: ArticleArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
-    let client = args.conn.client();
+    let client = args.conn.client()?;
     let (doc_id, address) = if args.law.starts_with("doc_") {
         (args.law.clone(), args.article.clone())
     } else {

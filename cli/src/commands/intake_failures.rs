@@ -22,7 +22,7 @@ pub async fn intake_failures(args: IntakeArgs, out: &mut (dyn Write + Send)) -> 
     }
     let page = args
         .conn
-        .client()
+        .client()?
         .get("/intake-failures", &[("limit", args.limit.to_string())])
         .await?;
     if args.conn.json {

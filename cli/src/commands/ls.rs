@@ -35,7 +35,7 @@ pub async fn ls(args: LsArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()
         version: args.version.clone(),
         updated_since: None,
     };
-    let page = args.conn.client().list(&filter, args.limit).await?;
+    let page = args.conn.client()?.list(&filter, args.limit).await?;
     if args.conn.json {
         return print_json(
             out,

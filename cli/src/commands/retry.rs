@@ -4,7 +4,7 @@ use super::{print_json, IdArgs};
 use std::io::Write;
 
 pub async fn retry(args: IdArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
-    let v = args.conn.client().retry(&args.doc_id).await?;
+    let v = args.conn.client()?.retry(&args.doc_id).await?;
     if args.conn.json {
         return print_json(out, &v);
     }

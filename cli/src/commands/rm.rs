@@ -5,7 +5,7 @@ use serde_json::json;
 use std::io::Write;
 
 pub async fn rm(args: IdArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
-    args.conn.client().delete(&args.doc_id).await?;
+    args.conn.client()?.delete(&args.doc_id).await?;
     if args.conn.json {
         return print_json(out, &json!({ "doc_id": args.doc_id, "deleted": true }));
     }

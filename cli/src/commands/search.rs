@@ -53,7 +53,7 @@ pub async fn search(args: SearchArgs, out: &mut (dyn Write + Send)) -> anyhow::R
     if let Some(v) = &args.versions {
         body["versions"] = serde_json::json!(v);
     }
-    let v = args.conn.client().search(&body).await?;
+    let v = args.conn.client()?.search(&body).await?;
     if args.conn.json {
         return print_json(out, &v);
     }

@@ -6,7 +6,7 @@ use crate::text::{human_bytes, local_time, seconds};
 use std::io::Write;
 
 pub async fn status(args: IdArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
-    let v = args.conn.client().document(&args.doc_id).await?;
+    let v = args.conn.client()?.document(&args.doc_id).await?;
     if args.conn.json {
         return print_json(out, &v);
     }

@@ -178,7 +178,7 @@ pub async fn summary(args: SummaryArgs, out: &mut (dyn Write + Send)) -> anyhow:
         version: args.version.clone(),
         ..Default::default()
     };
-    let s = summary_value(&args.conn.client(), &filter).await?;
+    let s = summary_value(&args.conn.client()?, &filter).await?;
     if args.conn.json {
         return print_json(out, &s);
     }

@@ -18,7 +18,7 @@ pub struct TreeArgs {
 }
 
 pub async fn tree(args: TreeArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
-    let v = args.conn.client().structure(&args.doc_id).await?;
+    let v = args.conn.client()?.structure(&args.doc_id).await?;
     if args.conn.json {
         return print_json(out, &v);
     }

@@ -130,7 +130,7 @@ async fn upload_one(
 }
 
 pub async fn upload(args: UploadArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
-    let client = args.conn.client();
+    let client = args.conn.client()?;
     // The content already held, by sha256 (a pending document has none yet).
     let mut present: HashMap<String, Value> = HashMap::new();
     if args.skip_existing {

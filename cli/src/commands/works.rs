@@ -45,7 +45,7 @@ pub async fn works(args: WorksArgs, out: &mut (dyn Write + Send)) -> anyhow::Res
     if let Some(n) = &args.name {
         query.push(("name", n.clone()));
     }
-    let page = args.conn.client().get("/works", &query).await?;
+    let page = args.conn.client()?.get("/works", &query).await?;
     if args.conn.json {
         return print_json(out, &page);
     }
@@ -71,7 +71,7 @@ pub async fn works(args: WorksArgs, out: &mut (dyn Write + Send)) -> anyhow::Res
 }
 
 pub async fn versions(args: VersionsArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
-    let client = args.conn.client();
+    let client = args.conn.client()?;
     let id = match args.work.parse::<i64>() {
         Ok(id) => id,
         Err(_) => {
@@ -157,7 +157,7 @@ pub struct DiffArgs {
 }
 
 pub async fn diff(args: DiffArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
-    let client = args.conn.client();
+    let client = args.conn.client()?;
     let id = work_id(&client, &args.work).await?;
     let mut query = Vec::new();
     if let Some(f) = &args.from {

@@ -196,6 +196,49 @@ fn request_id(req: &Request, source: ActorSource) -> String {
         .unwrap_or_else(new_request_id)
 }
 
+/// Routes the template leaves without IAM or JWT authorization: the health check, and the
+/// webhook (whose bearer token the handler checks).
+fn unsigned_route(path: &str) -> bool {
+    matches!(path, "/healthz" | "/notifications/s3")
+}
+
+/// The dev runner's signed mode: the request's SigV4 signature, checked over its method, URL,
+/// signed headers and body (read here, within the body limit, and put back for the handler).
+async fn signed_by(
+    keys: &crate::sigv4::LocalKeys,
+    req: Request,
+    max_body_bytes: usize,
+) -> Result<(String, Request), ApiError> {
+    let (parts, body) = req.into_parts();
+    let bytes = axum::body::to_bytes(body, max_body_bytes)
+        .await
+        .map_err(|_| ApiError::PayloadTooLarge)?;
+    let host = parts
+        .headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .ok_or_else(|| ApiError::SignatureRejected("the request has no Host header".into()))?;
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let url = format!("http://{host}{path_and_query}");
+    let access_key_id = keys
+        .verify(
+            parts.method.as_str(),
+            &url,
+            &parts.headers,
+            &bytes,
+            std::time::SystemTime::now(),
+        )
+        .map_err(|e| ApiError::SignatureRejected(e.to_string()))?;
+    Ok((
+        access_key_id,
+        Request::from_parts(parts, axum::body::Body::from(bytes)),
+    ))
+}
+
 /// The middleware around every route and fallback.
 pub(crate) async fn middleware(
     State(state): State<Arc<ApiState>>,
@@ -204,15 +247,31 @@ pub(crate) async fn middleware(
 ) -> Response {
     let started = Instant::now();
     let request_id = request_id(&req, state.actor_source);
-    let (actor, reviewer) = match state.actor_source {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let (mut actor, reviewer) = match state.actor_source {
         ActorSource::Lambda => (
             lambda_actor(&req),
             lambda_reviewer(&req, &state.config.reviewer_scope),
         ),
         ActorSource::Local => (local_actor(&req), local_reviewer(&req)),
     };
-    let method = req.method().clone();
-    let path = req.uri().path().to_string();
+    let mut rejected = None;
+    if let Some(keys) = state.signing.as_deref().filter(|_| !unsigned_route(&path)) {
+        match signed_by(keys, req, state.config.max_body_bytes).await {
+            Ok((access_key_id, signed)) => {
+                actor = Actor {
+                    actor_type: "iam".into(),
+                    actor_id: sanitize(&format!("local-key/{access_key_id}"), 256),
+                };
+                req = signed;
+            }
+            Err(e) => {
+                rejected = Some(e);
+                req = Request::default();
+            }
+        }
+    }
     req.extensions_mut().insert(RequestMeta {
         request_id: request_id.clone(),
         actor: actor.clone(),
@@ -220,16 +279,19 @@ pub(crate) async fn middleware(
     });
 
     // A panic is a bug: it answers 500 (and is logged) instead of dropping the connection.
-    let response = match AssertUnwindSafe(next.run(req)).catch_unwind().await {
-        Ok(response) => response,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "a panic".into());
-            ApiError::Internal(format!("handler panicked: {what}").into()).into_response()
-        }
+    let response = match rejected {
+        Some(e) => e.into_response(),
+        None => match AssertUnwindSafe(next.run(req)).catch_unwind().await {
+            Ok(response) => response,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "a panic".into());
+                ApiError::Internal(format!("handler panicked: {what}").into()).into_response()
+            }
+        },
     };
     let mut response = problemize(response, &method, &path);
     if let Ok(value) = HeaderValue::from_str(&request_id) {

@@ -34,6 +34,7 @@ pub mod notifications;
 pub mod problem;
 pub mod progress;
 pub mod search;
+pub mod sigv4;
 pub mod state;
 pub mod views;
 mod works;

@@ -40,6 +40,10 @@ pub(crate) enum ApiError {
     /// The caller is known but may not do this (releasing and repealing are a reviewer's acts).
     #[error("{0}")]
     Forbidden(String),
+    /// A signed request whose SigV4 signature does not hold (the dev runner's signed mode; in
+    /// AWS, API Gateway refuses it before docpipe runs).
+    #[error("{0}")]
+    SignatureRejected(String),
     #[error("{0}")]
     NotFound(String),
     #[error("no route for {method} {path}")]
@@ -131,7 +135,7 @@ impl ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::SignatureRejected(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -152,6 +156,7 @@ impl ApiError {
             ApiError::Validation { .. } => "validation-failed",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Forbidden(_) => "reviewer-required",
+            ApiError::SignatureRejected(_) => "signature-invalid",
             ApiError::NotFound(_) | ApiError::RouteNotFound { .. } => "not-found",
             ApiError::Conflict { kind, .. } => kind,
             ApiError::PayloadTooLarge => "payload-too-large",

@@ -53,6 +53,10 @@ pub struct ApiConfig {
     /// The JWT scope that makes a caller a reviewer, who alone releases and repeals
     /// (`DOCPIPE_REVIEWER_SCOPE`, the template's `ReviewerScope`; default `docpipe/review`).
     pub reviewer_scope: String,
+    /// The dev runner's signed mode (`DOCPIPE_DEV_SIGV4_KEYS`, `ACCESS_KEY_ID:SECRET,…`): every
+    /// route but the health check and the webhook then wants SigV4 by one of these keys, as a
+    /// deployed API with IAM authorization does. Ignored in Lambda, where API Gateway checks.
+    pub dev_sigv4_keys: Option<Secret>,
 }
 
 /// The reviewer scope when the environment names none.
@@ -82,6 +86,7 @@ impl ApiConfig {
             max_receive_count: env
                 .optional("DOCPIPE_MAX_RECEIVE_COUNT")
                 .and_then(|n| n.parse().ok()),
+            dev_sigv4_keys: env.optional("DOCPIPE_DEV_SIGV4_KEYS").map(Secret::new),
         };
         config.check()?;
         Ok(config)
@@ -110,6 +115,11 @@ impl ApiConfig {
         }
         if !(1024..=16 * 1024 * 1024).contains(&self.max_body_bytes) {
             problems.push("DOCPIPE_API_MAX_BODY_BYTES must be 1 KiB to 16 MiB".into());
+        }
+        if let Some(keys) = &self.dev_sigv4_keys {
+            if let Err(e) = crate::sigv4::LocalKeys::parse(keys.expose()) {
+                problems.push(e);
+            }
         }
         if problems.is_empty() {
             Ok(())
@@ -142,6 +152,8 @@ pub struct ApiState {
     pub store: StoreService,
     pub config: ApiConfig,
     pub actor_source: ActorSource,
+    /// The keys of the dev runner's signed mode (from `ApiConfig::dev_sigv4_keys`, locally only).
+    pub signing: Option<Arc<crate::sigv4::LocalKeys>>,
 }
 
 impl ApiState {
@@ -212,6 +224,12 @@ impl ApiState {
             vectors,
             search_cache: Default::default(),
             health: Default::default(),
+            signing: match (actor_source, &config.dev_sigv4_keys) {
+                (ActorSource::Local, Some(keys)) => crate::sigv4::LocalKeys::parse(keys.expose())
+                    .ok()
+                    .map(Arc::new),
+                _ => None,
+            },
             config,
             actor_source,
         }

@@ -21,7 +21,7 @@ pub async fn sdk_config(config: &AwsConfig) -> aws_config::SdkConfig {
 }
 
 /// rustls on ring, the TLS stack the rest of docpipe uses (the SDK's default would bring aws-lc).
-pub(crate) fn https_client() -> aws_sdk_s3::config::SharedHttpClient {
+pub fn https_client() -> aws_sdk_s3::config::SharedHttpClient {
     use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
     aws_smithy_http_client::Builder::new()
         .tls_provider(Provider::Rustls(CryptoMode::Ring))
