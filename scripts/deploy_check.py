@@ -19,8 +19,9 @@ Rules (the --list option prints them with their documents):
   esm-policy-order       a mapping depends on the policy that lets its role receive from its queue
   managed-policy         a role carries only allowlisted managed policies (scripts/iam/managed-policies.json)
   esm-after-migrations   a mapping waits for the migrations custom resource (the schema exists first)
+  functions-after-migrations  every other function depends on the migrations (an update migrates first)
   bucket-name            a bucket name is valid for S3 whatever the stack is called
-  bucket-retain          the documents bucket survives a stack delete or replacement
+  bucket-retain          the documents bucket survives a stack delete or replacement, not a failed first create
   bucket-tls             the bucket refuses requests without TLS
   bucket-multipart       the bucket aborts incomplete multipart uploads
   alarm-topic-key        an alarm's SNS topic is under a key CloudWatch may use
@@ -85,6 +86,11 @@ RULES: dict[str, tuple[str, list[str]]] = {
         "grants receive and delete on every queue of the account)",
         ["https://docs.aws.amazon.com/IAM/latest/UserGuide/best-practices.html#grant-least-privilege",
          "https://docs.aws.amazon.com/aws-managed-policy/latest/reference/AWSLambdaSQSQueueExecutionRole.html"]),
+    "functions-after-migrations": (
+        "every function but the one serving the migrations depends on the migrations custom resource, so that an update "
+        "runs the migrations before any function runs new code (CloudFormation updates a resource after what it depends on)",
+        ["https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-dependson.html",
+         "https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/using-cfn-updating-stacks-update-behaviors.html"]),
     "esm-after-migrations": (
         "nothing consumes before the schema exists: every event source mapping depends on the migrations custom resource",
         ["https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/template-custom-resources.html",
@@ -96,8 +102,9 @@ RULES: dict[str, tuple[str, list[str]]] = {
         ["https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html",
          "https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cfn-using-console-create-stack-parameters.html"]),
     "bucket-retain": (
-        "the documents bucket has DeletionPolicy and UpdateReplacePolicy Retain (S3 deletes only empty buckets: a stack "
-        "delete would fail on it, and a replacement would lose every original)",
+        "the documents bucket has DeletionPolicy RetainExceptOnCreate and UpdateReplacePolicy Retain (S3 deletes only "
+        "empty buckets: a stack delete would fail on it, and a replacement would lose every original; plain Retain also "
+        "keeps the bucket a failed first create made, and the next create with that name fails)",
         ["https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-deletionpolicy.html",
          "https://docs.aws.amazon.com/AmazonS3/latest/userguide/delete-bucket.html"]),
     "bucket-tls": (
@@ -721,6 +728,23 @@ def rule_esm(ctx: Ctx) -> list[Finding]:
     return out
 
 
+def rule_functions_after_migrations(ctx: Ctx) -> list[Finding]:
+    out = []
+    customs = custom_resources(ctx)
+    migrations = [c for c, fn in customs.items() if fn is not None]
+    servers = {fn for fn in customs.values() if fn is not None}
+    if not migrations:
+        return out  # esm-after-migrations reports a template without them
+    for fid in sorted(functions(ctx)):
+        if fid in servers:
+            continue
+        if not set(migrations) & depends_closure(ctx.cfn, fid):
+            out.append(Finding("functions-after-migrations", fid, f"does not depend on the migrations ({', '.join(migrations)}): "
+                                                                  "on an update CloudFormation may give it new code before the schema "
+                                                                  "it expects exists (add DependsOn)"))
+    return out
+
+
 def rule_managed_policies(ctx: Ctx) -> list[Finding]:
     out = []
     for rid, _ in ctx.of_type("AWS::IAM::Role"):
@@ -808,10 +832,13 @@ def rule_buckets(ctx: Ctx) -> list[Finding]:
                 if keeps_out:
                     out.append(Finding("bucket-name", bid, f"parameter {raw['Ref']} refuses valid names: {', '.join(repr(g) for g in keeps_out)}"))
         # what a deploy must keep, and how it is used
-        if r.get("DeletionPolicy") not in ("Retain", "RetainExceptOnCreate") or r.get("UpdateReplacePolicy") != "Retain":
+        if r.get("DeletionPolicy") != "RetainExceptOnCreate" or r.get("UpdateReplacePolicy") != "Retain":
+            why = ("a failed first create leaves the bucket behind, and the next create with its name fails"
+                   if r.get("DeletionPolicy") == "Retain" and r.get("UpdateReplacePolicy") == "Retain" else
+                   "a stack delete fails on the non-empty bucket, a replacement drops every original")
             out.append(Finding("bucket-retain", bid, f"DeletionPolicy {r.get('DeletionPolicy', 'Delete (default)')}, UpdateReplacePolicy "
-                                                     f"{r.get('UpdateReplacePolicy', 'Delete (default)')}: a stack delete fails on the non-empty "
-                                                     "bucket, a replacement drops every original"))
+                                                     f"{r.get('UpdateReplacePolicy', 'Delete (default)')}: {why} (want RetainExceptOnCreate "
+                                                     "and Retain)"))
         tls = False
         for pid, _ in policies:
             if token(bid) not in to_str(ctx.prop(pid, "Bucket")):
@@ -1103,6 +1130,8 @@ def services_called(ctx: Ctx, fid: str) -> dict[str, str]:
     for g in role_grants(ctx, role) if role else []:
         if g.statement.get("Effect") != "Allow" or g.kind == "managed":
             continue  # the allowlisted managed policies hold the platform's grants only
+        if "kms:ViaService" in json.dumps(g.statement.get("Condition") or {}):
+            continue  # used by that service on the caller's behalf, not called from the VPC
         for a in as_list(g.statement.get("Action")):
             a = to_str(a)
             prefix = a.split(":", 1)[0].lower()
@@ -1469,6 +1498,7 @@ def run_rules(cfn: dict, params: dict[str, str], label: str = "", only: set[str]
     checks = [
         ({"esm-visibility", "esm-visibility-6x", "esm-policy-order", "esm-after-migrations"}, lambda: rule_esm(ctx)),
         ({"managed-policy"}, lambda: rule_managed_policies(ctx)),
+        ({"functions-after-migrations"}, lambda: rule_functions_after_migrations(ctx)),
         ({"bucket-name", "bucket-retain", "bucket-tls", "bucket-multipart"}, lambda: rule_buckets(ctx)),
         ({"alarm-topic-key", "kms-key-admin"}, lambda: rule_alarm_keys(ctx)),
         ({"log-group-order"}, lambda: rule_log_groups(ctx)),
@@ -1600,14 +1630,19 @@ def self_test(sam: dict, cfn: dict, base_params: dict[str, str]) -> int:
          lambda t: res(t)[first(t, "AWS::IAM::Policy", lambda rid, r: "IndexQueue" in json.dumps(r))]["Properties"]["PolicyDocument"]["Statement"][0]
          .__setitem__("Resource", {"Fn::GetAtt": ["ParseQueue", "Arn"]}), None, {}),
         ("managed-policy", "a SAM SQS event (AWSLambdaSQSQueueExecutionRole)", None, sam_queue_event, {}),
-        ("esm-after-migrations", "the parse mapping without DependsOn on the migrations",
-         lambda t: drop_depends(t, esm(t, lambda s: '"ParseQueue"' in s), lambda d: res(t).get(d, {}).get("Type", "").startswith("Custom::")), None, {}),
+        ("esm-after-migrations", "the parse mapping and its function without DependsOn on the migrations",
+         lambda t: [drop_depends(t, rid, lambda d: res(t).get(d, {}).get("Type", "").startswith("Custom::"))
+                    for rid in (esm(t, lambda s: '"ParseQueue"' in s), "ParseFunction")], None, {}),
         ("esm-after-migrations", "no migrations custom resource", no_migrations, None, {}),
         ("bucket-name", "the bucket named after the stack",
          lambda t: res(t)["DocumentsBucket"]["Properties"].__setitem__("BucketName", {"Fn::Sub": "${AWS::StackName}-${AWS::AccountId}-documents"}), None, {}),
         ("bucket-name", "a BucketName parameter without AllowedPattern",
          lambda t: t["Parameters"]["BucketName"].pop("AllowedPattern"), None, {}),
         ("bucket-retain", "the bucket deleted with the stack", lambda t: res(t)["DocumentsBucket"].pop("DeletionPolicy"), None, {}),
+        ("bucket-retain", "DeletionPolicy Retain (a failed first create leaves the bucket behind)",
+         lambda t: res(t)["DocumentsBucket"].__setitem__("DeletionPolicy", "Retain"), None, {}),
+        ("functions-after-migrations", "the API function without DependsOn on the migrations",
+         lambda t: drop_depends(t, "ApiFunction", lambda d: d == "Migrations"), None, {}),
         ("bucket-tls", "no TLS-only bucket policy",
          lambda t: res(t).pop(first(t, "AWS::S3::BucketPolicy")), None, {}),
         ("bucket-multipart", "no multipart clean-up", lambda t: res(t)["DocumentsBucket"]["Properties"].pop("LifecycleConfiguration"), None, {}),
@@ -1789,9 +1824,12 @@ def main() -> int:
     if results:
         print(f"[deploy-check] FAILED: {len(results)} finding(s) under {len(rules_hit)} rule(s)")
         return 1
-    if refused and (overrides or len(refused) == nsets):
+    # A set that differs from the values given only by the check's own one-at-a-time choice of a path
+    # parameter is no deploy's: its refusal does not count.
+    refused_given = [r for r in refused if not any(f"{n}=" in r[0] for n in INDEPENDENT_PARAMS)]
+    if refused_given and (overrides or len(refused) == nsets):
         # The values given (or every set) would be refused by CloudFormation before anything is created.
-        print(f"[deploy-check] FAILED: the template's Rules refuse {len(refused)} of {nsets} parameter set(s)"
+        print(f"[deploy-check] FAILED: the template's Rules refuse {len(refused_given)} of {nsets} parameter set(s)"
               f"{' with the values given' if overrides else ''}")
         return 1
     print("[deploy-check] every rule holds")
