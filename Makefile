@@ -9,10 +9,10 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/docpipe/target
 # them (exported, so that any quoting in the values reaches the scripts intact); QUOTAS, the
 # account's Lambda quotas deploy-check holds the template to ("memory=10240,concurrency=1000";
 # default: a new account's, 3,008 MB and 10).
-export PARAMS STACK QUOTAS
+export PARAMS STACK QUOTAS CONFIRM DRY_RUN
 
 .PHONY: up down env status test demo bench load build lint layers lint-template iam-check \
-	sam-local sam-env sam-local-check deploy-check deploy
+	sam-local sam-env sam-local-check deploy-check deploy destroy
 
 # The e5 engine is compiled into the CLI (dev runner) and the tests: `make up` fetches its source.
 FEATURES := --features docpipe-cli/e5,docpipe-tests/e5
@@ -60,6 +60,12 @@ deploy-check:
 ## deploys keep the previous values. STACK=name for another stack than samconfig.toml's
 deploy:
 	bash scripts/deploy.sh
+
+## destroy: sam delete of the stack (STACK, as deploy), then what stays and how to remove each: the
+## bucket, the database's tables, the Milvus collection, SAM's artifact bucket, the KMS key in its
+## waiting period. Refuses to run without CONFIRM=<stack name>; DRY_RUN=1 prints the delete only
+destroy:
+	bash scripts/destroy.sh
 
 ## layers: the Lambda layers' contents (libpdfium.so at lib/ of the pdfium layer, i.e. /opt/lib;
 ## ONNX Runtime and the OCR models at ocr/ of the OCR layer, i.e. /opt/ocr), fetched for the
