@@ -413,16 +413,25 @@ fn split<'a>(dated: &'a Option<(String, &'a str)>) -> (Option<&'a str>, &'a str)
     }
 }
 
-/// Every answering (released, with an indexed document) version with its work, its validity and its status on `$1` (a date): the one
-/// query all of this module's reads stand on. A version without any date is taken as in force
+/// Every answering (released, with an indexed document) version of the works `works` selects
+/// (a predicate on `v.work_id`) with its work, its validity and its status on `$1` (a date): the
+/// one query all of this module's reads stand on. A version without any date is taken as in force
 /// from the beginning of time (it cannot be placed), and is superseded by any dated one.
+///
+/// The scope sits in the first step on purpose: the later steps are window functions, which
+/// PostgreSQL computes over every version they are given before any outer filter applies, so a
+/// read of one page or of a few documents would otherwise cost the whole library.
+fn timeline_of(works: &str) -> String {
+    TIMELINE.replacen("{works}", works, 1)
+}
+
 const TIMELINE: &str = "
     WITH answering AS (
         SELECT v.version_id, v.work_id, v.label, v.promulgated_on, v.effective_from,
                v.effective_to AS given_to,
                COALESCE(v.effective_from, v.promulgated_on, '-infinity'::date) AS eff
         FROM work_versions v
-        WHERE EXISTS (SELECT 1 FROM version_documents vd
+        WHERE ({works}) AND EXISTS (SELECT 1 FROM version_documents vd
                       JOIN documents d ON d.doc_id = vd.doc_id
                       WHERE vd.version_id = v.version_id AND d.status = 'indexed'
                         AND d.deleting_at IS NULL AND vd.released_sha256 = d.content_sha256)
@@ -460,8 +469,9 @@ pub async fn documents_left_out(
     as_of: &str,
     in_force_only: bool,
 ) -> Result<Vec<String>, DbError> {
+    let timeline = timeline_of("TRUE");
     let sql = format!(
-        "{TIMELINE}
+        "{timeline}
          SELECT vd.doc_id
          FROM version_documents vd
          JOIN documents d ON d.doc_id = vd.doc_id AND d.status = 'indexed'
@@ -511,8 +521,13 @@ pub async fn places(
     if doc_ids.is_empty() {
         return Ok(HashMap::new());
     }
+    let timeline = timeline_of(
+        "v.work_id IN (SELECT sv.work_id FROM version_documents sd
+                         JOIN work_versions sv ON sv.version_id = sd.version_id
+                         WHERE sd.doc_id = ANY($2))",
+    );
     let sql = format!(
-        "{TIMELINE}
+        "{timeline}
          SELECT vd.doc_id, p.work_id, p.title, p.level, p.version_id, p.label,
                 p.effective_from::text AS effective_from,
                 COALESCE(LEAST(p.eff_to, p.repealed_on), p.eff_to, p.repealed_on)::text
@@ -591,8 +606,21 @@ pub async fn list(
     after_id: i64,
     limit: i64,
 ) -> Result<Vec<WorkSummary>, DbError> {
+    let timeline = timeline_of(
+        "v.work_id IN (SELECT lw.work_id FROM works lw
+                         WHERE lw.work_id > $2
+                           AND ($3::varchar IS NULL OR lw.level = $3)
+                           AND ($4::varchar IS NULL OR strpos(lw.title_key, $4) > 0)
+                           AND EXISTS (SELECT 1 FROM work_versions lv
+                                       JOIN version_documents lvd ON lvd.version_id = lv.version_id
+                                       JOIN documents ld ON ld.doc_id = lvd.doc_id
+                                       WHERE lv.work_id = lw.work_id AND ld.status = 'indexed'
+                                         AND ld.deleting_at IS NULL
+                                         AND lvd.released_sha256 = ld.content_sha256)
+                         ORDER BY lw.work_id LIMIT $5)",
+    );
     let sql = format!(
-        "{TIMELINE}
+        "{timeline}
          SELECT w.work_id, w.title, w.level, w.level_source, w.repealed_on::text AS repealed_on,
                 w.successor_work_id,
                 count(p.version_id) AS versions, max(p.current_label) AS current_version
@@ -689,8 +717,9 @@ pub async fn timeline(
         },
         None => return Ok(None),
     };
+    let timeline = timeline_of("v.work_id = $2");
     let sql = format!(
-        "{TIMELINE}
+        "{timeline}
          SELECT p.version_id, p.label, v.label_source, p.promulgated_on::text AS promulgated_on,
                 v.promulgated_source, p.effective_from::text AS effective_from,
                 v.effective_from_source,
