@@ -12,7 +12,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/docpipe/target
 export PARAMS STACK QUOTAS CONFIRM DRY_RUN
 
 .PHONY: up down env status test demo bench load build lint layers lint-template iam-check \
-	sam-local sam-env sam-local-check deploy-check deploy destroy
+	sam-local sam-env sam-local-check deploy-check deploy destroy preflight
 
 # The e5 engine is compiled into the CLI (dev runner) and the tests: `make up` fetches its source.
 FEATURES := --features docpipe-cli/e5,docpipe-tests/e5
@@ -54,6 +54,15 @@ lint-template:
 deploy-check:
 	if [[ -n "$${PARAMS:-}" ]]; then bash scripts/deploy-check.sh --param "$$PARAMS"; else bash scripts/deploy-check.sh; fi
 
+## preflight: the deploy's parameters (PARAMS, STACK) asked of the AWS account, read-only: each
+## interface endpoint service offered in the subnets' zones, endpoints already in the VPC, the S3
+## gateway on the route tables, NAT routes, the concurrency quota, the bucket name, the Bedrock model,
+## the database secret's key. `make deploy` runs it first
+preflight:
+	bash scripts/lint-template.sh --install-only >/dev/null
+	stack="$${STACK:-$$(sed -n 's/^stack_name *= *"\(.*\)"/\1/p' samconfig.toml | head -n 1)}"
+	.local/tools-venv/bin/python scripts/preflight.py --stack "$$stack" --param "$${PARAMS:-}"
+
 ## deploy: deploy-check with your parameters, the layers, sam build, sam deploy (samconfig.toml's
 ## deploy section; MigrationRunId = commit and time, so every deploy runs the migrations). First
 ## time: make deploy PARAMS="DatabaseUrl=… BucketName=… …" (README, "Deploying to AWS"); later
@@ -81,6 +90,7 @@ test: up lint deploy-check
 	bash scripts/lambda-invoke.sh
 	bash scripts/iam-check.sh
 	bash scripts/schemathesis.sh
+	.local/tools-venv/bin/python scripts/preflight_test.py
 
 ## sam-local: what `sam local invoke` and `sam local start-api` need here, installed and started
 ## once: podman's Docker API (no Docker engine), relays to the stack, a provided.al2023 base image
