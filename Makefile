@@ -77,12 +77,14 @@ destroy:
 	bash scripts/destroy.sh
 
 ## layers: the Lambda layers' contents (libpdfium.so at lib/ of the pdfium layer, i.e. /opt/lib;
-## ONNX Runtime and the OCR models at ocr/ of the OCR layer, i.e. /opt/ocr), fetched for the
-## functions' architecture (x86_64) whatever the host; from a fresh clone too (the local stack's
-## copies are reused when they are the same build)
+## ONNX Runtime, a fallback libstdc++.so.6 and the OCR models at ocr/ of the OCR layer, i.e.
+## /opt/ocr), fetched for the functions' architecture (x86_64) whatever the host; from a fresh clone
+## too (the local stack's copies are reused when they are the same build); then every library's
+## symbol versions against what Amazon Linux 2023 provides (scripts/layer_abi.py)
 layers:
 	bash scripts/fetch-pdfium.sh --layer
 	bash scripts/fetch-ocr.sh --layer
+	python3 scripts/layer_abi.py .local/layers
 
 ## test: bring up what the tests need, then run every test against the real stack
 test: up lint deploy-check

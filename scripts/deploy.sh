@@ -15,7 +15,8 @@
 #    read-only; SKIP_PREFLIGHT=1 skips it);
 # 2. deploy-check with the deploy's parameters (the template's rules, offline), against the account's
 #    concurrency quota the preflight read (or QUOTAS);
-# 3. the layers (libpdfium.so and the OCR files for x86_64), fetched if missing;
+# 3. the layers (libpdfium.so and the OCR files for x86_64), fetched if missing, and their libraries'
+#    symbol versions checked against Amazon Linux 2023's glibc and libstdc++ (scripts/layer_abi.py);
 # 4. sam build (cargo lambda, every function);
 # 5. sam deploy with samconfig.toml's [default.deploy.parameters], PARAMS, and MigrationRunId set to
 #    the commit and the time, so that CloudFormation sends the Migrations custom resource an update
@@ -60,6 +61,7 @@ fi
 log "3/5 layers"
 bash scripts/fetch-pdfium.sh --layer
 bash scripts/fetch-ocr.sh --layer
+python3 scripts/layer_abi.py "$LOCAL/layers" >&2 || die "a layer's library needs more than Amazon Linux 2023 provides (above)"
 
 # sam and cargo-lambda (with zig) from the template tools' venv.
 bash scripts/lint-template.sh --install-only >/dev/null

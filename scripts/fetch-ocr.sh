@@ -10,7 +10,8 @@
 #   bash scripts/fetch-ocr.sh            .local/ocr, for the local stack (an x86_64 host only)
 #   bash scripts/fetch-ocr.sh --layer    .local/layers/ocr/ocr, the OCR layer's contents (/opt/ocr): the
 #                                        functions' x86_64 build whatever this host is (taken from
-#                                        .local/ocr when that is the same build)
+#                                        .local/ocr when that is the same build), with a fallback
+#                                        lib/libstdc++.so.6 (below)
 #   ONNXRUNTIME_VERSION=1.23.2 RAPIDOCR_VERSION=1.4.4 bash scripts/fetch-ocr.sh
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -33,12 +34,63 @@ else
   STAMP="$DIR/.source"
 fi
 WANT="onnxruntime==$ORT_VERSION rapidocr-onnxruntime==$RAPIDOCR_VERSION $ARCH"
+WANT_OCR="$WANT"  # the ONNX Runtime and model files alone, as the local stack's copy records them
+
+# libonnxruntime.so needs libstdc++.so.6 (GLIBCXX_3.4.22, CXXABI_1.3.11 at most: scripts/layer_abi.py).
+# The provided.al2023 runtime is AL2023's minimal image, and AWS lists no packages for it: the layer
+# carries a libstdc++.so.6 of its own beside libonnxruntime.so. libonnxruntime.so's RUNPATH is $ORIGIN,
+# which the dynamic loader searches after LD_LIBRARY_PATH (Lambda's begins /lib64:/usr/lib64): the
+# runtime's own libstdc++ is used where there is one, this copy only where there is none. It is
+# Debian 11's (GCC 10.2: GLIBCXX_3.4.28, CXXABI_1.3.12, glibc 2.18 at most, so it loads on AL2023's
+# glibc 2.34; Debian 12's needs glibc 2.36 and would not), fetched with apt-get from the Debian
+# mirror this host's apt uses, and checked against its sha256.
+LIBSTDCXX_DEB="libstdc++6_10.2.1-6_amd64.deb"
+LIBSTDCXX_SHA256="5c155c58935870bf3b4bfe769116841c0d286a74f59eccfd5645693ac23f06b1"
+debian_mirror() {
+  local m="${DOCPIPE_DEBIAN_MIRROR:-}"
+  [[ -n "$m" ]] || m="$(sed -n 's/^URIs: *\([^ ]*debian\)\/\{0,1\}$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)"
+  [[ -n "$m" ]] || m="$(awk '$1 == "deb" && $2 ~ /debian\/?$/ { print $2; exit }' /etc/apt/sources.list 2>/dev/null)"
+  echo "$m"
+}
+KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+CAN_LIBSTDCXX=""
+if [[ "${1:-}" == --layer ]]; then
+  if command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null && [[ -f "$KEYRING" && -n "$(debian_mirror)" ]]; then
+    CAN_LIBSTDCXX=1
+    WANT="$WANT + $LIBSTDCXX_DEB"
+  else
+    warn "no apt-get, dpkg-deb, Debian keyring or Debian mirror here: the OCR layer carries no libstdc++.so.6 and relies on the runtime's (README, \"Deploying to AWS\")"
+  fi
+fi
+
+# Adds the fallback libstdc++.so.6 to $1/lib.
+add_libstdcxx() {
+  [[ -n "$CAN_LIBSTDCXX" ]] || return 0
+  local a="$LOCAL/apt-bullseye" deb
+  mkdir -p "$a/lists/partial" "$a/cache/archives/partial" "$a/dl"
+  echo "deb [signed-by=$KEYRING] $(debian_mirror) bullseye main" > "$a/sources.list"
+  local opts=(-o "Dir::Etc::SourceList=$a/sources.list" -o "Dir::Etc::SourceParts=$a/none" -o "Dir::State::Lists=$a/lists"
+              -o "Dir::Cache=$a/cache" -o "Dir::State::Status=/dev/null" -o "APT::Architecture=amd64" -o "Debug::NoLocking=1")
+  deb="$a/dl/$LIBSTDCXX_DEB"
+  if [[ ! -f "$deb" || "$(sha256sum < "$deb" | cut -d' ' -f1)" != "$LIBSTDCXX_SHA256" ]]; then
+    log "apt-get download libstdc++6=10.2.1-6 (Debian 11) for the OCR layer's fallback libstdc++.so.6"
+    apt-get "${opts[@]}" -qq update >&2 || die "apt-get update (Debian 11's package lists) failed"
+    (cd "$a/dl" && apt-get "${opts[@]}" -qq download "libstdc++6:amd64=10.2.1-6" >&2 2>/dev/null) \
+      || die "apt-get download libstdc++6=10.2.1-6 failed"
+  fi
+  [[ "$(sha256sum < "$deb" | cut -d' ' -f1)" == "$LIBSTDCXX_SHA256" ]] || die "$LIBSTDCXX_DEB: sha256 is not $LIBSTDCXX_SHA256"
+  rm -rf "$a/x"
+  dpkg-deb -x "$deb" "$a/x"
+  install -m 0644 "$a/x/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.28" "$1/lib/libstdc++.so.6"
+  log "OCR layer: lib/libstdc++.so.6 from $LIBSTDCXX_DEB (used only where the runtime has none)"
+}
 
 PY="$(fetch_python)"
 
 complete() {
   [[ -f "$DIR/lib/libonnxruntime.so" && -f "$DIR/models/$DET" && -f "$DIR/models/$REC" \
-     && -f "$DIR/manifest.json" && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]
+     && -f "$DIR/manifest.json" && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] \
+     && { [[ -z "$CAN_LIBSTDCXX" ]] || [[ -f "$DIR/lib/libstdc++.so.6" ]]; }
 }
 
 if complete; then
@@ -51,10 +103,11 @@ TMP="$(mktemp -d "$LOCAL/ocr-dl.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
 
 # The layer from the local stack's files when they are the same build.
-if [[ "$DIR" != "$LOCAL_DIR" && -f "$LOCAL_DIR/.source" && "$(cat "$LOCAL_DIR/.source")" == "$WANT" \
+if [[ "$DIR" != "$LOCAL_DIR" && -f "$LOCAL_DIR/.source" && "$(cat "$LOCAL_DIR/.source")" == "$WANT_OCR" \
       && -f "$LOCAL_DIR/lib/libonnxruntime.so" && -f "$LOCAL_DIR/models/$DET" && -f "$LOCAL_DIR/models/$REC" ]]; then
   mkdir -p "$TMP/out"
   cp -r "$LOCAL_DIR/lib" "$LOCAL_DIR/models" "$LOCAL_DIR/manifest.json" "$TMP/out/"
+  add_libstdcxx "$TMP/out"
   rm -rf "$DIR"
   mv "$TMP/out" "$DIR"
   echo "$WANT" > "$STAMP"
@@ -95,6 +148,7 @@ json.dump({"onnxruntime": ort_version, "models_from": f"rapidocr-onnxruntime {ra
            "det_model": det, "rec_model": rec}, open(f"{out}/manifest.json", "w"), indent=2)
 EOF
 chmod 0755 "$TMP/out/lib/libonnxruntime.so"
+[[ "$DIR" == "$LOCAL_DIR" ]] || add_libstdcxx "$TMP/out"
 rm -rf "$DIR"
 mv "$TMP/out" "$DIR"
 echo "$WANT" > "$STAMP"
