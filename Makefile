@@ -12,7 +12,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/docpipe/target
 export PARAMS STACK QUOTAS CONFIRM DRY_RUN
 
 .PHONY: up down env status test demo bench load build lint layers lint-template iam-check \
-	sam-local sam-env sam-local-check deploy-check deploy destroy preflight
+	sam-local sam-env sam-local-check deploy-check deploy destroy preflight scale
 
 # The e5 engine is compiled into the CLI (dev runner) and the tests: `make up` fetches its source.
 FEATURES := --features docpipe-cli/e5,docpipe-tests/e5
@@ -118,7 +118,8 @@ iam-check:
 demo:
 	bash scripts/demo.sh
 
-## bench: the benchmark table, as Markdown (BENCHMARKS.md carries the latest figures)
+## bench: the benchmark table, as Markdown (BENCHMARKS.md carries the latest figures). It does not
+## run `make scale` (tens of minutes at 5,000 laws): run that on its own
 bench:
 	bash scripts/bench.sh
 
@@ -126,3 +127,10 @@ bench:
 ## `make load N=300 EMBEDDER=e5-small` with the local default embedder
 load:
 	EMBEDDER=$(or $(EMBEDDER),hash) bash scripts/load.sh $(or $(N),1000)
+
+## scale: a library of laws over time through an isolated dev runner (`hash`), measured at 150 laws
+## and at all of them, the last line one JSON object (issue 41): `make scale LAWS=5000` generates
+## the library from corpus/laws (LAWS default 5000), `make scale CORPUS=<folder>` takes every .md,
+## .txt, .html, .docx and .pdf under a folder as it is
+scale:
+	bash scripts/scale.sh $(if $(CORPUS),--corpus "$(CORPUS)",$(or $(LAWS),5000))

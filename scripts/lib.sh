@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Helpers shared by scripts/stack.sh, scripts/fetch-pdfium.sh and scripts/sam-local.sh. Source it; do not run it.
+# Helpers shared by scripts/stack.sh, scripts/fetch-pdfium.sh, scripts/sam-local.sh, scripts/load.sh and
+# scripts/scale.sh. Source it; do not run it.
 # Everything the local stack owns lives under $ROOT/.local (git-ignored).
 
 if [[ -z "${ROOT:-}" ]]; then
@@ -105,4 +106,118 @@ ports_free() { local p; for p in "$@"; do ! port_bound "$p" || return 1; done; }
 
 tail_log() {
   if [[ -f "$1" ]]; then log "last lines of $1:"; tail -n "${2:-30}" "$1" | sed 's/^/    /' >&2; fi
+}
+
+# ───────────────── an isolated pipeline set (scripts/load.sh, scripts/scale.sh) ─────────────────
+# A database, a bucket with its queues, DLQs and notification, and a Milvus collection of their own,
+# beside the main set: named by ISO_DB, ISO_BUCKET, ISO_QUEUE_PREFIX and ISO_COLLECTION. The caller
+# has the stack's environment (scripts/stack.sh env) and PY, the stack's venv python.
+
+# with_db URL DB: the URL with its database replaced (postgres://u:p@h:port/db?query -> …/DB?query)
+with_db() { sed -E "s#^(postgres(ql)?://[^/]+)/[^?]*#\1/$2#" <<<"$1"; }
+
+iso_milvus_drop() {
+  curl -s -m 10 -X POST "$MILVUS_URL/v1/vector/collections/drop" -H 'content-type: application/json' \
+    -d "{\"collectionName\":\"$ISO_COLLECTION\"}" >/dev/null || true
+}
+
+# iso_remove: the set gone, whatever of it exists.
+iso_remove() {
+  psql "$DATABASE_DIRECT_URL" -XAtq -c "DROP DATABASE IF EXISTS $ISO_DB WITH (FORCE)" >/dev/null 2>&1 || true
+  "$PY" "$ROOT/scripts/resources.py" --delete --bucket "$ISO_BUCKET" --queue-prefix "$ISO_QUEUE_PREFIX" \
+    >/dev/null 2>&1 || true
+  iso_milvus_drop
+}
+
+# iso_create DOCPIPE LOG: a fresh set (what an earlier run kept goes first), the database migrated
+# through PgBouncer (DOCPIPE migrate, its output in LOG); exports DATABASE_URL, the set's bucket and
+# queue URLs (scripts/resources.py --format env) and DOCPIPE_MILVUS_COLLECTION.
+iso_create() {
+  local url
+  iso_remove
+  psql "$DATABASE_DIRECT_URL" -XAtq -v ON_ERROR_STOP=1 -c "CREATE DATABASE $ISO_DB" >/dev/null
+  url="$(with_db "$DATABASE_URL" "$ISO_DB")"
+  DATABASE_URL="$url" "$1" migrate >"$2" 2>&1 || { cat "$2" >&2; die "migrate failed"; }
+  eval "$("$PY" "$ROOT/scripts/resources.py" --bucket "$ISO_BUCKET" --queue-prefix "$ISO_QUEUE_PREFIX" \
+    --format env 2>/dev/null)"
+  export DATABASE_URL="$url" DOCPIPE_MILVUS_COLLECTION="$ISO_COLLECTION"
+}
+
+# iso_workers QUEUE [WORKERS]: the workers the dev runner runs for QUEUE (StoreEventsQueue,
+# ParseQueue, IndexQueue): WORKERS when given (--workers), else the template's MaximumConcurrency.
+iso_workers() {
+  [[ -n "${2:-}" ]] && { echo "$2"; return; }
+  "$PY" - "$1" "$ROOT/template.yaml" <<'PY'
+import re, sys
+text = open(sys.argv[2]).read()
+name = {"StoreEventsQueue": "StoreMaxConcurrency", "ParseQueue": "ParseMaxConcurrency", "IndexQueue": "IndexMaxConcurrency"}[sys.argv[1]]
+print(re.search(rf"^  {name}:\n(?:    .*\n)*?    Default: (\d+)", text, re.M).group(1))
+PY
+}
+
+# iso_connection_bound WORKERS POOL_SIZE EXTRA_POOLS: sets ISO_POOLS and ISO_BOUND. Every function
+# process of the dev runner (a Lambda container each: store, parse and index workers, one per DLQ)
+# and the dev runner itself (its sweeper) hold a pool of DOCPIPE_DB_POOL_SIZE, as each Lambda
+# container does, and so does the API when the dev runner serves it (EXTRA_POOLS 1); PgBouncer
+# (RDS Proxy's part) multiplexes them onto its pool. The caller's status queries add one client.
+iso_connection_bound() {
+  local workers="$1" pool="$2" extra="${3:-0}" pgb
+  ISO_POOLS=$(( $(iso_workers StoreEventsQueue "$workers") + $(iso_workers ParseQueue "$workers") \
+    + $(iso_workers IndexQueue "$workers") + 3 + 1 + extra ))
+  ISO_BOUND=$((ISO_POOLS * pool + 1))
+  pgb="$(grep -E '^default_pool_size' "$ROOT/.local/pgbouncer/pgbouncer.ini" 2>/dev/null | awk -F= '{gsub(/ /,"",$2); print $2}')"
+  ISO_PGB_POOL="${pgb:-20}"
+  [[ $ISO_BOUND -gt $ISO_PGB_POOL ]] && ISO_BOUND=$ISO_PGB_POOL
+  return 0
+}
+
+# iso_start_runner DOCPIPE LOG ARGS…: `DOCPIPE dev ARGS…` in the background (ISO_RUNNER_PID), its
+# output in LOG, waited for until its index poller runs.
+iso_start_runner() {
+  local docpipe="$1" runner_log="$2"; shift 2
+  "$docpipe" dev "$@" >"$runner_log" 2>&1 &
+  ISO_RUNNER_PID=$!
+  for _ in $(seq 100); do
+    grep -q "index ←" "$runner_log" 2>/dev/null && return 0
+    kill -0 "$ISO_RUNNER_PID" 2>/dev/null || { tail -20 "$runner_log" >&2; die "the dev runner exited"; }
+    sleep 0.2
+  done
+  tail -20 "$runner_log" >&2
+  die "the dev runner's index poller did not start in 20 s"
+}
+
+# iso_stop_runner: the dev runner stopped (TERM, then KILL after 5 s), if it runs.
+iso_stop_runner() {
+  if [[ -n "${ISO_RUNNER_PID:-}" ]] && kill -0 "$ISO_RUNNER_PID" 2>/dev/null; then
+    kill -TERM "$ISO_RUNNER_PID" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$ISO_RUNNER_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$ISO_RUNNER_PID" 2>/dev/null || true
+    wait "$ISO_RUNNER_PID" 2>/dev/null || true
+  fi
+  ISO_RUNNER_PID=""
+}
+
+# iso_sample: once a second until killed, a CSV line of the backends on ISO_DB (pg_stat_activity,
+# direct) and PgBouncer's pools for it (SHOW POOLS), with a header first.
+iso_sample() {
+  echo "t,pg_backends,pg_clients,cl_active,cl_waiting,sv_active,sv_idle,sv_used,sv_total"
+  while :; do
+    local t pg pools tick
+    sleep 1 & tick=$!
+    t="$(date +%s.%N)"
+    # Every backend on the database (autovacuum workers included), and the client backends alone.
+    pg="$(psql "$DATABASE_DIRECT_URL" -XAtq -F , -c \
+      "SELECT count(*), count(*) FILTER (WHERE backend_type = 'client backend')
+       FROM pg_stat_activity WHERE datname = '$ISO_DB'" 2>/dev/null || echo ",")"
+    pools="$(psql "$PGBOUNCER_ADMIN_URL" -XAq -F ',' -c 'SHOW POOLS' 2>/dev/null || true)"
+    awk -F, -v t="$t" -v pg="$pg" -v db="$ISO_DB" '
+      NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+      $col["database"] == db {
+        ca += $col["cl_active"]; cw += $col["cl_waiting"]; sa += $col["sv_active"]
+        si += $col["sv_idle"]; su += $col["sv_used"]
+        st += $col["sv_active"] + $col["sv_idle"] + $col["sv_used"] + $col["sv_tested"] + $col["sv_login"]
+      }
+      END { printf "%s,%s,%d,%d,%d,%d,%d,%d\n", t, pg, ca, cw, sa, si, su, st }' <<<"$pools"
+    wait "$tick"
+  done
 }

@@ -44,12 +44,14 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
-log() { printf '[load] %s\n' "$*" >&2; }
-die() { printf '[load] ERROR: %s\n' "$*" >&2; exit 1; }
+LOG_TAG=load
+# shellcheck source=scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
 
 eval "$(bash scripts/stack.sh env)"
 CORPUS="${DOCPIPE_CORPUS:-$ROOT/corpus}"
 DB_NAME=docpipe_load BUCKET=docpipe-load QUEUE_PREFIX=load- COLLECTION=docpipe_load
+ISO_DB=$DB_NAME ISO_BUCKET=$BUCKET ISO_QUEUE_PREFIX=$QUEUE_PREFIX ISO_COLLECTION=$COLLECTION
 POOL_SIZE="${DOCPIPE_DB_POOL_SIZE:-2}"
 PY="$ROOT/.local/venv/bin/python"
 DOCPIPE="$CARGO_TARGET_DIR/debug/docpipe"
@@ -57,15 +59,8 @@ WORK="$ROOT/.local/load"
 mkdir -p "$WORK"
 SAMPLES="$WORK/samples.csv" RUNNER_LOG="$WORK/dev-runner.log" PUT_LOG="$WORK/put.log"
 
-# The database's name in a URL: postgres://u:p@h:port/db?query -> .../docpipe_load?query
-with_db() { sed -E "s#^(postgres(ql)?://[^/]+)/[^?]*#\1/$2#" <<<"$1"; }
 LOAD_URL="$(with_db "$DATABASE_URL" "$DB_NAME")"
-sql_direct() { psql "$DATABASE_DIRECT_URL" -XAtq -v ON_ERROR_STOP=1 -c "$1"; }
 sql_load() { psql "$LOAD_URL" -XAtq -v ON_ERROR_STOP=1 -F '|' -c "$1"; }
-milvus_drop() {
-  curl -s -m 10 -X POST "$MILVUS_URL/v1/vector/collections/drop" -H 'content-type: application/json' \
-    -d "{\"collectionName\":\"$COLLECTION\"}" >/dev/null || true
-}
 
 shopt -s nullglob
 LAWS=("$CORPUS"/laws/*.md)
@@ -79,23 +74,17 @@ if [[ "${LOAD_NO_BUILD:-0}" != 1 ]]; then
 fi
 [[ -x "$DOCPIPE" ]] || die "$DOCPIPE not built"
 
-RUNNER_PID="" SAMPLER_PID=""
+ISO_RUNNER_PID="" SAMPLER_PID=""
 cleanup() {
   local rc=$?
-  [[ -n "$SAMPLER_PID" ]] && kill "$SAMPLER_PID" 2>/dev/null && wait "$SAMPLER_PID" 2>/dev/null
-  if [[ -n "$RUNNER_PID" ]] && kill -0 "$RUNNER_PID" 2>/dev/null; then
-    kill -TERM "$RUNNER_PID" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$RUNNER_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$RUNNER_PID" 2>/dev/null || true
-    wait "$RUNNER_PID" 2>/dev/null || true
-  fi
+  set +e
+  [[ -n "$SAMPLER_PID" ]] && kill "$SAMPLER_PID" 2>/dev/null && { wait "$SAMPLER_PID" 2>/dev/null || true; }
+  iso_stop_runner
   if [[ $KEEP == 1 ]]; then
     log "kept: database $DB_NAME, bucket $BUCKET, queues ${QUEUE_PREFIX}*, collection $COLLECTION"
   else
     log "removing database $DB_NAME, bucket $BUCKET, queues ${QUEUE_PREFIX}*, collection $COLLECTION"
-    sql_direct "DROP DATABASE IF EXISTS $DB_NAME WITH (FORCE)" >/dev/null 2>&1 || true
-    "$PY" scripts/resources.py --delete --bucket "$BUCKET" --queue-prefix "$QUEUE_PREFIX" 2>/dev/null || true
-    milvus_drop
+    iso_remove
   fi
   exit "$rc"
 }
@@ -104,69 +93,19 @@ trap 'exit 130' INT TERM
 
 # A fresh set every run: whatever an earlier --keep left goes first.
 log "fresh database $DB_NAME, bucket $BUCKET, queues ${QUEUE_PREFIX}*, collection $COLLECTION"
-sql_direct "DROP DATABASE IF EXISTS $DB_NAME WITH (FORCE)" >/dev/null
-"$PY" scripts/resources.py --delete --bucket "$BUCKET" --queue-prefix "$QUEUE_PREFIX" 2>/dev/null
-milvus_drop
-sql_direct "CREATE DATABASE $DB_NAME" >/dev/null
-DATABASE_URL="$LOAD_URL" "$DOCPIPE" migrate >"$WORK/migrate.log" 2>&1 || { cat "$WORK/migrate.log" >&2; die "migrate failed"; }
-eval "$("$PY" scripts/resources.py --bucket "$BUCKET" --queue-prefix "$QUEUE_PREFIX" --format env 2>/dev/null)"
-export DATABASE_URL="$LOAD_URL" DOCPIPE_MILVUS_COLLECTION="$COLLECTION" DOCPIPE_EMBEDDER="$EMBEDDER" \
-  DOCPIPE_DB_POOL_SIZE="$POOL_SIZE"
+iso_create "$DOCPIPE" "$WORK/migrate.log"
+export DOCPIPE_EMBEDDER="$EMBEDDER" DOCPIPE_DB_POOL_SIZE="$POOL_SIZE"
 
-# Every function process of the dev runner (a Lambda container each: store, parse and index
-# workers, one per DLQ) and the dev runner itself (its sweeper) hold a pool of DOCPIPE_DB_POOL_SIZE,
-# as each Lambda container does; PgBouncer (RDS Proxy's part) multiplexes them onto its pool. This
-# script's status query adds one client.
-worker_count() { # the template's MaximumConcurrency for a queue, unless --workers overrides it
-  [[ -n "$WORKERS" ]] && { echo "$WORKERS"; return; }
-  "$PY" - "$1" <<'PY'
-import re, sys
-text = open("template.yaml").read()
-name = {"StoreEventsQueue": "StoreMaxConcurrency", "ParseQueue": "ParseMaxConcurrency", "IndexQueue": "IndexMaxConcurrency"}[sys.argv[1]]
-print(re.search(rf"^  {name}:\n(?:    .*\n)*?    Default: (\d+)", text, re.M).group(1))
-PY
-}
-PROCESSES=$(( $(worker_count StoreEventsQueue) + $(worker_count ParseQueue) + $(worker_count IndexQueue) + 3 + 1 ))
-POOLS=$PROCESSES
-BOUND=$((POOLS * POOL_SIZE + 1))
-PGB_POOL="$(grep -E '^default_pool_size' .local/pgbouncer/pgbouncer.ini 2>/dev/null | awk -F= '{gsub(/ /,"",$2); print $2}')"
-PGB_POOL="${PGB_POOL:-20}"
-[[ $BOUND -gt $PGB_POOL ]] && BOUND=$PGB_POOL
+# The connection bound (scripts/lib.sh): every function process and the dev runner hold a pool.
+iso_connection_bound "$WORKERS" "$POOL_SIZE" 0
+POOLS=$ISO_POOLS BOUND=$ISO_BOUND PGB_POOL=$ISO_PGB_POOL
 log "connection bound: $POOLS pools x DOCPIPE_DB_POOL_SIZE=$POOL_SIZE + 1 monitor = $BOUND (PgBouncer default_pool_size $PGB_POOL)"
 
 log "starting the dev runner: docpipe dev ${WORKERS:+--workers $WORKERS }--no-api (embedder $EMBEDDER)"
-"$DOCPIPE" dev ${WORKERS:+--workers "$WORKERS"} --no-api >"$RUNNER_LOG" 2>&1 &
-RUNNER_PID=$!
-for _ in $(seq 100); do
-  grep -q "index ←" "$RUNNER_LOG" 2>/dev/null && break
-  kill -0 "$RUNNER_PID" 2>/dev/null || { tail -20 "$RUNNER_LOG" >&2; die "the dev runner exited"; }
-  sleep 0.2
-done
+iso_start_runner "$DOCPIPE" "$RUNNER_LOG" ${WORKERS:+--workers "$WORKERS"} --no-api
 
 # Samples once a second: backends on docpipe_load, and PgBouncer's pool for it.
-sample() {
-  echo "t,pg_backends,pg_clients,cl_active,cl_waiting,sv_active,sv_idle,sv_used,sv_total"
-  while :; do
-    local t pg pools tick
-    sleep 1 & tick=$!
-    t="$(date +%s.%N)"
-    # Every backend on the database (autovacuum workers included), and the client backends alone.
-    pg="$(psql "$DATABASE_DIRECT_URL" -XAtq -F , -c \
-      "SELECT count(*), count(*) FILTER (WHERE backend_type = 'client backend')
-       FROM pg_stat_activity WHERE datname = '$DB_NAME'" 2>/dev/null || echo ",")"
-    pools="$(psql "$PGBOUNCER_ADMIN_URL" -XAq -F ',' -c 'SHOW POOLS' 2>/dev/null || true)"
-    awk -F, -v t="$t" -v pg="$pg" -v db="$DB_NAME" '
-      NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-      $col["database"] == db {
-        ca += $col["cl_active"]; cw += $col["cl_waiting"]; sa += $col["sv_active"]
-        si += $col["sv_idle"]; su += $col["sv_used"]
-        st += $col["sv_active"] + $col["sv_idle"] + $col["sv_used"] + $col["sv_tested"] + $col["sv_login"]
-      }
-      END { printf "%s,%s,%d,%d,%d,%d,%d,%d\n", t, pg, ca, cw, sa, si, su, st }' <<<"$pools"
-    wait "$tick"
-  done
-}
-sample >"$SAMPLES" &
+iso_sample >"$SAMPLES" &
 SAMPLER_PID=$!
 
 # Upload: batches of 40 files of one round each, $UPLOADERS `docpipe put` processes at a time.

@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# Scale test (issue 41): a library of laws over time through the local pipeline, measured at 150
+# laws and at all of them, in one run.
+#
+#   scripts/scale.sh [LAWS] [--corpus FOLDER] [--small 150] [--keep] [--port 8091] [--workers W]
+#                    [--seed 41] [--searches 200] [--others 100] [--stall 900]
+#   make scale LAWS=5000          # generated from corpus/laws (scripts/scale_library.py)
+#   make scale CORPUS=<folder>    # every .md, .txt, .html, .docx and .pdf under a folder, as is
+#
+# The library (scripts/scale_library.py, into .local/scale/library): LAWS works under distinct
+# titles, each in 1 to 8 versions (mean 4) with dated heading notes, articles changed, added and
+# removed between versions, about one version in twenty also as a .txt or .html rendition; or
+# the real files of --corpus, each file a law.
+#
+# Everything is its own, as in scripts/load.sh (the helpers are scripts/lib.sh's): database
+# docpipe_scale, bucket docpipe-scale with queues scale-*, Milvus collection docpipe_scale, and a
+# dev runner with the `hash` embedder that serves the API too, on --port (not the main dev
+# runner's 8080). The first SMALL laws (150, or three quarters of LAWS when LAWS ≤ 150) are
+# uploaded and waited for until every document is terminal; then measured (scripts/
+# scale_measure.py: keyword, hybrid, as_of, versions_all, verify, resolve, article, works_page,
+# each timed sequentially; the dev runner's peak RSS; PostgreSQL bytes; Milvus entities; counts);
+# then the rest is uploaded, waited for, and measured again with the same queries. A line every
+# 10 s shows the progress. The PostgreSQL backends and PgBouncer's pool are sampled every second
+# against the bound the pools allow.
+#
+# It prints a Markdown report and, as its last line, the JSON object issue 41 names, and exits
+# non-zero when a document is lost (fewer documents than uploaded keys), stuck (not terminal; no
+# progress for --stall seconds) or doubled (two indexed documents with a content the library
+# holds once, more documents than keys, or more Milvus entities than the chunks PostgreSQL
+# holds). The database, bucket, queues and collection are removed at the end unless --keep.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "$ROOT"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}"
+
+LAWS=5000 CORPUS_DIR="" SMALL="" KEEP=0 PORT=8091 WORKERS="" SEED=41 SEARCHES=200 OTHERS=100 STALL=900
+UPLOADERS="${SCALE_UPLOADERS:-8}"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --corpus) CORPUS_DIR="$2"; shift ;;
+    --small) SMALL="$2"; shift ;;
+    --keep) KEEP=1 ;;
+    --port) PORT="$2"; shift ;;
+    --workers) WORKERS="$2"; shift ;;
+    --seed) SEED="$2"; shift ;;
+    --searches) SEARCHES="$2"; shift ;;
+    --others) OTHERS="$2"; shift ;;
+    --stall) STALL="$2"; shift ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    [0-9]*) LAWS="$1" ;;
+    *) echo "scale.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+LOG_TAG=scale
+# shellcheck source=scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
+
+eval "$(bash scripts/stack.sh env)"
+ISO_DB=docpipe_scale ISO_BUCKET=docpipe-scale ISO_QUEUE_PREFIX=scale- ISO_COLLECTION=docpipe_scale
+POOL_SIZE="${DOCPIPE_DB_POOL_SIZE:-2}"
+PY="$ROOT/.local/venv/bin/python"
+DOCPIPE="$CARGO_TARGET_DIR/debug/docpipe"
+WORK="$ROOT/.local/scale"
+LIBRARY="$WORK/library"
+API="http://127.0.0.1:$PORT"
+mkdir -p "$WORK"
+SAMPLES="$WORK/samples.csv" RUNNER_LOG="$WORK/dev-runner.log" PUT_LOG="$WORK/put.log"
+SCALE_URL="$(with_db "$DATABASE_URL" "$ISO_DB")"
+sql_scale() { psql "$SCALE_URL" -XAtq -v ON_ERROR_STOP=1 -F '|' -c "$1"; }
+measure() { "$PY" scripts/scale_measure.py "$@"; }
+
+pg_isready -q -d "$DATABASE_DIRECT_URL" || die "PostgreSQL is not up: make up"
+curl -s -m 3 -o /dev/null "$AWS_ENDPOINT_URL" || die "moto is not up: make up"
+curl -sf -m 5 -o /dev/null "$MILVUS_URL/v1/vector/collections" || die "Milvus is not up: make up"
+! port_bound "$PORT" || die "port $PORT is taken ($(port_owner "$PORT")): --port another"
+
+T_RUN0="$(now)" STARTED="$(date -u '+%Y-%m-%d %H:%M UTC')"
+if [[ -n "$CORPUS_DIR" ]]; then
+  [[ -d "$CORPUS_DIR" ]] || die "no folder $CORPUS_DIR"
+  log "copying the real files under $CORPUS_DIR into $LIBRARY"
+  SUMMARY="$(python3 scripts/scale_library.py --corpus "$CORPUS_DIR" --out "$LIBRARY")"
+  MODE="real files under $(basename "$CORPUS_DIR")"
+else
+  log "generating $LAWS laws into $LIBRARY (seed $SEED)"
+  SUMMARY="$(python3 scripts/scale_library.py --laws "$LAWS" --seed "$SEED" --out "$LIBRARY")"
+  MODE="generated from corpus/laws, seed $SEED"
+fi
+log "library: $SUMMARY"
+LAWS="$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["laws"])' "$SUMMARY")"
+if [[ -z "$SMALL" ]]; then
+  if [[ $LAWS -gt 150 ]]; then SMALL=150; else SMALL=$((LAWS * 3 / 4)); fi
+fi
+[[ $SMALL -ge 1 && $SMALL -lt $LAWS ]] || die "the small point ($SMALL laws) must be between 1 and $LAWS - 1"
+
+if [[ "${SCALE_NO_BUILD:-0}" != 1 ]]; then
+  log "building docpipe (debug, e5 compiled in as make up builds it)"
+  cargo build -q -p docpipe-cli --features e5
+fi
+[[ -x "$DOCPIPE" ]] || die "$DOCPIPE not built"
+
+ISO_RUNNER_PID="" SAMPLER_PID="" CLEANED=0
+clean_up() {
+  [[ $CLEANED == 1 ]] && return 0
+  CLEANED=1
+  [[ -n "$SAMPLER_PID" ]] && kill "$SAMPLER_PID" 2>/dev/null && { wait "$SAMPLER_PID" 2>/dev/null || true; }
+  SAMPLER_PID=""
+  iso_stop_runner
+  if [[ $KEEP == 1 ]]; then
+    log "kept: database $ISO_DB, bucket $ISO_BUCKET, queues ${ISO_QUEUE_PREFIX}*, collection $ISO_COLLECTION (and $LIBRARY)"
+  else
+    log "removing database $ISO_DB, bucket $ISO_BUCKET, queues ${ISO_QUEUE_PREFIX}*, collection $ISO_COLLECTION"
+    iso_remove
+  fi
+  return 0
+}
+cleanup() { local rc=$?; set +e; clean_up; exit "$rc"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log "fresh database $ISO_DB, bucket $ISO_BUCKET, queues ${ISO_QUEUE_PREFIX}*, collection $ISO_COLLECTION"
+iso_create "$DOCPIPE" "$WORK/migrate.log"
+export DOCPIPE_EMBEDDER=hash DOCPIPE_DB_POOL_SIZE="$POOL_SIZE" DOCPIPE_API_URL="$API"
+
+# The connection bound (scripts/lib.sh): the function processes, the dev runner and its API.
+iso_connection_bound "$WORKERS" "$POOL_SIZE" 1
+log "connection bound: $ISO_POOLS pools x DOCPIPE_DB_POOL_SIZE=$POOL_SIZE + 1 monitor = $ISO_BOUND (PgBouncer default_pool_size $ISO_PGB_POOL)"
+
+log "starting the dev runner: docpipe dev ${WORKERS:+--workers $WORKERS }(API on $API, embedder hash)"
+iso_start_runner "$DOCPIPE" "$RUNNER_LOG" ${WORKERS:+--workers "$WORKERS"}
+wait_until 30 curl -sf -m 2 -o /dev/null "$API/healthz" || { tail_log "$RUNNER_LOG"; die "the API does not answer on $API"; }
+
+iso_sample >"$SAMPLES" &
+SAMPLER_PID=$!
+
+# ingest NAME FROM TO: upload the files of laws FROM..TO-1 and wait until every document is
+# terminal. Appends a phase line (name, documents, seconds) to $WORK/phases.
+UPLOADED=0 STUCK=0
+: >"$WORK/phases" && : >"$PUT_LOG"
+ingest() {
+  local name="$1" from="$2" to="$3" planned t0 docs terminal indexed failed last_terminal last_change \
+    now_s elapsed rate last_line=0 before
+  rm -rf "$WORK/batches" && mkdir -p "$WORK/batches"
+  planned="$(measure batches --manifest "$LIBRARY/manifest.jsonl" --from "$from" --to "$to" --out "$WORK/batches")"
+  before="$(sql_scale "SELECT count(*) FROM documents WHERE status IN ('indexed','failed')")"
+  log "$name: uploading $planned files of laws $((from + 1))–$to with $UPLOADERS uploaders"
+  t0="$(now)"
+  # shellcheck disable=SC2016
+  printf '%s\n' "$WORK"/batches/* | xargs -P "$UPLOADERS" -I{} bash -c '
+    mapfile -t lines <"{}"; "$0" put --prefix "${lines[0]}" "${lines[@]:1}"' "$DOCPIPE" >>"$PUT_LOG" 2>&1 \
+    || { tail -5 "$PUT_LOG" >&2; die "an upload failed"; }
+  UPLOADED="$(grep -c '^put s3://' "$PUT_LOG" || true)"
+  log "$name: $UPLOADED objects in the bucket after $(elapsed "$t0")s"
+  last_terminal=-1 last_change="$(date +%s)"
+  while :; do
+    IFS='|' read -r docs terminal indexed failed <<<"$(sql_scale "SELECT count(*),
+      count(*) FILTER (WHERE status IN ('indexed','failed')), count(*) FILTER (WHERE status = 'indexed'),
+      count(*) FILTER (WHERE status = 'failed') FROM documents" 2>/dev/null || echo "0|0|0|0")"
+    now_s="$(date +%s)"
+    elapsed="$(elapsed "$t0")"
+    if [[ "$terminal" != "$last_terminal" ]]; then last_terminal="$terminal" last_change="$now_s"; fi
+    if (( now_s - last_line >= 10 )) || [[ "$docs" -ge "$UPLOADED" && "$terminal" -eq "$docs" ]]; then
+      rate="$(awk -v n="$((terminal - before))" -v s="$elapsed" 'BEGIN { printf "%.0f", (s > 0 ? n / s * 60 : 0) }')"
+      printf '[scale] %s: %s of %s terminal (%s indexed, %s failed), %s/min, %ss\n' "$name" \
+        "$(printf "%'d" "$terminal")" "$(printf "%'d" "$UPLOADED")" "$(printf "%'d" "$indexed")" \
+        "$(printf "%'d" "$failed")" "$rate" "${elapsed%.*}" >&2
+      last_line="$now_s"
+    fi
+    if [[ "$docs" -ge "$UPLOADED" && "$terminal" -eq "$docs" ]]; then break; fi
+    if (( now_s - last_change >= STALL )); then
+      STUCK=1; log "$name: no document became terminal for ${STALL}s: stuck"; break
+    fi
+    sleep 1
+  done
+  printf '%s %s %s\n' "$name" "$((terminal - before))" "$(elapsed "$t0")" >>"$WORK/phases"
+}
+
+measure_point() { # LABEL LAWS
+  log "measuring at $2 laws ($SEARCHES queries per search mode, $OTHERS per other route)"
+  measure measure --label "$1" --laws "$2" --db "$SCALE_URL" --api "$API" --pid "$ISO_RUNNER_PID" \
+    --milvus "$MILVUS_URL" --collection "$ISO_COLLECTION" --queries "$WORK/queries.json" \
+    --manifest "$LIBRARY/manifest.jsonl" --searches "$SEARCHES" --others "$OTHERS" --out "$WORK/$1.json"
+}
+
+ingest small 0 "$SMALL"
+measure queries --db "$SCALE_URL" --out "$WORK/queries.json" --seed "$SEED" --searches "$SEARCHES" --others "$OTHERS" >&2
+measure_point small "$SMALL"
+ingest large "$SMALL" "$LAWS"
+measure_point large "$LAWS"
+sleep 1
+kill "$SAMPLER_PID" 2>/dev/null; wait "$SAMPLER_PID" 2>/dev/null || true
+SAMPLER_PID=""
+
+# The run's facts, then the report; the checks decide the exit status.
+MACHINE="$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
+"$PY" - "$WORK" "$SAMPLES" "$UPLOADED" "$STUCK" "$ISO_BOUND" "$ISO_POOLS" "$POOL_SIZE" "$ISO_PGB_POOL" \
+  "$MACHINE" "$STARTED" "$(git rev-parse --short HEAD)" "$T_RUN0" "$MODE" <<'PY'
+import csv, json, sys, time
+(work, samples, uploaded, stuck, bound, pools, pool, pgb, machine, started, commit, t0, mode) = sys.argv[1:]
+uploaded, stuck, bound = int(uploaded), int(stuck), int(bound)
+large = json.load(open(f"{work}/large.json"))
+phases = []
+for line in open(f"{work}/phases"):
+    name, docs, secs = line.split()
+    phases.append({"name": name, "documents": int(docs), "seconds": float(secs),
+                   "per_min": int(docs) / float(secs) * 60 if float(secs) > 0 else 0})
+total_s = sum(p["seconds"] for p in phases)
+rows = list(csv.DictReader(open(samples)))
+col = lambda k: [int(r[k]) for r in rows if r.get(k, "").strip()]
+pgc, sv = col("pg_clients"), col("sv_total")
+lost = max(uploaded - large["documents"], 0)
+extra_docs = max(large["documents"] - uploaded, 0)
+entities, chunks = large["milvus_entities"], large["chunks"]
+doubled = large["doubled_contents"] + extra_docs + (max(entities - chunks, 0) if entities is not None else 0)
+problems = []
+if lost: problems.append(f"lost: {lost} uploaded keys have no document")
+if large["other"] or stuck: problems.append(f"stuck: {large['other']} documents not terminal")
+if large["doubled_contents"]: problems.append(f"doubled: {large['doubled_contents']} indexed documents repeat a content the library holds once")
+if extra_docs: problems.append(f"doubled: {extra_docs} more documents than uploaded keys")
+if entities is None: problems.append("Milvus's entities could not be counted")
+elif entities > chunks: problems.append(f"doubled: Milvus holds {entities - chunks} entities more than the {chunks} chunks PostgreSQL holds")
+elif entities < chunks: problems.append(f"Milvus holds {chunks - entities} entities fewer than the {chunks} chunks PostgreSQL holds")
+if large["keys_planned"] != uploaded: problems.append(f"{uploaded} keys uploaded, {large['keys_planned']} planned")
+ok = not (lost or large["other"] or stuck or doubled or entities is None)
+run = {"mode": mode, "machine": machine, "started": started, "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+       "commit": commit, "phases": phases,
+       "ingest_docs_per_min": sum(p["documents"] for p in phases) / total_s * 60 if total_s else 0,
+       "samples": len(rows), "max_pg_backends": max(col("pg_backends") or [0]), "max_pg_clients": max(pgc or [0]),
+       "max_pgbouncer_server": max(sv or [0]), "max_waiting": max(col("cl_waiting") or [0]),
+       "bound": bound, "pools": int(pools), "pool_size": int(pool), "pgbouncer_pool": int(pgb),
+       "within_bound": max(pgc or [0]) <= bound and max(sv or [0]) <= bound,
+       "wall_s": time.time() - float(t0), "problems": problems, "ok": ok,
+       "verdict": f"{uploaded:,} keys, {large['documents']:,} documents, {lost} lost, {large['other']} stuck, {doubled} doubled"}
+json.dump(run, open(f"{work}/run.json", "w"), ensure_ascii=False, indent=1)
+PY
+REPORT="$(measure report --small "$WORK/small.json" --large "$WORK/large.json" --run "$WORK/run.json")"
+printf '%s\n' "$REPORT" >"$WORK/report.md"
+OK=0
+"$PY" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["ok"] else 1)' "$WORK/run.json" || OK=1
+[[ $OK == 0 ]] || log "lost, stuck or doubled documents: see the report ($WORK/report.md)"
+# Cleaned up before the report, so that its JSON line is the last thing printed.
+clean_up
+printf '%s\n' "$REPORT"
+exit "$OK"
