@@ -1153,9 +1153,11 @@ def path_problem(ctx: Ctx, name: str, fn_groups: set[str]) -> str | None:
     eps = [eid for eid, _ in ctx.of_type("AWS::EC2::VPCEndpoint")
            if to_str(ctx.prop(eid, "ServiceName")).rsplit(".", 1)[-1] == name]
     if not eps:
-        chosen = f"{param}={value}" if param in ctx.params else "no parameter chooses its path"
-        return (f"the template creates no {name} endpoint and {chosen} confirms no other "
-                f"({'/'.join(sorted(CONFIRMED_PATH_VALUES))}): the call times out")
+        if param in ctx.params:
+            why = f"{param}={value} confirms no other path ({' or '.join(sorted(CONFIRMED_PATH_VALUES))})"
+        else:
+            why = f"no parameter confirms another path ({param or 'PathTo…'} {' or '.join(sorted(CONFIRMED_PATH_VALUES))})"
+        return f"the template creates no {name} endpoint, and {why}: the call times out"
     problems = []
     for eid in eps:
         kind = to_str(ctx.prop(eid, "VpcEndpointType") or "Gateway")
