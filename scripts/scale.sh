@@ -146,6 +146,7 @@ ingest() {
   planned="$(measure batches --manifest "$LIBRARY/manifest.jsonl" --from "$from" --to "$to" --out "$WORK/batches")"
   before="$(sql_scale "SELECT count(*) FROM documents WHERE status IN ('indexed','failed')")"
   log "$name: uploading $planned files of laws $((from + 1))–$to with $UPLOADERS uploaders"
+  measure cpu --pid "$ISO_RUNNER_PID" --out "$WORK/cpu-$name-0.json"
   t0="$(now)"
   # shellcheck disable=SC2016
   printf '%s\n' "$WORK"/batches/* | xargs -P "$UPLOADERS" -I{} bash -c '
@@ -175,6 +176,7 @@ ingest() {
     sleep 1
   done
   printf '%s %s %s\n' "$name" "$((terminal - before))" "$(elapsed "$t0")" >>"$WORK/phases"
+  measure cpu --pid "$ISO_RUNNER_PID" --out "$WORK/cpu-$name-1.json"
 }
 
 measure_point() { # LABEL LAWS
@@ -197,14 +199,17 @@ SAMPLER_PID=""
 MACHINE="$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
 "$PY" - "$WORK" "$SAMPLES" "$UPLOADED" "$STUCK" "$ISO_BOUND" "$ISO_POOLS" "$POOL_SIZE" "$ISO_PGB_POOL" \
   "$MACHINE" "$STARTED" "$(git rev-parse --short HEAD)" "$T_RUN0" "$MODE" <<'PY'
-import csv, json, sys, time
+import csv, json, os, sys, time
 (work, samples, uploaded, stuck, bound, pools, pool, pgb, machine, started, commit, t0, mode) = sys.argv[1:]
 uploaded, stuck, bound = int(uploaded), int(stuck), int(bound)
 large = json.load(open(f"{work}/large.json"))
 phases = []
 for line in open(f"{work}/phases"):
     name, docs, secs = line.split()
-    phases.append({"name": name, "documents": int(docs), "seconds": float(secs),
+    a, b = (json.load(open(f"{work}/cpu-{name}-{i}.json")) for i in (0, 1))
+    cpu = {k: b.get(k, 0) - a.get(k, 0) for k in set(a) | set(b)}
+    cpu["other"] = cpu["machine busy"] - sum(v for k, v in cpu.items() if not k.startswith("machine"))
+    phases.append({"name": name, "documents": int(docs), "seconds": float(secs), "cpu": cpu,
                    "per_min": int(docs) / float(secs) * 60 if float(secs) > 0 else 0})
 total_s = sum(p["seconds"] for p in phases)
 rows = list(csv.DictReader(open(samples)))
@@ -224,7 +229,7 @@ elif entities > chunks: problems.append(f"doubled: Milvus holds {entities - chun
 elif entities < chunks: problems.append(f"Milvus holds {chunks - entities} entities fewer than the {chunks} chunks PostgreSQL holds")
 if large["keys_planned"] != uploaded: problems.append(f"{uploaded} keys uploaded, {large['keys_planned']} planned")
 ok = not (lost or large["other"] or stuck or doubled or entities is None)
-run = {"mode": mode, "machine": machine, "started": started, "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+run = {"mode": mode, "machine": machine, "cores": os.cpu_count(), "started": started, "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
        "commit": commit, "phases": phases,
        "ingest_docs_per_min": sum(p["documents"] for p in phases) / total_s * 60 if total_s else 0,
        "samples": len(rows), "max_pg_backends": max(col("pg_backends") or [0]), "max_pg_clients": max(pgc or [0]),

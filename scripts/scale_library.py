@@ -15,8 +15,10 @@ later one "…修正" or "…修订", all earlier notes kept; the version's date
 its file is named after. The first version's effect article says it takes effect one to six months
 after that; later versions keep the article, as a 修正 does, and take effect when published.
 Between two versions one to three articles change (a number, 应当 → 应当依法, or a sentence added),
-zero to two are added (an article of another law, 本法 → 本条例) and zero or one is removed; the
-articles are numbered afresh. About one version in twenty also comes as a rendition: the same
+zero to two are added (an article of another law that names no date, 本法 → 本条例) and zero or one
+is removed; the articles are numbered afresh. A version is never older than a date its preface
+(the text before the first article) cites, and a source whose preface names an effect date is
+left out: the pipeline reads the preface with the heading notes. About one version in twenty also comes as a rendition: the same
 text as .txt (the title on the first line) or .html (h1 to h3 and paragraphs).
 
 Real files (--corpus FOLDER): every .md, .txt, .html, .docx and .pdf under FOLDER, copied as it
@@ -370,16 +372,51 @@ def set_effect(items, day: dt.date):
                     return
 
 
-def version_dates(rng: random.Random, count: int) -> list[dt.date]:
-    gaps = [rng.randint(365, 5 * 365) for _ in range(count - 1)]
-    span = sum(gaps)
-    latest_start = LAST_DAY - dt.timedelta(days=span)
-    first = dt.date(max(1985, latest_start.year - 25), 1, 1)
+def version_dates(rng: random.Random, count: int, floor: dt.date) -> list[dt.date]:
+    """`count` dates a year to five apart, the first after `floor`, the last by LAST_DAY (fewer
+    when that many do not fit after `floor`)."""
+    while True:
+        gaps = [rng.randint(365, 5 * 365) for _ in range(count - 1)]
+        latest_start = LAST_DAY - dt.timedelta(days=sum(gaps))
+        if latest_start >= floor or count == 1:
+            break
+        count -= 1
+    first = max(floor, dt.date(max(1985, latest_start.year - 25), 1, 1))
     start = first + dt.timedelta(days=rng.randint(0, max(0, (latest_start - first).days)))
     out = [start]
     for g in gaps:
         out.append(out[-1] + dt.timedelta(days=g))
     return out
+
+
+DAY_IN_TEXT = re.compile(r"(\d{4})年(\d{1,2})月(\d{1,2})日")
+
+
+def preface(law: "Law") -> str:
+    """The text between the heading notes and the first article (the pipeline reads its dates
+    with the notes)."""
+    out = []
+    for kind, v in law.items:
+        if kind == "article":
+            break
+        if kind == "text":
+            out.append(v)
+    return "\n".join(out)
+
+
+def preface_floor(law: "Law") -> dt.date:
+    """The day after which a version of this law may be dated: past every date of its preface,
+    which the pipeline reads with the notes; a version older than what its preface cites would
+    not be real."""
+    floor = dt.date(1985, 1, 1)
+    for v in preface(law).split("\n"):
+        if v:
+            for y, m, d in DAY_IN_TEXT.findall(v):
+                try:
+                    floor = max(floor, dt.date(int(y), int(m), int(d)) + dt.timedelta(days=30))
+                except ValueError:
+                    pass
+    return floor
 
 
 def generate(laws: int, out: Path, sources: Path, seed: int, rendition_share: float) -> dict:
@@ -388,12 +425,19 @@ def generate(laws: int, out: Path, sources: Path, seed: int, rendition_share: fl
     for path in sorted(sources.glob("*.md")):
         law = Law(path)
         base = title_base(law.title)
-        if base is None or len(law.articles()) < 5 or not law.title.endswith(TITLE_ENDINGS):
+        if (base is None or len(law.articles()) < 5 or not law.title.endswith(TITLE_ENDINGS)
+                or preface_floor(law) > LAST_DAY - dt.timedelta(days=365)
+                # A preface that names another act's effect date ("2013年1月1日起施行") would give
+                # every version that date (the pipeline takes it for a 施行 note): left out.
+                or (DAY_IN_TEXT.search(preface(law)) and "施行" in preface(law))):
             continue
         pool.append((law, base))
     if not pool:
         sys.exit(f"scale_library: no usable law under {sources}")
-    donors = [a for law, _ in pool for a in law.articles() if 20 <= sum(map(len, a)) <= 300]
+    # Articles to add: another law's, but never one that says when it takes effect, what it
+    # repeals, or any date (the pipeline would read the version's dates from it).
+    donors = [a for law, _ in pool for a in law.articles() if 20 <= sum(map(len, a)) <= 300
+              and not any("施行" in p or "废止" in p or DAY_IN_TEXT.search(p) for p in a)]
     all_places = places()
     # Every (source, place) pair whose title reads whole, shuffled: the library takes the first N
     # with distinct titles.
@@ -422,7 +466,7 @@ def generate(laws: int, out: Path, sources: Path, seed: int, rendition_share: fl
             old_place = (old_short, old)
         wrng = random.Random(f"{seed}:{w}")
         count = wrng.choices(range(1, 9), weights=WEIGHTS)[0]
-        dates = version_dates(wrng, count)
+        dates = version_dates(wrng, count, preface_floor(law))
         items = [(k, list(v) if k == "article" else v) for k, v in law.items]
         set_effect(items, dates[0] + dt.timedelta(days=wrng.randint(30, 180)))
         notes: list[str] = []

@@ -121,7 +121,8 @@ CLAUSE_SPLIT = re.compile(r"[，。；：、（）()《》〈〉“”\"'！？\
 ARTICLE_MARK = re.compile(r"^第[零〇一二三四五六七八九十百千两]+条(之[一二三四五六七八九十]+)?[\s\u3000]*")
 CITATION_LIKE = re.compile(r"第[零〇一二三四五六七八九十百千两0-9]+[条款项章节编]|[《》〈〉]")
 
-# The version of each work in force today, and one indexed document of it (Markdown first).
+# The version of each work in force today, as the works timeline orders them (effective date,
+# then version id), and one indexed document of it (Markdown first).
 CURRENT_DOCS = """
 SELECT DISTINCT ON (w.work_id) w.work_id, w.title, d.doc_id, wv.label
 FROM works w
@@ -129,7 +130,8 @@ JOIN work_versions wv ON wv.work_id = w.work_id
 JOIN version_documents vd ON vd.version_id = wv.version_id
 JOIN documents d ON d.doc_id = vd.doc_id AND d.status = 'indexed'
 WHERE coalesce(wv.effective_from, wv.promulgated_on) <= current_date
-ORDER BY w.work_id, coalesce(wv.effective_from, wv.promulgated_on) DESC, (d.doc_name LIKE '%.md') DESC, d.doc_id
+ORDER BY w.work_id, coalesce(wv.effective_from, wv.promulgated_on) DESC, wv.version_id DESC,
+         (d.doc_name LIKE '%.md') DESC, d.doc_id
 """
 
 
@@ -348,6 +350,26 @@ SELECT (SELECT count(*) FROM documents) AS documents,
        pg_database_size(current_database()) AS postgres_bytes
 """
 
+# Where a document's time went, over every run so far: each stage's work (the run's metadata) and
+# its latency (timestamps: the queue's wait included), in seconds.
+STAGES = """
+WITH r AS (
+  SELECT extract(epoch FROM parsed_at - stored_at) AS parse_s,
+         (metadata->'parse'->>'duration_ms')::float8 / 1000 AS parse_work_s,
+         extract(epoch FROM indexed_at - parsed_at) AS index_s,
+         (metadata->'index'->>'duration_ms')::float8 / 1000 AS index_work_s
+  FROM document_processing_runs WHERE run_status = 'succeeded')
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY parse_work_s) AS parse_work_p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY parse_work_s) AS parse_work_p95,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY parse_s) AS parse_latency_p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY parse_s) AS parse_latency_p95,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY index_work_s) AS index_work_p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY index_work_s) AS index_work_p95,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY index_s) AS index_latency_p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY index_s) AS index_latency_p95
+FROM r
+"""
+
 
 def cmd_measure(a) -> None:
     q = json.load(open(a.queries, encoding="utf-8"))
@@ -364,6 +386,7 @@ def cmd_measure(a) -> None:
     point["latency"] = latency
     point["rss_mb"] = rss_mb(a.pid)
     point.update(sql_one(a.db, COUNTS))
+    point["stages"] = sql_one(a.db, STAGES)
     point["milvus_entities"] = milvus_count(a.milvus, a.collection)
     # Doubled: indexed documents sharing a content the manifest holds fewer times.
     manifest = [json.loads(line) for line in open(a.manifest, encoding="utf-8")]
@@ -396,6 +419,47 @@ def cmd_measure(a) -> None:
         SELECT failure_stage AS stage, left(error_message, 160) AS reason, count(*) AS n
         FROM document_processing_runs WHERE run_status = 'failed' GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 8""")
     json.dump(point, open(a.out, "w", encoding="utf-8"), ensure_ascii=False, indent=1)
+
+
+# ───────────────────────────── cpu ─────────────────────────────
+
+CLASSES = [("docpipe lambda parse", "parse"), ("docpipe lambda index", "index"),
+           ("docpipe lambda store", "store"), ("docpipe lambda", "dlq"), ("docpipe dev", "dev runner + API"),
+           ("docpipe put", "uploaders"), ("postgres", "postgres"), ("pgbouncer", "pgbouncer"),
+           ("milvus", "milvus"), ("etcd", "milvus"), ("minio", "milvus"), ("moto_server", "moto")]
+
+
+def cpu_classes(runner_pid: int | None) -> dict:
+    """CPU seconds so far of the scale run's dev runner and its function processes (children of
+    runner_pid) and of the stack's services, by what each is; plus the machine's busy and total
+    seconds (/proc/stat). What the machine spent beyond these (other work, processes that came
+    and went) is the difference of two snapshots' busy seconds and theirs."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = collections.Counter()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        ppid, secs = int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
+        name = next((cls for pat, cls in CLASSES if pat in cmd), None)
+        if name in ("parse", "index", "store", "dlq", "dev runner + API") and runner_pid not in (int(d), ppid):
+            name = None  # another dev runner (the main one, a test's)
+        if name:
+            out[name] += secs
+    cpu = Path("/proc/stat").read_text().split("\n")[0].split()[1:]
+    vals = list(map(int, cpu))
+    out["machine busy"] = (sum(vals) - vals[3] - vals[4]) / tick
+    out["machine total"] = sum(vals) / tick
+    return dict(out)
+
+
+def cmd_cpu(a) -> None:
+    json.dump(cpu_classes(a.pid), open(a.out, "w"))
 
 
 # ───────────────────────────── report ─────────────────────────────
@@ -438,7 +502,17 @@ def cmd_report(a) -> None:
             ("search queries with a hit (keyword / hybrid / as_of / all)",
              lambda p: " / ".join(str(p["latency"][k]["extra"].get("with_hits", 0)) for k in ["keyword", "hybrid", "as_of", "versions_all"])),
             ("verify: citations found / checked", lambda p: f"{p['latency']['verify']['extra'].get('found', 0)} / {p['latency']['verify']['extra'].get('checked', 0)}"),
-            ("resolve: found", lambda p: f"{p['latency']['resolve']['extra'].get('found', 0)} of {p['latency']['resolve']['n']}")]
+            ("resolve: found", lambda p: f"{p['latency']['resolve']['extra'].get('found', 0)} of {p['latency']['resolve']['n']}"),
+            ("parse work p50 / p95; parse latency (queue wait included) p50 / p95, all runs so far",
+             lambda p: stage(p, "parse")),
+            ("index work p50 / p95; index latency (queue wait included) p50 / p95, all runs so far",
+             lambda p: stage(p, "index"))]
+
+    def stage(p, name):
+        st = p.get("stages") or {}
+        ms = lambda k: "n/a" if st.get(k) is None else f"{st[k] * 1000:,.0f}"
+        return (f"{ms(name + '_work_p50')} / {ms(name + '_work_p95')} ms; "
+                f"{ms(name + '_latency_p50')} / {ms(name + '_latency_p95')} ms")
     for name, fn in rows:
         print(f"| {name} | {fn(small)} | {fn(large)} |")
     print()
@@ -453,6 +527,16 @@ def cmd_report(a) -> None:
     print(f"| bound: {run['pools']} pools × DOCPIPE_DB_POOL_SIZE {run['pool_size']} + 1 monitor, at most PgBouncer's {run['pgbouncer_pool']} "
           f"| {run['bound']}: {'within' if run['within_bound'] else '**exceeded**'} |")
     print(f"| run time (generate, ingest, measure twice) | {run['wall_s'] / 60:,.1f} min |")
+    if all(ph.get("cpu") for ph in run["phases"]):
+        # Where the machine's cores went while each phase ingested: CPU seconds / wall seconds.
+        names = sorted({k for ph in run["phases"] for k in ph["cpu"]} - {"machine busy", "machine total", "other"},
+                       key=lambda k: -run["phases"][-1]["cpu"].get(k, 0)) + ["other"]
+        print(f"\nCPU while ingesting, in cores ({run['cores']} on this machine): CPU seconds of each kind of "
+              "process over the phase's wall seconds (`other`: the rest of the machine's busy time: other work, the uploaders, the sampler)\n")
+        print("| process | " + " | ".join(ph["name"] for ph in run["phases"]) + " |")
+        print("| --- |" + " ---: |" * len(run["phases"]))
+        for k in ["machine busy"] + names:
+            print(f"| {k} | " + " | ".join(f"{ph['cpu'].get(k, 0) / ph['seconds']:.2f}" for ph in run["phases"]) + " |")
     problems = list(run["problems"])
     for label, p in (("small", small), ("large", large)):
         for key in ("works_missing", "works_unplanned", "works_wrong_versions"):
@@ -503,11 +587,15 @@ def main() -> None:
     m.add_argument("--laws", type=int, required=True)
     m.add_argument("--searches", type=int, default=200)
     m.add_argument("--others", type=int, default=100)
+    c = sub.add_parser("cpu")
+    c.add_argument("--pid", type=int, required=True)
+    c.add_argument("--out", required=True)
     r = sub.add_parser("report")
     for name in ("--small", "--large", "--run"):
         r.add_argument(name, required=True)
     a = ap.parse_args()
-    {"batches": cmd_batches, "queries": cmd_queries, "measure": cmd_measure, "report": cmd_report}[a.cmd](a)
+    {"batches": cmd_batches, "queries": cmd_queries, "measure": cmd_measure, "cpu": cmd_cpu,
+     "report": cmd_report}[a.cmd](a)
 
 
 if __name__ == "__main__":
