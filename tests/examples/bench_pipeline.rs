@@ -864,7 +864,9 @@ async fn run_verify(bench: &Pipeline, rounds: usize) -> AnyResult<()> {
         let db = &bench.db.db;
         let as_of = as_of.clone();
         async move {
-            let mut checker = docpipe_search::citations::Checker::new(db, &as_of).await?;
+            // A cache of its own each time: the cost of a check with nothing shared.
+            let cache = docpipe_search::SearchCache::default();
+            let mut checker = docpipe_search::citations::Checker::new(db, &cache, &as_of).await?;
             for c in &found {
                 checker.check(c).await?;
             }

@@ -138,7 +138,7 @@ async fn outgoing_with_targets(
     articles: &[ArticleText],
 ) -> Result<Vec<Value>, ApiError> {
     let as_of = docpipe_search::today();
-    let mut checker = Checker::new(&state.db, &as_of).await?;
+    let mut checker = Checker::new(&state.db, &state.search_cache, &as_of).await?;
     let mut refs = Vec::new();
     for row in outgoing.iter().take(MAX_LISTED as usize) {
         let Some(law) = &row.target_law else {

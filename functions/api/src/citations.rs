@@ -64,7 +64,7 @@ pub(crate) async fn resolve(
             ),
         ));
     };
-    let mut checker = Checker::new(&state.db, &as_of).await?;
+    let mut checker = Checker::new(&state.db, &state.search_cache, &as_of).await?;
     let checked = checker.check(citation).await?;
     if checked.status == Status::LawUnknown {
         return Err(ApiError::NotFound(checked.reason));
@@ -84,7 +84,7 @@ pub(crate) async fn verify(
     found.truncate(MAX_CITATIONS);
     let mut out = Vec::with_capacity(found.len());
     if !found.is_empty() {
-        let mut checker = Checker::new(&state.db, &as_of).await?;
+        let mut checker = Checker::new(&state.db, &state.search_cache, &as_of).await?;
         for c in &found {
             out.push(checker.check(c).await?);
         }

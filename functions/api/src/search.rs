@@ -174,7 +174,13 @@ pub(crate) async fn search_chunks(
     .await?;
     let mut result = result;
     if expand {
-        docpipe_search::citations::expand_references(&state.db, &mut result.hits, &as_of).await?;
+        docpipe_search::citations::expand_references(
+            &state.db,
+            &state.search_cache,
+            &mut result.hits,
+            &as_of,
+        )
+        .await?;
     }
     Ok(Json(result))
 }

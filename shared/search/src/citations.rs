@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use crate::law_names::{self, work_key};
 
+use docpipe_db::authority::{self, Standing};
 use docpipe_db::keyword::LawTitle;
 use docpipe_db::references::ReferenceRow;
 use docpipe_db::works::{self, VersionPlace};
@@ -75,42 +76,93 @@ pub fn cut(s: &str, max_chars: usize) -> String {
     }
 }
 
+/// The laws a citation can name, by [`work_key`] of their title key; each law's documents newest
+/// first. A version held for its release answers no citation, not even as a fallback: the
+/// authority leaves it out of the titles (`keyword::law_titles`).
+pub type CitableLaws = HashMap<String, Vec<LawTitle>>;
+
+pub(crate) async fn citable_laws(db: &Db) -> Result<CitableLaws, DbError> {
+    let client = db.client().await?;
+    let mut by_key: CitableLaws = HashMap::new();
+    for t in keyword::law_titles(&**client).await? {
+        by_key
+            .entry(work_key(&t.title_key).to_string())
+            .or_default()
+            .push(t);
+    }
+    for docs in by_key.values_mut() {
+        docs.sort_by_key(|d| std::cmp::Reverse(d.indexed_at));
+    }
+    Ok(by_key)
+}
+
 /// Checks citations against the live documents, reading each law's articles once.
 pub struct Checker<'a> {
     db: &'a Db,
     as_of: String,
-    by_key: HashMap<String, Vec<LawTitle>>,
-    left_out: Vec<String>,
+    /// The citable laws by the key a citation names them by (shared for [`crate::CACHE_TTL`]).
+    by_key: std::sync::Arc<CitableLaws>,
+    cache: &'a crate::SearchCache,
+    /// The titles were read again after a miss (at most once per checker).
+    refreshed: bool,
+    /// Whether each document asked about answers on `as_of` (the authority's standing, read once
+    /// per document): what is held, deleted or not in force answers no citation as in force.
+    in_force: HashMap<String, bool>,
     articles: HashMap<String, Vec<ArticleText>>,
     /// Each document's version on `as_of`, read once.
     places: HashMap<String, Option<VersionPlace>>,
 }
 
 impl<'a> Checker<'a> {
-    /// What is live now, for citations on `as_of` (YYYY-MM-DD).
-    pub async fn new(db: &'a Db, as_of: &str) -> Result<Checker<'a>, DbError> {
-        let client = db.client().await?;
-        let mut by_key: HashMap<String, Vec<LawTitle>> = HashMap::new();
-        // A version held for its release answers no citation, not even as a fallback: the
-        // authority leaves it out of the laws a citation can name.
-        for t in keyword::law_titles(&**client).await? {
-            by_key
-                .entry(work_key(&t.title_key).to_string())
-                .or_default()
-                .push(t);
-        }
-        for docs in by_key.values_mut() {
-            docs.sort_by_key(|d| std::cmp::Reverse(d.indexed_at));
-        }
-        let left_out = works::documents_left_out(&**client, as_of, true).await?;
+    /// What is live now, for citations on `as_of` (YYYY-MM-DD). The citable titles come from
+    /// `cache` (read again after [`crate::CACHE_TTL`]); what a document is worth on the day is
+    /// read per document when a citation reaches it, so nothing here grows with the library.
+    pub async fn new(
+        db: &'a Db,
+        cache: &'a crate::SearchCache,
+        as_of: &str,
+    ) -> Result<Checker<'a>, DbError> {
         Ok(Checker {
             db,
             as_of: as_of.to_string(),
-            by_key,
-            left_out,
+            by_key: cache.citable(db).await?,
+            cache,
+            refreshed: false,
+            in_force: HashMap::new(),
             articles: HashMap::new(),
             places: HashMap::new(),
         })
+    }
+
+    /// The standing of those of `doc_ids` not read yet, in one statement. A title the cache still
+    /// holds for a document deleted or held since is dropped here, by the authority.
+    async fn standing_of(&mut self, doc_ids: &[String]) -> Result<(), DbError> {
+        let missing: Vec<String> = doc_ids
+            .iter()
+            .filter(|d| !self.in_force.contains_key(*d))
+            .cloned()
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let client = self.db.client().await?;
+        let standing = authority::standing(&**client, &missing, &self.as_of).await?;
+        for doc in missing {
+            let live = match standing.get(&doc) {
+                Some(Standing::Live) => Some(true),
+                Some(Standing::NotInForce) => Some(false),
+                _ => None,
+            };
+            match live {
+                Some(live) => self.in_force.insert(doc, live),
+                None => {
+                    // Answers nothing at all: forget its articles too.
+                    self.articles.insert(doc.clone(), Vec::new());
+                    self.in_force.insert(doc, false)
+                }
+            };
+        }
+        Ok(())
     }
 
     /// The law a citation names, as the key its documents are known by (see [`law_names`]).
@@ -168,18 +220,37 @@ impl<'a> Checker<'a> {
             reason: String::new(),
             successor: None,
         };
-        let key = self.known_key(c);
-        let Some(docs) = self.by_key.get(&key).cloned() else {
+        let mut key = self.known_key(c);
+        if !self.by_key.contains_key(&key) && !self.refreshed {
+            // A law indexed since the cache was filled must resolve at once: a miss reads the
+            // titles again, once per checker (a hit, the common case, never does).
+            self.by_key = self.cache.refresh_citable(self.db).await?;
+            self.refreshed = true;
+            key = self.known_key(c);
+        }
+        let Some(mut docs) = self.by_key.get(&key).cloned() else {
             self.unknown_law(&key, &mut out);
             return Ok(out);
         };
+        self.standing_of(&docs_of(&docs)).await?;
+        if !self.refreshed && !docs.iter().any(|d| self.in_force[&d.doc_id]) {
+            // None of the law's documents the cache knows is in force: a version indexed since
+            // may be, so the titles are read again before the answer says "not in force".
+            self.by_key = self.cache.refresh_citable(self.db).await?;
+            self.refreshed = true;
+            docs = self.by_key.get(&key).cloned().unwrap_or_default();
+            self.standing_of(&docs_of(&docs)).await?;
+        }
         let Some((article, paragraph, item)) = cited(&c.target) else {
             out.status = Status::NotFound;
             out.reason = "a citation names an article".into();
             return Ok(out);
         };
-        let doc_ids: Vec<String> = docs.iter().map(|d| d.doc_id.clone()).collect();
-        self.articles_of(&doc_ids).await?;
+        if docs.is_empty() {
+            self.unknown_law(&key, &mut out);
+            return Ok(out);
+        }
+        self.articles_of(&docs_of(&docs)).await?;
         let title = docs[0].title.clone();
         let name = docpipe_parse::article_ref::citation(&title, 1);
         let name = name.strip_suffix("第一条").unwrap_or(&name);
@@ -231,7 +302,7 @@ impl<'a> Checker<'a> {
                 .map(|a| (doc.doc_id.clone(), a.clone()))
         };
         docs.iter()
-            .filter(|d| !self.left_out.contains(&d.doc_id))
+            .filter(|d| self.in_force.get(&d.doc_id) == Some(&true))
             .find_map(find)
             .or_else(|| docs.iter().find_map(find))
     }
@@ -253,7 +324,7 @@ impl<'a> Checker<'a> {
     /// Found when the holding document is in force on the date; not in force, with its
     /// version's status, when it is not.
     fn in_force_verdict(&self, doc_id: &str, title: &str, out: &mut Checked) {
-        if !self.left_out.iter().any(|d| d == doc_id) {
+        if self.in_force.get(doc_id) == Some(&true) {
             out.status = Status::Found;
             out.reason = format!("in force on {}", self.as_of);
             return;
@@ -267,6 +338,10 @@ impl<'a> Checker<'a> {
             None => format!("no version of {title} in force on {}", self.as_of),
         };
     }
+}
+
+fn docs_of(laws: &[LawTitle]) -> Vec<String> {
+    laws.iter().map(|d| d.doc_id.clone()).collect()
 }
 
 /// The article, paragraph and item a citation names; none for a chapter, section or part.
@@ -335,12 +410,13 @@ pub const EXPANDED_TEXT_CHARS: usize = 1_000;
 
 /// Attaches to each hit that is an article the references it makes and their targets' texts, on
 /// `as_of`.
-pub async fn expand_references(
-    db: &Db,
+pub async fn expand_references<'a>(
+    db: &'a Db,
+    cache: &'a crate::SearchCache,
     hits: &mut [crate::Hit],
     as_of: &str,
 ) -> Result<(), DbError> {
-    let mut checker = Checker::new(db, as_of).await?;
+    let mut checker = Checker::new(db, cache, as_of).await?;
     let mut by_article = references_of_hits(db, hits).await?;
     for hit in hits.iter_mut() {
         let rows = article_of(hit)

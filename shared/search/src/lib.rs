@@ -193,6 +193,7 @@ pub enum SearchError {
 #[derive(Default)]
 pub struct SearchCache {
     titles: Mutex<Option<(Instant, std::sync::Arc<references::LawTitles>)>>,
+    citable: Mutex<Option<(Instant, std::sync::Arc<citations::CitableLaws>)>>,
     blocks: Mutex<Option<(Instant, i64)>>,
 }
 
@@ -211,6 +212,30 @@ impl SearchCache {
         ));
         *self.titles.lock().expect("not poisoned") = Some((Instant::now(), titles.clone()));
         Ok(titles)
+    }
+
+    /// The laws a citation can name. A title stays up to [`CACHE_TTL`] after its law changed;
+    /// the checker reads each document's standing before it answers from it.
+    pub(crate) async fn citable(
+        &self,
+        db: &Db,
+    ) -> Result<std::sync::Arc<citations::CitableLaws>, DbError> {
+        if let Some((at, t)) = &*self.citable.lock().expect("not poisoned") {
+            if at.elapsed() < CACHE_TTL {
+                return Ok(t.clone());
+            }
+        }
+        self.refresh_citable(db).await
+    }
+
+    /// The citable laws read now, and kept for the next callers.
+    pub(crate) async fn refresh_citable(
+        &self,
+        db: &Db,
+    ) -> Result<std::sync::Arc<citations::CitableLaws>, DbError> {
+        let laws = std::sync::Arc::new(citations::citable_laws(db).await?);
+        *self.citable.lock().expect("not poisoned") = Some((Instant::now(), laws.clone()));
+        Ok(laws)
     }
 
     async fn block_count(&self, db: &Db) -> Result<i64, DbError> {
