@@ -119,7 +119,7 @@ demo:
 	bash scripts/demo.sh
 
 ## bench: the benchmark table, as Markdown (BENCHMARKS.md carries the latest figures). It does not
-## run `make scale` (tens of minutes at 5,000 laws): run that on its own
+## run `make scale` (21 minutes at 600 laws on 2 cores, about two hours or more at 5,000): run that on its own
 bench:
 	bash scripts/bench.sh
 

@@ -198,9 +198,9 @@ SAMPLER_PID=""
 # The run's facts, then the report; the checks decide the exit status.
 MACHINE="$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
 "$PY" - "$WORK" "$SAMPLES" "$UPLOADED" "$STUCK" "$ISO_BOUND" "$ISO_POOLS" "$POOL_SIZE" "$ISO_PGB_POOL" \
-  "$MACHINE" "$STARTED" "$(git rev-parse --short HEAD)" "$T_RUN0" "$MODE" <<'PY'
+  "$MACHINE" "$STARTED" "$(git rev-parse --short HEAD)" "$T_RUN0" "$MODE" "$DOCPIPE" <<'PY'
 import csv, json, os, sys, time
-(work, samples, uploaded, stuck, bound, pools, pool, pgb, machine, started, commit, t0, mode) = sys.argv[1:]
+(work, samples, uploaded, stuck, bound, pools, pool, pgb, machine, started, commit, t0, mode, docpipe) = sys.argv[1:]
 uploaded, stuck, bound = int(uploaded), int(stuck), int(bound)
 large = json.load(open(f"{work}/large.json"))
 phases = []
@@ -231,6 +231,7 @@ if large["keys_planned"] != uploaded: problems.append(f"{uploaded} keys uploaded
 ok = not (lost or large["other"] or stuck or doubled or entities is None)
 run = {"mode": mode, "machine": machine, "cores": os.cpu_count(), "started": started, "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
        "commit": commit, "phases": phases,
+       "binary": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(os.path.getmtime(docpipe))),
        "ingest_docs_per_min": sum(p["documents"] for p in phases) / total_s * 60 if total_s else 0,
        "samples": len(rows), "max_pg_backends": max(col("pg_backends") or [0]), "max_pg_clients": max(pgc or [0]),
        "max_pgbouncer_server": max(sv or [0]), "max_waiting": max(col("cl_waiting") or [0]),

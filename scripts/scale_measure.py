@@ -387,6 +387,10 @@ def cmd_measure(a) -> None:
     point["rss_mb"] = rss_mb(a.pid)
     point.update(sql_one(a.db, COUNTS))
     point["stages"] = sql_one(a.db, STAGES)
+    point["tables"] = sql(a.db, """
+        SELECT c.relname AS name, pg_total_relation_size(c.oid) AS bytes, c.reltuples::bigint AS rows
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE c.relkind = 'r' AND n.nspname = 'public' ORDER BY 2 DESC LIMIT 6""")
     point["milvus_entities"] = milvus_count(a.milvus, a.collection)
     # Doubled: indexed documents sharing a content the manifest holds fewer times.
     manifest = [json.loads(line) for line in open(a.manifest, encoding="utf-8")]
@@ -471,7 +475,8 @@ def cmd_report(a) -> None:
     f = lambda v, d=1: "n/a" if v is None else f"{v:,.{d}f}"
     ratio = lambda s, l: (l / s) if s and l is not None else None
     print(f"### Scale: {small['laws']} laws, then {large['laws']} ({run['mode']}), `docpipe dev`, embedder `hash`\n")
-    print(f"{run['machine']}; {run['started']} – {run['finished']}, commit {run['commit']}.\n")
+    print(f"{run['machine']}; {run['started']} – {run['finished']}, commit {run['commit']} "
+          f"(the debug dev runner built {run.get('binary', '?')}).\n")
     print("| route | p50 small | p50 large | ratio (≤ 1.5×) | p99 small | p99 large | ratio (≤ 2×) | errors |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     failed_limits = []
@@ -515,6 +520,11 @@ def cmd_report(a) -> None:
                 f"{ms(name + '_latency_p50')} / {ms(name + '_latency_p95')} ms")
     for name, fn in rows:
         print(f"| {name} | {fn(small)} | {fn(large)} |")
+    print()
+    print("| largest tables (with their indexes and TOAST), large | bytes | rows (estimate) |")
+    print("| --- | ---: | ---: |")
+    for t in large.get("tables", []):
+        print(f"| {t['name']} | {t['bytes'] / 2**20:,.0f} MiB | {t['rows']:,} |")
     print()
     print("| run | value |")
     print("| --- | --- |")
