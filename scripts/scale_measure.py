@@ -48,26 +48,9 @@ KINDS = ["keyword", "hybrid", "as_of", "versions_all", "verify", "resolve", "art
 SEARCHES = {"keyword", "hybrid", "as_of", "versions_all"}
 P50_LIMIT, P99_LIMIT = 1.5, 2.0
 
-DIGITS = "零一二三四五六七八九"
-
-
-def cn(n: int) -> str:
-    """Chinese numeral as statutes write article numbers (十, 十一, 一百零一, 一百一十)."""
-    if n < 10:
-        return DIGITS[n]
-    if n < 20:
-        return "十" + (DIGITS[n - 10] if n > 10 else "")
-    out, zero = "", False
-    for value, unit in ((1000, "千"), (100, "百"), (10, "十"), (1, "")):
-        d = n // value % 10
-        if d == 0:
-            zero = bool(out)
-            continue
-        if zero:
-            out += "零"
-            zero = False
-        out += DIGITS[d] + unit
-    return out
+# Article numbers are written as the generator writes them (one implementation, beside this file).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scale_library import cn  # noqa: E402
 
 
 def sql(url: str, query: str):
