@@ -13,6 +13,7 @@ use docpipe_core::analyzer::Analyzer;
 use docpipe_core::filters::Filters;
 use docpipe_db::keyword;
 use docpipe_search::{CANDIDATES, MAX_QUERY_TERMS, POSTINGS_PER_TERM};
+use docpipe_vector::VersionWindow::Any;
 use helpers::{corpus_dir, database_url, TestDb};
 use serde_json::json;
 use std::time::Instant;
@@ -295,14 +296,19 @@ async fn measure(
     ] {
         let limit = CANDIDATES as i64;
         for q in terms.iter().take(5) {
-            keyword::search(&**client, q, blocks, per_term, max_terms, limit, &filters).await?;
+            keyword::search(
+                &**client, q, blocks, per_term, max_terms, limit, &filters, Any,
+            )
+            .await?;
         }
         let mut ms = Vec::new();
         let mut top = Vec::new();
         for q in terms {
             let t = Instant::now();
-            let hits =
-                keyword::search(&**client, q, blocks, per_term, max_terms, limit, &filters).await?;
+            let hits = keyword::search(
+                &**client, q, blocks, per_term, max_terms, limit, &filters, Any,
+            )
+            .await?;
             ms.push(t.elapsed().as_secs_f64() * 1e3);
             top.push(hits.iter().take(10).map(|h| h.block_id).collect::<Vec<_>>());
         }

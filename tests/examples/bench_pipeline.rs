@@ -568,6 +568,7 @@ async fn run_index_search(
                 text: c.text.clone(),
                 tags: Vec::new(),
                 embedding: v.clone(),
+                projection: docpipe_vector::Projection::ALWAYS,
             })
             .collect();
         let t = Instant::now();

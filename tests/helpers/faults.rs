@@ -264,6 +264,14 @@ impl docpipe_vector::VectorIndex for HookedVectorIndex {
         self.inner.insert(records).await?;
         (self.after_insert)(n)
     }
+    async fn set_projection(
+        &self,
+        d: &str,
+        run: i64,
+        p: docpipe_vector::Projection,
+    ) -> Result<usize, docpipe_vector::VectorError> {
+        self.inner.set_projection(d, run, p).await
+    }
     async fn delete_doc(&self, d: &str) -> Result<(), docpipe_vector::VectorError> {
         (self.before_delete)(d)?;
         self.inner.delete_doc(d).await

@@ -417,6 +417,7 @@ async fn the_keyword_live_check_reads_only_its_candidates() {
         docpipe_search::MAX_QUERY_TERMS,
         limit,
         &Filters::default(),
+        docpipe_vector::VersionWindow::Any,
     );
     let candidates = (limit * 2 + 20) as f64;
     assert!(
@@ -448,6 +449,7 @@ async fn the_keyword_live_check_reads_only_its_candidates() {
             docpipe_search::MAX_QUERY_TERMS,
             limit,
             &Filters::default(),
+            docpipe_vector::VersionWindow::Any,
         )
         .await
         .unwrap();
@@ -525,6 +527,7 @@ async fn a_two_thousand_character_query_reads_the_postings_of_at_most_the_capped
             MAX_QUERY_TERMS,
             10,
             &filters,
+            docpipe_vector::VersionWindow::Any,
         );
         let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {}", statement.sql);
         let row = client

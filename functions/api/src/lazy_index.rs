@@ -49,6 +49,17 @@ impl VectorIndex for LazyMilvus {
     async fn insert(&self, records: &[ChunkRecord]) -> Result<(), VectorError> {
         self.get().await?.insert(records).await
     }
+    async fn set_projection(
+        &self,
+        doc_id: &str,
+        run_id: i64,
+        projection: docpipe_vector::Projection,
+    ) -> Result<usize, VectorError> {
+        self.get()
+            .await?
+            .set_projection(doc_id, run_id, projection)
+            .await
+    }
     async fn delete_doc(&self, doc_id: &str) -> Result<(), VectorError> {
         self.get().await?.delete_doc(doc_id).await
     }

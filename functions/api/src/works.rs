@@ -6,6 +6,7 @@ use crate::problem::{ApiError, ApiQuery};
 use crate::state::ApiState;
 use axum::extract::{Path, State};
 use axum::Json;
+use docpipe_db::DbError;
 use docpipe_parse::article_ref::normalize_law_name;
 use docpipe_parse::version_dates::Day;
 use serde::Deserialize;
@@ -246,14 +247,26 @@ pub(crate) async fn release_version(
         json!({ "work_id": id, "sha256": request.sha256 }),
     )
     .await?;
+    // Seed 001's order: the rendition's vectors answer before the release commits, so that no
+    // search between the commit and the projection's update finds neither version.
+    docpipe_pipeline::stages::cleanup::widen_before_release(&state.db, &*state.vectors, &doc_id)
+        .await;
     let outcome = async {
-        let client = state.db.client().await?;
+        let mut client = state.db.client().await?;
+        let tx = client.transaction().await.map_err(DbError::from)?;
         let by = format!("{}:{}", meta.actor.actor_type, meta.actor.actor_id);
-        Ok::<_, ApiError>(
-            docpipe_db::works::release(&**client, id, &doc_id, &by, request.sha256.as_deref())
-                .await?,
-        )
+        let released =
+            docpipe_db::works::release(&*tx, id, &doc_id, &by, request.sha256.as_deref()).await?;
+        tx.commit().await.map_err(DbError::from)?;
+        Ok::<_, ApiError>(released)
     }
+    .await;
+    // Whether it released or not: the projection says what PostgreSQL says now.
+    docpipe_pipeline::stages::cleanup::carry_projections(
+        &state.db,
+        &*state.vectors,
+        docpipe_pipeline::stages::index::PROJECTIONS_AT_ONCE,
+    )
     .await;
     let outcome = match outcome {
         Ok(o) => o,
@@ -378,12 +391,19 @@ pub(crate) async fn repeal_work(
     )
     .await?;
     let outcome = async {
-        let client = state.db.client().await?;
-        Ok::<_, ApiError>(
-            docpipe_db::works::repeal(&**client, id, on.as_deref(), request.successor_work_id)
-                .await?,
-        )
+        let mut client = state.db.client().await?;
+        let tx = client.transaction().await.map_err(DbError::from)?;
+        let repealed =
+            docpipe_db::works::repeal(&*tx, id, on.as_deref(), request.successor_work_id).await?;
+        tx.commit().await.map_err(DbError::from)?;
+        Ok::<_, ApiError>(repealed)
     }
+    .await;
+    docpipe_pipeline::stages::cleanup::carry_projections(
+        &state.db,
+        &*state.vectors,
+        docpipe_pipeline::stages::index::PROJECTIONS_AT_ONCE,
+    )
     .await;
     use docpipe_db::works::Repealed;
     match outcome {

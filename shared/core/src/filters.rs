@@ -14,8 +14,4 @@ pub struct Filters {
     pub version: Option<String>,
     #[serde(default)]
     pub tags: Vec<String>,
-    /// Documents the search leaves out before any ranking is cut: those of versions not in force
-    /// on the search's date. Set by the search, never by a request.
-    #[serde(skip)]
-    pub exclude_doc_ids: Vec<String>,
 }

@@ -170,8 +170,6 @@ pub async fn live_blocks(
     }
     let doc_ids: Option<&Vec<String>> = (!filters.doc_ids.is_empty()).then_some(&filters.doc_ids);
     let tags: Option<&Vec<String>> = (!filters.tags.is_empty()).then_some(&filters.tags);
-    let excluded: Option<&Vec<String>> =
-        (!filters.exclude_doc_ids.is_empty()).then_some(&filters.exclude_doc_ids);
     let sql = format!(
         "SELECT sb.id, sb.doc_id, d.doc_name, sb.semantic_id, sb.block_type, sb.section_path,
                 sb.section_title, sb.page_start, sb.page_end, sb.text,
@@ -184,9 +182,8 @@ pub async fn live_blocks(
            AND ($2::varchar[] IS NULL OR d.doc_id = ANY($2))
            AND ($3::varchar IS NULL OR d.regulation_type = $3)
            AND ($4::varchar IS NULL OR d.version = $4)
-           AND ($5::text[] IS NULL OR d.metadata -> 'tags' ?| $5)
-           AND ($6::varchar[] IS NULL OR NOT (d.doc_id = ANY($6)))",
-        answers = crate::authority::answers("$7::text::date", "$8::bool"),
+           AND ($5::text[] IS NULL OR d.metadata -> 'tags' ?| $5)",
+        answers = crate::authority::answers("$6::text::date", "$7::bool"),
     );
     let rows = c
         .query_typed(
@@ -197,7 +194,6 @@ pub async fn live_blocks(
                 (&filters.regulation_type, Type::VARCHAR),
                 (&filters.version, Type::VARCHAR),
                 (&tags, Type::TEXT_ARRAY),
-                (&excluded, Type::VARCHAR_ARRAY),
                 (&as_of, Type::TEXT),
                 (&in_force_only, Type::BOOL),
             ],

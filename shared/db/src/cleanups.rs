@@ -13,6 +13,8 @@ pub enum Kind {
     ArtifactsRun,
     /// A delete to finish: the original, the artifacts, the vectors, then the row.
     Document,
+    /// The document's version state (`search_projection`) to write onto its vectors.
+    Projection,
 }
 
 impl Kind {
@@ -21,6 +23,7 @@ impl Kind {
             Kind::VectorsRun => "vectors_run",
             Kind::ArtifactsRun => "artifacts_run",
             Kind::Document => "document",
+            Kind::Projection => "projection",
         }
     }
 
@@ -29,6 +32,7 @@ impl Kind {
             "vectors_run" => Kind::VectorsRun,
             "artifacts_run" => Kind::ArtifactsRun,
             "document" => Kind::Document,
+            "projection" => Kind::Projection,
             _ => return None,
         })
     }
@@ -118,6 +122,34 @@ pub async fn due(c: &impl GenericClient, limit: i64) -> Result<Vec<Cleanup>, DbE
             "SELECT cleanup_id, kind, doc_id, run_id, reason, attempts FROM cleanups
              WHERE next_at <= NOW() ORDER BY next_at, cleanup_id LIMIT $1",
             &[(&limit, Type::INT8)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            Some(Cleanup {
+                cleanup_id: r.get("cleanup_id"),
+                kind: Kind::parse(r.get("kind"))?,
+                doc_id: r.get("doc_id"),
+                run_id: r.get("run_id"),
+                reason: r.get("reason"),
+                attempts: r.get("attempts"),
+            })
+        })
+        .collect())
+}
+
+/// The due clean-ups of one kind, oldest first.
+pub async fn due_of(
+    c: &impl GenericClient,
+    kind: Kind,
+    limit: i64,
+) -> Result<Vec<Cleanup>, DbError> {
+    let rows = c
+        .query_typed(
+            "SELECT cleanup_id, kind, doc_id, run_id, reason, attempts FROM cleanups
+             WHERE kind = $1 AND next_at <= NOW() ORDER BY next_at, cleanup_id LIMIT $2",
+            &[(&kind.as_str(), Type::VARCHAR), (&limit, Type::INT8)],
         )
         .await?;
     Ok(rows

@@ -203,6 +203,7 @@ pub async fn mark_deleting(c: &impl GenericClient, doc_id: &str) -> Result<bool,
             &[(&doc_id, Type::VARCHAR)],
         )
         .await?;
+    super::projection::refresh_works_of(c, &[doc_id.to_string()], &[]).await?;
     Ok(marked.is_some())
 }
 

@@ -11,6 +11,7 @@ use super::authority::{HELD, INDEXED};
 use super::{DbError, Type};
 use docpipe_core::analyzer::{BlockTerms, TermId};
 use docpipe_core::filters::Filters;
+use docpipe_vector::VersionWindow;
 use tokio_postgres::GenericClient;
 
 /// One block of a document, as the keyword index reads it.
@@ -211,7 +212,7 @@ struct LiveFilter {
 }
 
 impl LiveFilter {
-    fn new(filters: &Filters, first_param: usize) -> LiveFilter {
+    fn new(filters: &Filters, window: VersionWindow, first_param: usize) -> LiveFilter {
         let mut f = LiveFilter {
             clauses: Vec::new(),
             params: Vec::new(),
@@ -233,13 +234,22 @@ impl LiveFilter {
                 Type::VARCHAR_ARRAY,
             );
         }
-        if !filters.exclude_doc_ids.is_empty() {
-            param(
+        // First, so that [`LiveFilter::projection_only`] finds it.
+        match window {
+            VersionWindow::Any => {}
+            VersionWindow::Answering => f.clauses.push(
+                "NOT EXISTS (SELECT 1 FROM search_projection sp
+                             WHERE sp.doc_id = d.doc_id AND NOT sp.answering)"
+                    .to_string(),
+            ),
+            VersionWindow::InForceOn(day) => param(
                 &mut f,
-                "NOT (d.doc_id = ANY({p}))",
-                Box::new(filters.exclude_doc_ids.clone()),
-                Type::VARCHAR_ARRAY,
-            );
+                "NOT EXISTS (SELECT 1 FROM search_projection sp
+                             WHERE sp.doc_id = d.doc_id AND NOT (sp.answering
+                               AND sp.in_force_from <= {p} AND sp.in_force_to > {p}))",
+                Box::new(day),
+                Type::INT8,
+            ),
         }
         if let Some(rt) = &filters.regulation_type {
             param(
@@ -268,12 +278,12 @@ impl LiveFilter {
         f
     }
 
-    /// When the documents left out (versions not in force, held for release) are the only
-    /// filter: the clause that leaves them out, on the posting's own block (`kb`). Checked per
-    /// posting, it needs one key lookup, not the three of the full live check; the candidates that
+    /// When the version window (the search projection) is the only filter: its clause on the
+    /// posting's own block (`kb`). Checked per posting, it needs two key lookups (the block's
+    /// document, its projection row), not the three of the full live check; the candidates that
     /// survive get the full check after scoring, as unfiltered ones do.
-    fn exclusion_only(&self) -> Option<String> {
-        (self.clauses.len() == 1 && self.clauses[0].starts_with("NOT (d.doc_id = ANY("))
+    fn projection_only(&self) -> Option<String> {
+        (self.clauses.len() == 1 && self.clauses[0].contains("search_projection"))
             .then(|| self.clauses[0].replace("d.doc_id", "kb.doc_id"))
     }
 
@@ -308,6 +318,7 @@ fn live_check() -> String {
 /// highest-weighted live postings: what a query reads is bounded by `max_terms × per_term`,
 /// whatever the query's length or the corpus's size. With filters, the postings are filtered
 /// before that bound, so a narrow filter still sees all of its own blocks.
+#[allow(clippy::too_many_arguments)]
 pub async fn search(
     c: &impl GenericClient,
     terms: &[(TermId, u32)],
@@ -316,11 +327,13 @@ pub async fn search(
     max_terms: i64,
     limit: i64,
     filters: &Filters,
+    window: VersionWindow,
 ) -> Result<Vec<ScoredBlock>, DbError> {
     if terms.is_empty() {
         return Ok(Vec::new());
     }
-    let statement = SearchStatement::new(terms, blocks, per_term, max_terms, limit, filters);
+    let statement =
+        SearchStatement::new(terms, blocks, per_term, max_terms, limit, filters, window);
     let rows = c.query_typed(&statement.sql, &statement.params()).await?;
     Ok(rows
         .iter()
@@ -352,19 +365,20 @@ impl SearchStatement {
         max_terms: i64,
         limit: i64,
         filters: &Filters,
+        window: VersionWindow,
     ) -> SearchStatement {
-        let live = LiveFilter::new(filters, 7);
+        let live = LiveFilter::new(filters, window, 7);
         // Unfiltered, the bound applies to the raw postings (an index-only scan per term) and
         // the live check to the few blocks left; filtered, each posting is checked as it is read.
         let postings = if live.clauses.is_empty() {
             "SELECT p.block_id, p.impact FROM keyword_postings p
              WHERE p.term = q.term ORDER BY p.impact DESC LIMIT $4"
                 .to_string()
-        } else if let Some(exclusion) = live.exclusion_only() {
+        } else if let Some(window) = live.projection_only() {
             format!(
                 "SELECT p.block_id, p.impact FROM keyword_postings p
                  JOIN keyword_blocks kb ON kb.block_id = p.block_id
-                 WHERE p.term = q.term AND {exclusion}
+                 WHERE p.term = q.term AND {window}
                  ORDER BY p.impact DESC LIMIT $4"
             )
         } else {

@@ -33,6 +33,7 @@ pub mod idempotency;
 pub mod intake;
 pub mod keyword;
 pub mod migrate;
+pub mod projection;
 pub mod reconcile;
 pub mod references;
 pub mod run_events;

@@ -108,6 +108,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0019_release_of_content",
         sql: include_str!("../../../migrations/0019_release_of_content.sql"),
     },
+    Migration {
+        version: 20,
+        name: "0020_search_projection",
+        sql: include_str!("../../../migrations/0020_search_projection.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

@@ -53,6 +53,9 @@ pub async fn open_run(
             ],
         )
         .await?;
+    // An indexed rendition that leaves `indexed` no longer answers, and the version before it
+    // may answer again.
+    super::projection::refresh_works_of(c, &[doc_id.to_string()], &[]).await?;
     Ok(row.get("run_id"))
 }
 

@@ -100,11 +100,16 @@ pub async fn collision(
 /// `doc_id` is no version any more (its new content names and dates none): an overwrite of a
 /// version with an undated text leaves that version and shows the document as unassigned.
 pub async fn unassign(c: &impl GenericClient, doc_id: &str) -> Result<u64, DbError> {
-    Ok(c.execute_typed(
-        "DELETE FROM version_documents WHERE doc_id = $1",
-        &[(&doc_id, Type::VARCHAR)],
-    )
-    .await?)
+    let docs = [doc_id.to_string()];
+    let was = super::projection::works_of(c, &docs).await?;
+    let removed = c
+        .execute_typed(
+            "DELETE FROM version_documents WHERE doc_id = $1",
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await?;
+    super::projection::refresh_works_of(c, &docs, &was).await?;
+    Ok(removed)
 }
 
 /// Records `doc_id` (of run `run_id`) as a rendition of the version the assignment names,
@@ -117,9 +122,12 @@ pub async fn assign(
     a: &Assignment<'_>,
     release: bool,
 ) -> Result<i64, DbError> {
+    let docs = [doc_id.to_string()];
+    let was = super::projection::works_of(c, &docs).await?;
     let work_id = upsert_work(c, a).await?;
     let version_id = upsert_version(c, work_id, a).await?;
     record_rendition(c, doc_id, run_id, version_id, release).await?;
+    super::projection::refresh_works_of(c, &docs, &was).await?;
     Ok(version_id)
 }
 
@@ -373,6 +381,7 @@ pub async fn release(
         &[(&version_id, Type::INT8)],
     )
     .await?;
+    super::projection::refresh_works_of(c, &[], &[work_id]).await?;
     Ok(Released::Now {
         label,
         sha256: current,
@@ -421,7 +430,7 @@ fn split<'a>(dated: &'a Option<(String, &'a str)>) -> (Option<&'a str>, &'a str)
 /// The scope sits in the first step on purpose: the later steps are window functions, which
 /// PostgreSQL computes over every version they are given before any outer filter applies, so a
 /// read of one page or of a few documents would otherwise cost the whole library.
-fn timeline_of(works: &str) -> String {
+pub(crate) fn timeline_of(works: &str) -> String {
     TIMELINE.replacen("{works}", works, 1)
 }
 
@@ -460,31 +469,6 @@ const TIMELINE: &str = "
         JOIN works w ON w.work_id = t.work_id
         LEFT JOIN current c ON c.work_id = t.work_id
     )";
-
-/// The indexed documents a search leaves out, before any ranking is cut: those of versions that
-/// do not answer (held for their release), and, when `in_force_only`, those of versions not in
-/// force on `as_of`. As many as there are documents of such versions.
-pub async fn documents_left_out(
-    c: &impl GenericClient,
-    as_of: &str,
-    in_force_only: bool,
-) -> Result<Vec<String>, DbError> {
-    let timeline = timeline_of("TRUE");
-    let sql = format!(
-        "{timeline}
-         SELECT vd.doc_id
-         FROM version_documents vd
-         JOIN documents d ON d.doc_id = vd.doc_id AND d.status = 'indexed'
-         LEFT JOIN placed p ON p.version_id = vd.version_id
-         WHERE p.version_id IS NULL OR vd.released_sha256 IS DISTINCT FROM d.content_sha256
-            OR ($2 AND p.status <> 'in_force')
-         ORDER BY vd.doc_id"
-    );
-    let rows = c
-        .query_typed(&sql, &[(&as_of, Type::TEXT), (&in_force_only, Type::BOOL)])
-        .await?;
-    Ok(rows.iter().map(|r| r.get("doc_id")).collect())
-}
 
 /// What a hit says of its version.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -871,6 +855,7 @@ pub async fn repeal(
             ],
         )
         .await?;
+    super::projection::refresh_works_of(c, &[], &[work_id]).await?;
     Ok(if moved == 1 {
         Repealed::Done
     } else {

@@ -20,7 +20,7 @@ use docpipe_db::works::{self, VersionPlace};
 use docpipe_db::{documents, Db, DbError};
 use docpipe_embed::{EmbedError, Embedder};
 use docpipe_parse::article_ref::{article_number, citation};
-use docpipe_vector::{SearchFilters, VectorError, VectorHit, VectorIndex};
+use docpipe_vector::{SearchFilters, VectorError, VectorHit, VectorIndex, VersionWindow};
 use fusion::{distinct, fuse, FusionParameters};
 pub use graph::Graph;
 use serde::{Deserialize, Serialize};
@@ -374,14 +374,9 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
     let started = Instant::now();
     let top_k = q.top_k.clamp(1, MAX_TOP_K);
     let as_of = q.as_of.map_or_else(today, str::to_string);
-    let filters = left_out(deps, q, &as_of).await?;
-    let q = &Query {
-        filters: &filters,
-        ..*q
-    };
     let (ranked, named) = tokio::join!(
         rankings(deps, q),
-        references::resolve(deps, q.text, &q.filters.exclude_doc_ids)
+        references::resolve(deps, q.text, version_window(q))
     );
     let (Rankings { dense, keyword }, named) = (ranked?, named?);
     let ranked_at = started.elapsed();
@@ -395,13 +390,15 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
             .map(|(id, _)| *id)
             .chain(fused.iter().map(|f| f.block_id)),
     );
-    // Enough to fill top_k after the check, not the whole fused list.
+    // Enough to fill top_k after the check, not the whole fused list: the rankings read only what
+    // the projection lets through, so little of their head fails the check.
     let wanted: Vec<i64> = order.iter().take(top_k * 2 + 10).copied().collect();
-    // The final check re-reads what must never pass (a delete, a hold) but not whether a version
-    // is still in force: a release between the exclusion list and this check supersedes the
-    // version the ranking kept while its successor was left out, and the answer would be neither.
-    // The in-force choice stays the exclusion list's, one snapshot for the whole answer.
-    let (live, places) = vouched_for(deps, &wanted, q.filters, &as_of, false).await?;
+    // The authority: PostgreSQL's version state as it is now, in force included. The projection
+    // only narrowed what was ranked, and may lag; a release racing this search is seen here
+    // whole, and the vectors of a version being released answer before its commit (seed 001's
+    // order), so the answer holds the version before the release or the one after it.
+    let in_force_only = q.versions == Versions::InForce;
+    let (live, places) = vouched_for(deps, &wanted, q.filters, &as_of, in_force_only).await?;
 
     let (mut hits, unvouched) = checked_hits(
         q.text,
@@ -433,22 +430,23 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
     })
 }
 
-/// The query's filters with the documents that leave before any ranking: versions held for
-/// their release, and (by default) those not in force. Many versions of one law then cannot push
-/// other laws out of the top k, and a search racing a release sees the version before it or
-/// after it, never both.
-async fn left_out(
-    deps: &SearchDeps<'_>,
-    q: &Query<'_>,
-    as_of: &str,
-) -> Result<Filters, SearchError> {
-    let client = deps.db.client().await?;
-    let exclude_doc_ids =
-        works::documents_left_out(&**client, as_of, q.versions == Versions::InForce).await?;
-    Ok(Filters {
-        exclude_doc_ids,
-        ..q.filters.clone()
-    })
+/// The versions a search ranks, as the search projection filters them before any ranking is cut:
+/// those in force on the search's date (and documents of no version), or, with `versions=all`,
+/// every released one. Many versions of one law then cannot push other laws out of the top k, and
+/// no list of documents travels with the search, whatever the size of the library.
+pub fn version_window(q: &Query<'_>) -> VersionWindow {
+    match q.versions {
+        Versions::All => VersionWindow::Answering,
+        Versions::InForce => {
+            let as_of = q.as_of.map_or_else(today, str::to_string);
+            match docpipe_db::projection::day_number(&as_of) {
+                Some(day) => VersionWindow::InForceOn(day),
+                // Not a date the projection counts: rank every released version; the check
+                // decides.
+                None => VersionWindow::Answering,
+            }
+        }
+    }
 }
 
 /// The fused ranking, lifted along the references of its strongest hits when the query asks
@@ -691,7 +689,8 @@ async fn dense_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<DenseRank
                 regulation_type: q.filters.regulation_type.clone(),
                 version: q.filters.version.clone(),
                 tags: q.filters.tags.clone(),
-                exclude_doc_ids: q.filters.exclude_doc_ids.clone(),
+                exclude_doc_ids: Vec::new(),
+                versions: version_window(q),
             },
         )
         .await
@@ -760,6 +759,7 @@ async fn keyword_ranking(
         MAX_QUERY_TERMS,
         CANDIDATES as i64,
         q.filters,
+        version_window(q),
     )
     .await?;
     tracing::debug!(keyword_ms = ms(started.elapsed()), "keyword ranking");

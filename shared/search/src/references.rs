@@ -9,9 +9,10 @@
 //! number picks the document that has the article, the most recently indexed first.
 
 use super::{SearchDeps, SearchError};
-use docpipe_db::articles;
 use docpipe_db::keyword::LawTitle;
+use docpipe_db::{articles, projection};
 use docpipe_parse::article_ref::{article_number, citation, find_article_refs};
+use docpipe_vector::VersionWindow;
 use std::collections::HashMap;
 
 /// The live documents grouped by normalised law name.
@@ -46,11 +47,11 @@ impl LawTitles {
 }
 
 /// The named articles that exist, as (block id, citation), in the order the query names them.
-/// Documents in `excluded` (versions not in force on the search's date) name nothing.
+/// Documents outside the search's version window (not in force on its date) name nothing.
 pub async fn resolve(
     deps: &SearchDeps<'_>,
     query: &str,
-    excluded: &[String],
+    window: VersionWindow,
 ) -> Result<Vec<(i64, String)>, SearchError> {
     // Every reference has a 条; most questions have none and cost nothing here.
     if !query.contains('条') {
@@ -61,7 +62,13 @@ pub async fn resolve(
     if refs.is_empty() {
         return Ok(Vec::new());
     }
-    let answers = |d: &&LawTitle| !excluded.contains(&d.doc_id);
+    let named: Vec<String> = refs
+        .iter()
+        .flat_map(|r| titles.docs[r.law].iter().map(|d| d.doc_id.clone()))
+        .collect();
+    let client = deps.db.client().await?;
+    let within = projection::within(&**client, &named, window).await?;
+    let answers = |d: &&LawTitle| within.contains(&d.doc_id);
     let doc_ids: Vec<&str> = refs
         .iter()
         .flat_map(|r| {
@@ -71,7 +78,6 @@ pub async fn resolve(
                 .map(|d| d.doc_id.as_str())
         })
         .collect();
-    let client = deps.db.client().await?;
     let articles = articles::article_titles(&**client, &doc_ids).await?;
     let mut found = Vec::new();
     for r in &refs {

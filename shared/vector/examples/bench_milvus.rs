@@ -164,6 +164,7 @@ fn records(rng: &mut StdRng, rows: usize) -> Vec<ChunkRecord> {
             text: text.clone(),
             tags: vec!["bench".into()],
             embedding: unit_vector(rng),
+            projection: docpipe_vector::Projection::ALWAYS,
         })
         .collect()
 }

@@ -1,7 +1,7 @@
 //! Boolean expressions for Milvus filters, built as text because Milvus 2.3 has no filter
 //! templates (the SDK's templated forms are rejected by it).
 
-use crate::SearchFilters;
+use crate::{SearchFilters, VersionWindow};
 
 /// A double-quoted Milvus string literal. The grammar forbids a raw `"`, `\`, CR or LF inside a
 /// literal, and values such as regulation types and tags come from users, so everything that
@@ -63,6 +63,13 @@ pub(crate) fn search_filter(filters: &SearchFilters) -> Option<String> {
             .collect();
         parts.push(format!("array_contains_any(tags, {})", quoted_list(&tags)));
     }
+    match filters.versions {
+        VersionWindow::Any => {}
+        VersionWindow::Answering => parts.push("answering == true".to_string()),
+        VersionWindow::InForceOn(day) => parts.push(format!(
+            "answering == true and in_force_from <= {day} and in_force_to > {day}"
+        )),
+    }
     if parts.is_empty() {
         None
     } else {
@@ -112,11 +119,17 @@ mod tests {
             version: Some("2024".into()),
             tags: vec!["a".into(), "b\"".into()],
             exclude_doc_ids: vec!["d2".into()],
+            versions: VersionWindow::InForceOn(19_000),
         };
         assert_eq!(
             search_filter(&filters).unwrap(),
-            r#"doc_id in ["d1", "d2"] and doc_id not in ["d2"] and regulation_type == "law" and version == "2024" and array_contains_any(tags, ["a", "b\""])"#
+            r#"doc_id in ["d1", "d2"] and doc_id not in ["d2"] and regulation_type == "law" and version == "2024" and array_contains_any(tags, ["a", "b\""]) and answering == true and in_force_from <= 19000 and in_force_to > 19000"#
         );
+        let released = SearchFilters {
+            versions: VersionWindow::Answering,
+            ..SearchFilters::default()
+        };
+        assert_eq!(search_filter(&released).unwrap(), "answering == true");
         assert_eq!(search_filter(&SearchFilters::default()), None);
     }
 

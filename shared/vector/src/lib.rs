@@ -55,6 +55,50 @@ pub struct ChunkRecord {
     /// At most 32 tags of at most 64 bytes are kept.
     pub tags: Vec<String>,
     pub embedding: Vec<f32>,
+    /// Its version's state, as PostgreSQL last said it.
+    pub projection: Projection,
+}
+
+/// A chunk's version state as Milvus filters on it (seed 001: the searchable fields are a
+/// projection of the release, so that a search does not carry lists of version ids). PostgreSQL
+/// decides; this only narrows what Milvus ranks, and every hit is checked again.
+///
+/// Days count from 1970-01-01. A chunk answers on day `d` when `answering` and
+/// `in_force_from <= d < in_force_to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Projection {
+    /// Its version is released, with this content, and the document indexed.
+    pub answering: bool,
+    pub in_force_from: i64,
+    /// Exclusive: the day the next version took effect, or the repeal.
+    pub in_force_to: i64,
+}
+
+impl Projection {
+    /// Before every date a law can name.
+    pub const FAR_PAST: i64 = -10_000_000;
+    /// After every date a law can name.
+    pub const FAR_FUTURE: i64 = 10_000_000;
+    /// Answers on every day: a document of no version, and what a chunk is written with before
+    /// its commit says more (wider than the truth is safe, as every hit is checked; narrower
+    /// would lose hits).
+    pub const ALWAYS: Projection = Projection {
+        answering: true,
+        in_force_from: Self::FAR_PAST,
+        in_force_to: Self::FAR_FUTURE,
+    };
+}
+
+/// Which chunks a search reads by their [`Projection`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum VersionWindow {
+    /// Every chunk, whatever its version's state.
+    #[default]
+    Any,
+    /// Those of versions that answer (released), on any date.
+    Answering,
+    /// Those of versions in force on this day (days since 1970-01-01).
+    InForceOn(i64),
 }
 
 /// Restricts a search. Empty / `None` members do not filter; members combine with AND.
@@ -68,6 +112,7 @@ pub struct SearchFilters {
     pub tags: Vec<String>,
     /// None of these documents.
     pub exclude_doc_ids: Vec<String>,
+    pub versions: VersionWindow,
 }
 
 /// One search hit. `score` is cosine similarity: higher is nearer, best first.
@@ -117,6 +162,17 @@ pub trait VectorIndex: Send + Sync {
     /// gRPC message limit. Not idempotent on its own (Milvus keeps duplicate primary keys): a
     /// stage that may be replayed calls [`VectorIndex::delete_run`] first.
     async fn insert(&self, records: &[ChunkRecord]) -> Result<(), VectorError>;
+
+    /// Writes `projection` onto every vector of the document's run `run_id` that does not carry
+    /// it yet, and returns how many it rewrote. Milvus 2.3 has no partial update, so the vectors
+    /// are read back and upserted whole, a page at a time: bounded by the document, not the
+    /// library. A missing collection has nothing to rewrite.
+    async fn set_projection(
+        &self,
+        doc_id: &str,
+        run_id: i64,
+        projection: Projection,
+    ) -> Result<usize, VectorError>;
 
     /// Deletes every vector of a document. A missing collection counts as success.
     async fn delete_doc(&self, doc_id: &str) -> Result<(), VectorError>;

@@ -105,6 +105,7 @@ fn record(doc: &str, run: i64, i: usize) -> ChunkRecord {
         text: format!("第{i}条 内容"),
         tags: vec!["general".into()],
         embedding: axis_vector(i, 0.1),
+        projection: docpipe_vector::Projection::ALWAYS,
     }
 }
 
@@ -410,7 +411,7 @@ async fn search_returns_nearest_first_and_honours_filters() {
         version: Some("v1".into()),
         tags: vec!["t0".into()],
         doc_ids: vec!["doc-s".into(), "doc-other".into()],
-        exclude_doc_ids: vec![],
+        ..Default::default()
     })
     .await;
     let got: Vec<_> = hits.iter().map(|h| h.chunk_id.as_str()).collect();
@@ -603,6 +604,7 @@ async fn unsealed_vectors_are_searched_exactly() {
             .enumerate()
             .map(|(i, v)| ChunkRecord {
                 embedding: v.clone(),
+                projection: docpipe_vector::Projection::ALWAYS,
                 ..record("doc_exact", 1, batch * 1_000 + i)
             })
             .collect();
@@ -631,5 +633,120 @@ async fn unsealed_vectors_are_searched_exactly() {
     assert!(
         share >= 0.99,
         "only {share:.3} of the exact top {TOP} came back: is Milvus's interim index on?"
+    );
+}
+
+#[tokio::test]
+async fn a_projection_is_written_onto_one_run_and_search_filters_on_it() {
+    use docpipe_vector::{Projection, VersionWindow};
+    let (index, _cleanup) = fresh("projection").await;
+    // Two runs of one document, 700 chunks in the current one: more than one page read back.
+    // Every third chunk has no tags: Milvus sends an empty array in a form the client cannot read.
+    let current: Vec<_> = (0..700)
+        .map(|i| {
+            let mut r = record("doc-p", 2, i);
+            if i % 3 == 0 {
+                r.tags.clear();
+            } else {
+                r.tags.push(format!("t{i}"));
+            }
+            r
+        })
+        .collect();
+    index.insert(&current).await.unwrap();
+    index.insert(&[record("doc-p", 1, 0)]).await.unwrap();
+    index.insert(&[record("doc-q", 1, 0)]).await.unwrap();
+    let superseded = Projection {
+        answering: true,
+        in_force_from: 100,
+        in_force_to: 200,
+    };
+    assert_eq!(
+        index.set_projection("doc-p", 2, superseded).await.unwrap(),
+        700
+    );
+    // Written already: nothing to rewrite.
+    assert_eq!(
+        index.set_projection("doc-p", 2, superseded).await.unwrap(),
+        0
+    );
+    let docs_on = |versions| {
+        let index = &index;
+        async move {
+            let filters = SearchFilters {
+                versions,
+                ..Default::default()
+            };
+            let hits = index
+                .search(&axis_vector(0, 0.1), 1_000, &filters)
+                .await
+                .unwrap();
+            let mut docs: Vec<(String, i64)> =
+                hits.iter().map(|h| (h.doc_id.clone(), h.run_id)).collect();
+            docs.sort();
+            docs.dedup();
+            docs
+        }
+    };
+    let both_runs = vec![
+        ("doc-p".to_string(), 1),
+        ("doc-p".into(), 2),
+        ("doc-q".into(), 1),
+    ];
+    assert_eq!(docs_on(VersionWindow::InForceOn(150)).await, both_runs);
+    assert_eq!(docs_on(VersionWindow::Answering).await, both_runs);
+    // On day 200 the run is no longer in force (the bound is exclusive), the other run and the
+    // other document, never projected, are.
+    let others = vec![("doc-p".to_string(), 1), ("doc-q".into(), 1)];
+    assert_eq!(docs_on(VersionWindow::InForceOn(200)).await, others);
+    assert_eq!(docs_on(VersionWindow::InForceOn(99)).await, others);
+    // Held: it answers on no day, and the vectors came back whole.
+    let held = Projection {
+        answering: false,
+        ..superseded
+    };
+    assert_eq!(index.set_projection("doc-p", 2, held).await.unwrap(), 700);
+    assert_eq!(docs_on(VersionWindow::Answering).await, others);
+    assert_eq!(docs_on(VersionWindow::Any).await, both_runs);
+    assert_eq!(index.count("doc-p", Some(2)).await.unwrap(), 700);
+    // Chunks 3, 19, 35, ... share an axis (the vectors repeat every DIM chunks): all of them
+    // must still score as their own vector does.
+    let hits = index
+        .search(&axis_vector(3, 0.1), 1_000, &SearchFilters::default())
+        .await
+        .unwrap();
+    let chunk_3 = hits
+        .iter()
+        .find(|h| h.chunk_id == "doc-p:2:3")
+        .expect("chunk 3 found");
+    assert_eq!(chunk_3.text, "第3条 内容");
+    // Tags came back as they were: present where written, absent where empty.
+    let tagged = index
+        .search(
+            &axis_vector(3, 0.1),
+            1_000,
+            &SearchFilters {
+                tags: vec!["general".into()],
+                doc_ids: vec!["doc-p".into()],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut tagged: Vec<String> = tagged
+        .into_iter()
+        .filter(|h| h.run_id == 2)
+        .map(|h| h.chunk_id)
+        .collect();
+    tagged.sort();
+    let mut expected: Vec<String> = (0..700)
+        .filter(|i| i % 3 != 0)
+        .map(|i| format!("doc-p:2:{i}"))
+        .collect();
+    expected.sort();
+    assert_eq!(tagged, expected);
+    assert!(
+        chunk_3.score > 0.99,
+        "the vector was written back as it was read"
     );
 }

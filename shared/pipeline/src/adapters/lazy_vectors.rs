@@ -49,6 +49,18 @@ impl VectorIndex for LazyVectorIndex {
         self.index().await?.insert(records).await
     }
 
+    async fn set_projection(
+        &self,
+        doc_id: &str,
+        run_id: i64,
+        projection: docpipe_vector::Projection,
+    ) -> Result<usize, VectorError> {
+        self.index()
+            .await?
+            .set_projection(doc_id, run_id, projection)
+            .await
+    }
+
     async fn delete_doc(&self, doc_id: &str) -> Result<(), VectorError> {
         self.index().await?.delete_doc(doc_id).await
     }

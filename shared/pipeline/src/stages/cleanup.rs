@@ -8,7 +8,7 @@ use docpipe_core::artifacts;
 use docpipe_core::clock::Clock;
 use docpipe_core::model::RunStatus;
 use docpipe_db::cleanups::{self, Cleanup, Kind};
-use docpipe_db::{documents, runs, Db, DbError};
+use docpipe_db::{documents, projection, runs, Db, DbError};
 use docpipe_vector::{VectorError, VectorIndex};
 
 pub(crate) struct CleanupDeps<'a> {
@@ -137,6 +137,7 @@ async fn carry_out(deps: &CleanupDeps<'_>, cleanup: &Cleanup) -> Result<Carried,
     let doc_id = cleanup.doc_id.as_str();
     match (cleanup.kind, cleanup.run_id) {
         (Kind::Document, _) => finish_delete(deps, doc_id).await,
+        (Kind::Projection, _) => carry_projection(deps, doc_id).await,
         (Kind::VectorsRun, Some(run_id)) => {
             if let Some(keep) = keep_run(deps.db, doc_id, run_id).await? {
                 return Ok(keep);
@@ -173,6 +174,119 @@ async fn carry_out(deps: &CleanupDeps<'_>, cleanup: &Cleanup) -> Result<Carried,
         }
         (_, None) => Ok(Carried::NotNeeded("a run clean-up without a run")),
     }
+}
+
+/// Writes the document's version state onto its current run's vectors: what PostgreSQL says now,
+/// whatever state the record was written for.
+async fn carry_projection(deps: &CleanupDeps<'_>, doc_id: &str) -> Result<Carried, CleanupError> {
+    let vectors = deps.vectors.ok_or(CleanupError::NoVectorIndex)?;
+    write_projection(deps.db, vectors, doc_id).await
+}
+
+async fn write_projection(
+    db: &Db,
+    vectors: &dyn VectorIndex,
+    doc_id: &str,
+) -> Result<Carried, CleanupError> {
+    let client = db.client().await?;
+    let Some((p, run_id)) = projection::to_carry(&**client, doc_id).await? else {
+        return Ok(Carried::NotNeeded("the document is gone or going"));
+    };
+    drop(client);
+    let rewritten = write_back(db, vectors, doc_id, run_id, p).await?;
+    tracing::debug!(
+        doc_id,
+        run_id,
+        rewritten,
+        answering = p.answering,
+        stage = "cleanup",
+        "version state written onto the vectors"
+    );
+    Ok(Carried::Removed)
+}
+
+/// Writes `p` onto the run's vectors, then undoes the write if the run stopped serving meanwhile:
+/// the write reads vectors and upserts them, so a delete or a prune that fell between the two
+/// would otherwise come back to life (orphan vectors, or a document indexed twice).
+async fn write_back(
+    db: &Db,
+    vectors: &dyn VectorIndex,
+    doc_id: &str,
+    run_id: i64,
+    p: docpipe_vector::Projection,
+) -> Result<usize, CleanupError> {
+    let rewritten = vectors.set_projection(doc_id, run_id, p).await?;
+    if rewritten > 0 {
+        let serves = projection::still_serves(&**db.client().await?, doc_id, run_id).await?;
+        if !serves {
+            vectors.delete_run(doc_id, run_id).await?;
+            tracing::info!(
+                doc_id,
+                run_id,
+                stage = "cleanup",
+                "the run stopped serving during a version-state write: its vectors removed again"
+            );
+        }
+    }
+    Ok(rewritten)
+}
+
+/// Before a release commits: the rendition's vectors answer on every day (wider than the truth,
+/// which the carry after the commit then writes), so a search in between finds the version that
+/// the release supersedes or the one it releases, never neither. Best effort: if Milvus fails
+/// here, the release still commits, and the carry after it (or the sweeper) catches up.
+pub async fn widen_before_release(db: &Db, vectors: &dyn VectorIndex, doc_id: &str) {
+    let run = match db.client().await {
+        Ok(client) => projection::to_carry(&**client, doc_id).await,
+        Err(e) => Err(e),
+    };
+    if let Ok(Some((_, run_id))) = run {
+        if let Err(e) = write_back(
+            db,
+            vectors,
+            doc_id,
+            run_id,
+            docpipe_vector::Projection::ALWAYS,
+        )
+        .await
+        {
+            tracing::warn!(doc_id, error = %docpipe_core::error::chain(&e), "vectors not widened before the release");
+        }
+    }
+}
+
+/// Carries the version state that changed onto the vectors at once, after the commit that changed
+/// it (up to `limit` documents): the number carried. Never fails its caller: what fails here stays
+/// in the outbox, due, and the sweeper carries it with its backoff.
+pub async fn carry_projections(db: &Db, vectors: &dyn VectorIndex, limit: i64) -> usize {
+    let due = match db.client().await {
+        Ok(client) => cleanups::due_of(&**client, Kind::Projection, limit).await,
+        Err(e) => Err(e),
+    };
+    let due = due.unwrap_or_else(|e| {
+        tracing::warn!(error = %docpipe_core::error::chain(&e), "version state not carried to the vectors; the sweeper will");
+        Vec::new()
+    });
+    let mut carried = 0;
+    for cleanup in &due {
+        let done = match write_projection(db, vectors, &cleanup.doc_id).await {
+            Ok(_) => match db.client().await {
+                Ok(client) => cleanups::done(&**client, cleanup.cleanup_id).await,
+                Err(e) => Err(e),
+            },
+            Err(e) => {
+                tracing::warn!(doc_id = cleanup.doc_id, error = %docpipe_core::error::chain(&e), "version state not carried to the vectors; the sweeper will");
+                continue;
+            }
+        };
+        match done {
+            Ok(()) => carried += 1,
+            Err(e) => {
+                tracing::warn!(doc_id = cleanup.doc_id, error = %docpipe_core::error::chain(&e), "version state carried, its record kept; the sweeper settles it")
+            }
+        }
+    }
+    carried
 }
 
 /// `Some` when what the run wrote must stay (for now). A run that committed keeps its vectors

@@ -52,6 +52,13 @@ pub async fn delete(deps: &DeleteDeps<'_>, doc_id: &str) -> Result<Deleted, Dele
     cleanups::record(&*tx, cleanups::Kind::Document, doc_id, None, "deleted").await?;
     tx.commit().await.map_err(DbError::from)?;
     drop(client);
+    // The version before it may answer again.
+    crate::stages::cleanup::carry_projections(
+        deps.db,
+        deps.vectors,
+        crate::stages::index::PROJECTIONS_AT_ONCE,
+    )
+    .await;
     finish(deps, doc_id).await
 }
 

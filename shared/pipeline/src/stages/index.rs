@@ -246,7 +246,12 @@ async fn finish_run(
     .await
     .map_err(db_err)?
     {
-        Committed::Indexed => {}
+        Committed::Indexed => {
+            // Its vectors were written answering on every day; now they, and those of the
+            // versions its commit superseded, say what the commit decided.
+            crate::stages::cleanup::carry_projections(deps.db, deps.vectors, PROJECTIONS_AT_ONCE)
+                .await;
+        }
         Committed::Lost => return Ok(None),
         Committed::VersionCollides(why) => {
             return Err(StageError::failed(
@@ -575,6 +580,8 @@ fn chunk_records(
             text: chunk.text.clone(),
             tags: tags.to_vec(),
             embedding,
+            // Wider than the truth until the commit says more (see `Projection::ALWAYS`).
+            projection: docpipe_vector::Projection::ALWAYS,
         })
         .collect()
 }
@@ -656,6 +663,10 @@ async fn commit(
 }
 
 const LOST: &str = "the run was lost while its vectors were written";
+
+/// Documents whose version state a commit carries to Milvus itself: a law's versions and
+/// renditions (8 × 4 at most in any corpus seen), with room; the sweeper carries the rest.
+pub const PROJECTIONS_AT_ONCE: i64 = 64;
 
 /// A reindex never leaves two runs' vectors behind. This runs only after the run's commit, so the
 /// vectors it removes are never the current run's; if Milvus fails here, search still shows only

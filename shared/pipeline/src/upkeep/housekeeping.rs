@@ -8,12 +8,14 @@
 //! 4. Keyword rows for documents indexed without them (before the keyword index existed) or by an
 //!    older analyzer, rebuilt from PostgreSQL a few documents a pass: an upgrade needs no command.
 //! 5. Idempotency keys past their 24 hours ([`idempotency::KEY_TTL_SECS`]).
+//! 6. The search projection: a page of works recomputed a pass ([`projection::audit_next`]),
+//!    before the outbox, which then carries what changed to Milvus.
 
 use crate::adapters::ObjectStore;
 use crate::stages::cleanup::{self, CleanupDeps, CleanupReport};
 use crate::upkeep::reconcile::{self, Report};
 use docpipe_core::clock::Clock;
-use docpipe_db::{idempotency, tombstones, Db, DbError};
+use docpipe_db::{idempotency, projection, tombstones, Db, DbError};
 use docpipe_vector::VectorIndex;
 
 pub struct HousekeepingDeps<'a> {
@@ -33,6 +35,8 @@ pub struct HousekeepingReport {
     /// Documents whose article references were read from their stored blocks.
     pub references_read: usize,
     pub idempotency_keys_pruned: u64,
+    /// Documents whose search projection the audit found wrong (or missing) and put right.
+    pub projection_changed: usize,
     /// What failed this time (tried again next time).
     pub problems: Vec<String>,
 }
@@ -62,6 +66,11 @@ pub async fn housekeeping(deps: &HousekeepingDeps<'_>, limit: usize) -> Housekee
         artifacts_bucket: deps.bucket,
         clock: deps.clock,
     };
+    // Before the outbox, so that what the audit puts right is carried in the same pass.
+    let audited = audit_projection(deps.db).await;
+    if let Some(done) = noted(&mut report.problems, "search projection", audited) {
+        report.projection_changed = done.changed;
+    }
     let cleanups = cleanup::run_due(&cleanup_deps, limit as i64).await;
     if let Some(done) = noted(&mut report.problems, "clean-ups", cleanups) {
         report.problems.extend(done.failed.iter().cloned());
@@ -110,6 +119,13 @@ fn noted<T, E: std::error::Error + 'static>(
     result
         .map_err(|e| problems.push(format!("{task}: {}", docpipe_core::error::chain(&e))))
         .ok()
+}
+
+/// Works whose search projection one pass recomputes: 5,000 laws take 25 passes.
+pub(crate) const PROJECTION_WORKS_PER_PASS: i64 = 200;
+
+async fn audit_projection(db: &Db) -> Result<projection::Audited, DbError> {
+    projection::audit_next(&**db.client().await?, PROJECTION_WORKS_PER_PASS).await
 }
 
 async fn prune_tombstones(db: &Db, older_than_secs: i64) -> Result<u64, DbError> {

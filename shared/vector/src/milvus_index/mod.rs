@@ -2,6 +2,7 @@
 //! needs): the client and the trait here; the collection's schema and set-up in [`schema`], writes
 //! in [`write`], reads in [`read`].
 
+mod project;
 mod read;
 mod schema;
 mod write;
@@ -25,7 +26,7 @@ use milvus::v2::error::Error as MilvusError;
 
 use crate::error::{is_collection_missing, is_not_loaded, VectorError};
 use crate::expr::{self, quote, truncate_utf8};
-use crate::{ChunkKey, ChunkRecord, DocRuns, SearchFilters, VectorHit, VectorIndex};
+use crate::{ChunkKey, ChunkRecord, DocRuns, Projection, SearchFilters, VectorHit, VectorIndex};
 
 /// How fresh a search must be. Counts are always Strong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,6 +242,15 @@ impl VectorIndex for MilvusIndex {
 
     async fn insert(&self, records: &[ChunkRecord]) -> Result<(), VectorError> {
         self.insert_records(records).await
+    }
+
+    async fn set_projection(
+        &self,
+        doc_id: &str,
+        run_id: i64,
+        projection: Projection,
+    ) -> Result<usize, VectorError> {
+        self.project_run(doc_id, run_id, projection).await
     }
 
     async fn delete_doc(&self, doc_id: &str) -> Result<(), VectorError> {

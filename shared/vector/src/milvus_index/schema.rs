@@ -17,6 +17,9 @@ pub(super) const F_PAGE_END: &str = "page_end";
 pub(super) const F_TEXT: &str = "text";
 pub(super) const F_TAGS: &str = "tags";
 pub(super) const F_EMBEDDING: &str = "embedding";
+pub(super) const F_ANSWERING: &str = "answering";
+pub(super) const F_IN_FORCE_FROM: &str = "in_force_from";
+pub(super) const F_IN_FORCE_TO: &str = "in_force_to";
 
 // Byte limits, as Milvus counts VarChar max_length in bytes.
 pub(super) use crate::limits::{
@@ -112,6 +115,13 @@ impl MilvusIndex {
             )
             .add_field(
                 FieldSchema::new()
+                    .name(F_ANSWERING)
+                    .data_type(DataType::Bool),
+            )
+            .add_field(int64(F_IN_FORCE_FROM))
+            .add_field(int64(F_IN_FORCE_TO))
+            .add_field(
+                FieldSchema::new()
                     .name(F_EMBEDDING)
                     .data_type(DataType::FloatVector)
                     .dimension(dim as u32),
@@ -168,7 +178,8 @@ impl MilvusIndex {
         for expected in Self::schema(dim).get_fields() {
             let Some(actual) = found.get(expected.get_name()) else {
                 return Err(mismatch(format!(
-                    "field `{}` is missing",
+                    "field `{}` is missing (a collection made before it: drop it and retry the \
+                     documents, which rebuilds it from their stored chunks' text)",
                     expected.get_name()
                 )));
             };

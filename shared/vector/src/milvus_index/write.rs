@@ -138,7 +138,7 @@ pub(super) fn estimated_bytes(record: &ChunkRecord) -> usize {
         .map(|t| t.len().min(MAX_TAG) + FRAMING_PER_VALUE)
         .sum::<usize>()
         + 2 * FRAMING_PER_VALUE;
-    strings + tags + 4 * 8 + 4 * record.embedding.len()
+    strings + tags + 6 * 8 + 1 + 4 * record.embedding.len()
 }
 
 pub(super) fn split_batches(
@@ -197,6 +197,12 @@ pub(super) fn columns(batch: &[ChunkRecord]) -> Vec<FieldData> {
             name: F_TAGS.to_owned(),
             values: batch.iter().map(|r| capped_tags(&r.tags)).collect(),
         },
+        FieldData::Bool {
+            name: F_ANSWERING.to_owned(),
+            values: batch.iter().map(|r| r.projection.answering).collect(),
+        },
+        ints(F_IN_FORCE_FROM, |r| r.projection.in_force_from),
+        ints(F_IN_FORCE_TO, |r| r.projection.in_force_to),
         FieldData::FloatVector {
             name: F_EMBEDDING.to_owned(),
             values: batch.iter().map(|r| r.embedding.clone()).collect(),
@@ -224,6 +230,7 @@ mod tests {
             text: "字".repeat(text_len),
             tags: vec![],
             embedding: vec![0.0; dim],
+            projection: crate::Projection::ALWAYS,
         }
     }
 

@@ -1,0 +1,210 @@
+//! The projection of version state onto a document's vectors ([`crate::Projection`]): read back
+//! the vectors that do not carry it, and upsert them whole with it.
+
+use super::*;
+use crate::Projection;
+use milvus::v2::prelude::{QueryResults, UpsertRequest};
+
+/// Every stored field but `tags`, so that an upsert writes back exactly what it read. Tags are
+/// read on their own ([`MilvusIndex::tags_of`]): the client cannot decode an empty array.
+const ALL_FIELDS: [&str; 16] = [
+    F_CHUNK_ID,
+    F_DOC_ID,
+    F_RUN_ID,
+    F_CHUNK_INDEX,
+    F_DOC_NAME,
+    F_REGULATION_TYPE,
+    F_VERSION,
+    F_SECTION_PATH,
+    F_SECTION_TITLE,
+    F_PAGE_START,
+    F_PAGE_END,
+    F_TEXT,
+    F_ANSWERING,
+    F_IN_FORCE_FROM,
+    F_IN_FORCE_TO,
+    F_EMBEDDING,
+];
+
+/// Vectors read back per page: a page of 512-dim vectors with their text stays well under the
+/// gRPC message limit.
+const PAGE: usize = 512;
+
+impl MilvusIndex {
+    pub(super) async fn project_run(
+        &self,
+        doc_id: &str,
+        run_id: i64,
+        projection: Projection,
+    ) -> Result<usize, VectorError> {
+        const OP: &str = "set_projection";
+        let unlike = format!(
+            "{} and {F_RUN_ID} == {run_id} and ({F_ANSWERING} != {} or {F_IN_FORCE_FROM} != {} \
+             or {F_IN_FORCE_TO} != {})",
+            expr::doc_eq(doc_id),
+            projection.answering,
+            projection.in_force_from,
+            projection.in_force_to
+        );
+        let mut rewritten = 0;
+        let mut after = String::new();
+        loop {
+            let filter = format!("{unlike} and {F_CHUNK_ID} > {}", quote(&after));
+            let Some(response) = self.query(OP, filter, &ALL_FIELDS, Some(PAGE)).await? else {
+                return Ok(rewritten);
+            };
+            let mut records = records(response.results())?;
+            if records.is_empty() {
+                return Ok(rewritten);
+            }
+            records.sort_by(|a, b| a.chunk_id.cmp(&b.chunk_id));
+            let mut tags = self.tags_of(&records).await?;
+            for r in &mut records {
+                r.projection = projection;
+                r.tags = tags.remove(&r.chunk_id).unwrap_or_default();
+            }
+            for batch in self.batches(&records) {
+                let insert = InsertRequest::builder()
+                    .collection_name(&self.collection)
+                    .columns(super::write::columns(batch))
+                    .build()
+                    .map_err(|e| VectorError::from_milvus(OP, e))?;
+                let request = UpsertRequest::builder()
+                    .insert(insert)
+                    .build()
+                    .map_err(|e| VectorError::from_milvus(OP, e))?;
+                self.client
+                    .upsert(request)
+                    .await
+                    .map_err(|e| VectorError::from_milvus(OP, e))?;
+            }
+            rewritten += records.len();
+            if records.len() < PAGE {
+                return Ok(rewritten);
+            }
+            after = records
+                .last()
+                .map(|r| r.chunk_id.clone())
+                .unwrap_or_default();
+        }
+    }
+}
+
+impl MilvusIndex {
+    /// The non-empty tag arrays of `records`, by chunk id. Milvus 2.3 sends an empty array as a
+    /// row without data, which the client refuses to decode, so empty arrays are never asked for.
+    async fn tags_of(
+        &self,
+        records: &[ChunkRecord],
+    ) -> Result<HashMap<String, Vec<String>>, VectorError> {
+        const OP: &str = "set_projection";
+        let ids: Vec<String> = records.iter().map(|r| r.chunk_id.clone()).collect();
+        let filter = format!(
+            // Milvus 2.3 compares an array's length only for (in)equality.
+            "{F_CHUNK_ID} in {} and array_length({F_TAGS}) != 0",
+            expr::quoted_list(&ids)
+        );
+        let Some(response) = self
+            .query(OP, filter, &[F_CHUNK_ID, F_TAGS], Some(ids.len()))
+            .await?
+        else {
+            return Ok(HashMap::new());
+        };
+        let results = response.results();
+        let chunk_ids = varchar_column(OP, results.get_output_field(F_CHUNK_ID))?;
+        let tags = match results.get_output_field(F_TAGS) {
+            Some(FieldData::ArrayVarChar { values, .. }) => values,
+            None if chunk_ids.is_empty() => return Ok(HashMap::new()),
+            other => return Err(unexpected(F_TAGS, other)),
+        };
+        if tags.len() != chunk_ids.len() {
+            return Err(VectorError::rejected(
+                OP,
+                format!("{} ids but {} tag arrays", chunk_ids.len(), tags.len()),
+            ));
+        }
+        Ok(chunk_ids
+            .iter()
+            .cloned()
+            .zip(tags.iter().cloned())
+            .collect())
+    }
+}
+
+/// The rows of a query over [`ALL_FIELDS`], as records (tags left empty).
+fn records(results: &QueryResults) -> Result<Vec<ChunkRecord>, VectorError> {
+    const OP: &str = "set_projection";
+    let s = |name: &str| varchar_column(OP, results.get_output_field(name));
+    let i = |name: &str| int64_column(OP, results.get_output_field(name));
+    let chunk_ids = s(F_CHUNK_ID)?;
+    let n = chunk_ids.len();
+    let (doc_ids, run_ids, chunk_index) = (s(F_DOC_ID)?, i(F_RUN_ID)?, i(F_CHUNK_INDEX)?);
+    let (doc_names, types, versions) = (s(F_DOC_NAME)?, s(F_REGULATION_TYPE)?, s(F_VERSION)?);
+    let (paths, titles, texts) = (s(F_SECTION_PATH)?, s(F_SECTION_TITLE)?, s(F_TEXT)?);
+    let (page_start, page_end) = (i(F_PAGE_START)?, i(F_PAGE_END)?);
+    let (from, to) = (i(F_IN_FORCE_FROM)?, i(F_IN_FORCE_TO)?);
+    let answering = match results.get_output_field(F_ANSWERING) {
+        Some(FieldData::Bool { values, .. }) => values,
+        other => return Err(unexpected(F_ANSWERING, other)),
+    };
+    let embeddings = match results.get_output_field(F_EMBEDDING) {
+        Some(FieldData::FloatVector { values, .. }) => values,
+        other => return Err(unexpected(F_EMBEDDING, other)),
+    };
+    let lengths = [
+        doc_ids.len(),
+        run_ids.len(),
+        chunk_index.len(),
+        doc_names.len(),
+        types.len(),
+        versions.len(),
+        paths.len(),
+        titles.len(),
+        texts.len(),
+        page_start.len(),
+        page_end.len(),
+        from.len(),
+        to.len(),
+        answering.len(),
+        embeddings.len(),
+    ];
+    if lengths.iter().any(|&len| len != n) {
+        return Err(VectorError::rejected(
+            OP,
+            format!("query columns disagree in length: {n} ids, columns {lengths:?}"),
+        ));
+    }
+    Ok((0..n)
+        .map(|k| ChunkRecord {
+            chunk_id: chunk_ids[k].clone(),
+            doc_id: doc_ids[k].clone(),
+            run_id: run_ids[k],
+            chunk_index: chunk_index[k],
+            doc_name: doc_names[k].clone(),
+            regulation_type: types[k].clone(),
+            version: versions[k].clone(),
+            section_path: paths[k].clone(),
+            section_title: titles[k].clone(),
+            page_start: page_start[k],
+            page_end: page_end[k],
+            text: texts[k].clone(),
+            tags: Vec::new(),
+            embedding: embeddings[k].clone(),
+            projection: Projection {
+                answering: answering[k],
+                in_force_from: from[k],
+                in_force_to: to[k],
+            },
+        })
+        .collect())
+}
+
+fn unexpected(name: &str, field: Option<&FieldData>) -> VectorError {
+    VectorError::rejected(
+        "set_projection",
+        format!(
+            "unexpected `{name}` column: {:?}",
+            field.map(column_preview)
+        ),
+    )
+}
