@@ -1362,3 +1362,218 @@ async fn renditions_that_disagree_on_a_date_never_blank_it_and_say_so() {
         "the disagreement is not on record: {decisions}"
     );
 }
+
+/// What Milvus lets through before ranking (the projection on each document's vectors) and what
+/// PostgreSQL answers (the authority's standing) agree, document by document and day by day,
+/// after each act that changes a law's timeline: a release, a newer version held then released
+/// (a supersede), a repeal, a repeal undone and a delete. Each act goes through the API, which
+/// carries the change to the vectors before it answers; nothing here runs the sweeper.
+#[tokio::test]
+async fn the_milvus_projection_and_the_postgres_answer_agree_after_each_act_on_a_law() {
+    use docpipe_db::authority::{self, Standing};
+    use docpipe_db::projection::{day_number, VersionWindow};
+    use docpipe_vector::{MilvusOptions, ReadConsistency, SearchFilters, VectorIndex};
+    let mut p = Pipeline::new(Pipeline::hash()).await;
+    p.index.config.release = docpipe_core::config::ReleaseMode::Manual;
+    let base = helpers::serve_api(&p).await;
+    let http = reqwest::Client::new();
+    // Reads of what was just written: this test's own client, with Strong consistency.
+    let milvus = docpipe_vector::MilvusIndex::connect_with(
+        &helpers::milvus_url(),
+        None,
+        p.milvus.collection(),
+        MilvusOptions {
+            search_consistency: ReadConsistency::Strong,
+            ..MilvusOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let as_reviewer = |path: String, body: serde_json::Value| {
+        let (http, base) = (http.clone(), base.clone());
+        async move {
+            let r = http
+                .post(format!("{base}{path}"))
+                .header("x-docpipe-role", "reviewer")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let body: serde_json::Value = r.json().await.unwrap_or_default();
+            assert_eq!(status, 200, "{path}: {body}");
+        }
+    };
+
+    let (_, [older, newer]) = secrets_law();
+    let old_doc = ingest(&p, &older, b"").await;
+    let (work, _, old_from) = version_of(&p, &old_doc).await;
+    let query = p
+        .index
+        .embedder
+        .embed_query(&first_article(&p, &old_doc).await)
+        .await
+        .unwrap();
+    let mut docs = vec![old_doc.clone()];
+    let mut days: Vec<String> = vec![day_before(&old_from), old_from.clone()];
+    let today = chrono::Utc::now().date_naive().to_string();
+    days.push(today.clone());
+
+    // The days asked about, and on each the documents either side lets through.
+    let agree = |step: &'static str, docs: Vec<String>, days: Vec<String>| {
+        let (p, milvus, query, today) = (&p, &milvus, &query, &today);
+        async move {
+            let standing = authority::standing(&**p.db.client().await, &docs, today)
+                .await
+                .unwrap();
+            let mut windows = vec![("any day".to_string(), VersionWindow::Answering, None)];
+            for day in &days {
+                let window = VersionWindow::InForceOn(day_number(day).unwrap());
+                windows.push((day.clone(), window, Some(day.clone())));
+            }
+            let mut answered = Vec::new();
+            for (label, window, day) in windows {
+                let on_day = match &day {
+                    Some(day) => authority::standing(&**p.db.client().await, &docs, day)
+                        .await
+                        .unwrap(),
+                    None => standing.clone(),
+                };
+                for doc in &docs {
+                    // In force on the day: live. On any day: live or in force on another.
+                    let postgres = matches!(
+                        (on_day.get(doc), day.is_some()),
+                        (Some(Standing::Live), _) | (Some(Standing::NotInForce), false)
+                    );
+                    let filters = SearchFilters {
+                        doc_ids: vec![doc.clone()],
+                        versions: window,
+                        ..Default::default()
+                    };
+                    let hits = milvus.search(query, 16, &filters).await.unwrap();
+                    let milvus_lets_through = !hits.is_empty();
+                    assert_eq!(
+                        milvus_lets_through,
+                        postgres,
+                        "after {step}, {doc} on {label}: Milvus lets it through: \
+                         {milvus_lets_through}, PostgreSQL answers: {postgres} ({:?})",
+                        on_day.get(doc)
+                    );
+                    answered.push(postgres);
+                }
+            }
+            answered
+        }
+    };
+
+    // Held: neither side answers on any day.
+    let answered = agree("an upload held for its release", docs.clone(), days.clone()).await;
+    assert!(answered.iter().all(|a| !a), "a held version answered");
+
+    as_reviewer(
+        format!("/works/{work}/versions/{old_doc}/release"),
+        serde_json::json!({}),
+    )
+    .await;
+    let answered = agree("a release", docs.clone(), days.clone()).await;
+    assert!(answered.iter().any(|a| *a), "released, it answers");
+
+    let new_doc = ingest(&p, &newer, b"").await;
+    let (_, _, new_from) = version_of(&p, &new_doc).await;
+    docs.push(new_doc.clone());
+    days.extend([day_before(&new_from), new_from.clone()]);
+    agree("a newer version, held", docs.clone(), days.clone()).await;
+
+    as_reviewer(
+        format!("/works/{work}/versions/{new_doc}/release"),
+        serde_json::json!({}),
+    )
+    .await;
+    agree("a supersede", docs.clone(), days.clone()).await;
+    // The supersede moved the older version's end: it answers before the newer one, not after.
+    let ended = authority::standing(&**p.db.client().await, &docs, &new_from)
+        .await
+        .unwrap();
+    assert_eq!(ended[&old_doc], Standing::NotInForce);
+    assert_eq!(ended[&new_doc], Standing::Live);
+
+    let repeal_on = format!("{}-01-01", new_from[..4].parse::<i32>().unwrap() + 1);
+    days.extend([day_before(&repeal_on), repeal_on.clone()]);
+    as_reviewer(
+        format!("/works/{work}/repeal"),
+        serde_json::json!({ "repealed_on": repeal_on }),
+    )
+    .await;
+    agree("a repeal", docs.clone(), days.clone()).await;
+    as_reviewer(
+        format!("/works/{work}/repeal"),
+        serde_json::json!({ "repealed_on": null }),
+    )
+    .await;
+    agree("a repeal undone", docs.clone(), days.clone()).await;
+
+    // The current version deleted: the older one is in force again from the newer one's day.
+    let r = http
+        .delete(format!("{base}/documents/{new_doc}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 204);
+    agree("a delete", docs.clone(), days.clone()).await;
+    let back = authority::standing(&**p.db.client().await, &docs, &new_from)
+        .await
+        .unwrap();
+    assert_eq!(back.get(&old_doc), Some(&Standing::Live));
+    assert_eq!(back.get(&new_doc), None);
+
+    // A row gone astray, its clean-up lost and the vectors written to match it: the sweeper's
+    // audit recomputes the row and carries it in the same pass.
+    let wrong = docpipe_vector::Projection {
+        answering: false,
+        in_force_from: 0,
+        in_force_to: 1,
+    };
+    {
+        let db = p.db.client().await;
+        db.execute_typed(
+            "UPDATE search_projection SET answering = false, in_force_from = 0, in_force_to = 1
+             WHERE doc_id = $1",
+            &[(&old_doc, Type::VARCHAR)],
+        )
+        .await
+        .unwrap();
+        db.execute_typed("DELETE FROM cleanups WHERE kind = 'projection'", &[])
+            .await
+            .unwrap();
+    }
+    let run = p.doc(&old_doc).await.unwrap().current_run_id.unwrap();
+    assert!(p.milvus.set_projection(&old_doc, run, wrong).await.unwrap() > 0);
+    let filters = SearchFilters {
+        doc_ids: vec![old_doc.clone()],
+        versions: VersionWindow::Answering,
+        ..Default::default()
+    };
+    assert!(
+        milvus
+            .search(&query, 16, &filters)
+            .await
+            .unwrap()
+            .is_empty(),
+        "astray, the vectors answer nothing"
+    );
+    let report = docpipe_pipeline::upkeep::housekeeping::housekeeping(
+        &docpipe_pipeline::upkeep::housekeeping::HousekeepingDeps {
+            db: &p.db.db,
+            objects: &*p.store.objects,
+            vectors: &*p.milvus,
+            bucket: &p.aws.bucket,
+            clock: &p.aws.clock,
+        },
+        200,
+    )
+    .await;
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.projection_changed, 1, "{report:?}");
+    agree("the sweeper's audit", docs.clone(), days.clone()).await;
+    p.cleanup().await;
+}
