@@ -4,7 +4,13 @@
 //! through `db::keyword::search` (the live-document check included) at 1× and at full size, with
 //! each term's postings bounded (the default) and unbounded. Prints one JSON line.
 //!
+//! With `--articles-jsonl` (bench_retrieval's `articles.jsonl`: each block's article key), it also
+//! scores both against the questions' cited articles: recall@10 over the first ten distinct
+//! articles, as scripts/retrieval/score.py counts it, so the bound's cost in recall is read beside
+//! its gain in time (a copy's block is its original's article).
+//!
 //!     bench_keyword_scale --source bench_retrieval_<model> [--articles 1000000] [--queries 300]
+//!                         [--articles-jsonl DIR/articles.jsonl]
 //!                         [--keep]    # leave the copy for a later --reuse
 //!                         [--reuse]   # measure the copy a previous --keep left
 
@@ -28,6 +34,7 @@ fn main() -> AnyResult<()> {
     let mut source = String::new();
     let (mut articles, mut queries) = (1_000_000i64, 300usize);
     let (mut reuse, mut keep) = (false, false);
+    let mut keys_file: Option<std::path::PathBuf> = None;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         match flag.as_str() {
@@ -48,6 +55,7 @@ fn main() -> AnyResult<()> {
             "--source" => source = v,
             "--articles" => articles = v.parse()?,
             "--queries" => queries = v.parse()?,
+            "--articles-jsonl" => keys_file = Some(v.into()),
             other => anyhow::bail!("unknown flag {other}"),
         }
     }
@@ -56,27 +64,112 @@ fn main() -> AnyResult<()> {
         .worker_threads(2)
         .enable_all()
         .build()?
-        .block_on(run(&source, articles, queries, reuse, keep))
+        .block_on(run(&source, articles, queries, reuse, keep, keys_file))
+}
+
+/// What recall is scored by: each original block's article key, and each question's cited ones.
+struct Gold {
+    key_of_block: std::collections::HashMap<i64, String>,
+    relevant: Vec<Vec<String>>,
+}
+
+/// `民法典第五十四条` as bench_retrieval keys it: `民法典第54条`.
+fn ref_key(reference: &str) -> Option<String> {
+    let at = reference.rfind('第')?;
+    let number = docpipe_parse::article_ref::article_number(&reference[at..])?;
+    Some(format!("{}第{number}条", &reference[..at]))
+}
+
+fn gold(keys_file: &std::path::Path, queries: usize) -> AnyResult<Gold> {
+    let mut key_of_block = std::collections::HashMap::new();
+    for line in std::fs::read_to_string(keys_file)?.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        if let (Some(id), Some(key)) = (v["block_id"].as_i64(), v["key"].as_str()) {
+            key_of_block.insert(id, key.to_string());
+        }
+    }
+    let relevant = questions(queries)?
+        .into_iter()
+        .map(|q| {
+            q["relevant"]
+                .as_array()
+                .map(|r| {
+                    r.iter()
+                        .filter_map(|x| x.as_str().and_then(ref_key))
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect();
+    Ok(Gold {
+        key_of_block,
+        relevant,
+    })
+}
+
+/// Recall@10 of rankings of block ids (copies folded onto their originals by `span`).
+fn recall_at_10(gold: &Gold, tops: &[Vec<i64>], span: i64) -> f64 {
+    let mut sum = 0.0;
+    let mut asked = 0usize;
+    for (ranked, relevant) in tops.iter().zip(&gold.relevant) {
+        if relevant.is_empty() {
+            continue;
+        }
+        asked += 1;
+        let mut first: Vec<&String> = Vec::new();
+        for id in ranked {
+            let Some(key) = gold.key_of_block.get(&(id % span)) else {
+                continue;
+            };
+            if !first.contains(&key) {
+                first.push(key);
+                if first.len() == 10 {
+                    break;
+                }
+            }
+        }
+        let found = relevant.iter().filter(|r| first.contains(r)).count();
+        sum += found as f64 / relevant.len() as f64;
+    }
+    sum / asked.max(1) as f64
 }
 
 fn log(line: &str) {
     eprintln!("[keyword-scale] {line}");
 }
 
-async fn run(source: &str, target: i64, queries: usize, reuse: bool, keep: bool) -> AnyResult<()> {
+async fn run(
+    source: &str,
+    target: i64,
+    queries: usize,
+    reuse: bool,
+    keep: bool,
+    keys_file: Option<std::path::PathBuf>,
+) -> AnyResult<()> {
     let (admin, conn) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls).await?;
     tokio::spawn(conn);
     let terms = question_terms(queries)?;
+    let gold = keys_file.map(|f| gold(&f, queries)).transpose()?;
+    let gold = gold.as_ref();
     if reuse {
         let src = TestDb::persistent(source).await;
         let base_blocks = keyword::block_count(&**src.client().await).await?;
-        let small = measure(&src, &terms, base_blocks).await?;
+        let span: i64 = src
+            .client()
+            .await
+            .query_one(
+                "SELECT COALESCE(max(block_id), 0) + 1 FROM keyword_blocks",
+                &[],
+            )
+            .await?
+            .get(0);
+        let small = measure(&src, &terms, base_blocks, gold, span).await?;
         let dst = TestDb::persistent(SCALE_DB).await;
         dst.client()
             .await
             .batch_execute("VACUUM (ANALYZE) keyword_postings")
             .await?;
-        return report(&dst, &terms, base_blocks, small).await;
+        return report(&dst, &terms, base_blocks, small, gold, span).await;
     }
     admin
         .simple_query(&format!("DROP DATABASE IF EXISTS {SCALE_DB} WITH (FORCE)"))
@@ -170,7 +263,7 @@ async fn run(source: &str, target: i64, queries: usize, reuse: bool, keep: bool)
     d.batch_execute(INDEX).await?;
     // Without the visibility map every index-only read of a posting visits the heap.
     d.batch_execute("VACUUM (ANALYZE) keyword_postings").await?;
-    let small = measure(&dst, &terms, base_blocks).await?;
+    let small = measure(&dst, &terms, base_blocks, gold, span).await?;
     log(&format!("1x ({base_blocks} blocks): {small}"));
 
     // Repeat the corpus: replica r's blocks are the originals shifted by r * span, in documents
@@ -212,7 +305,7 @@ async fn run(source: &str, target: i64, queries: usize, reuse: bool, keep: bool)
     d.batch_execute(INDEX).await?;
     d.batch_execute("VACUUM (ANALYZE) keyword_postings").await?;
     log(&format!("indexed in {:.0} s", t.elapsed().as_secs_f64()));
-    report(&dst, &terms, base_blocks, small).await?;
+    report(&dst, &terms, base_blocks, small, gold, span).await?;
     drop(d);
     drop(s);
     if !keep {
@@ -223,16 +316,24 @@ async fn run(source: &str, target: i64, queries: usize, reuse: bool, keep: bool)
     Ok(())
 }
 
-fn question_terms(queries: usize) -> AnyResult<Vec<Vec<(i64, u32)>>> {
-    let questions: Vec<String> =
+/// The first `queries` questions of corpus/questions, in file order.
+fn questions(queries: usize) -> AnyResult<Vec<serde_json::Value>> {
+    Ok(
         std::fs::read_to_string(corpus_dir().join("questions").join("train.jsonl"))?
             .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter_map(|v| v["question"].as_str().map(String::from))
+            .filter(|v| v["question"].is_string())
             .take(queries)
-            .collect();
+            .collect(),
+    )
+}
+
+fn question_terms(queries: usize) -> AnyResult<Vec<Vec<(i64, u32)>>> {
     let analyzer = Analyzer::shared();
-    Ok(questions.iter().map(|q| analyzer.query_terms(q)).collect())
+    Ok(questions(queries)?
+        .iter()
+        .map(|q| analyzer.query_terms(q["question"].as_str().unwrap_or_default()))
+        .collect())
 }
 
 /// Measures the scaled copy and prints the JSON line.
@@ -241,6 +342,8 @@ async fn report(
     terms: &[Vec<(i64, u32)>],
     base_blocks: i64,
     small: serde_json::Value,
+    gold: Option<&Gold>,
+    span: i64,
 ) -> AnyResult<()> {
     let d = dst.client().await;
     let total_blocks = keyword::block_count(&**d).await?;
@@ -259,7 +362,7 @@ async fn report(
     log(&format!(
         "{total_blocks} blocks, {total_postings} postings ({size})"
     ));
-    let large = measure(dst, terms, total_blocks).await?;
+    let large = measure(dst, terms, total_blocks, gold, span).await?;
     log(&format!("{total_blocks} blocks: {large}"));
     println!(
         "{}",
@@ -285,6 +388,8 @@ async fn measure(
     db: &TestDb,
     terms: &[Vec<(i64, u32)>],
     blocks: i64,
+    gold: Option<&Gold>,
+    span: i64,
 ) -> AnyResult<serde_json::Value> {
     let client = db.client().await;
     let filters = Filters::default();
@@ -310,11 +415,18 @@ async fn measure(
             )
             .await?;
             ms.push(t.elapsed().as_secs_f64() * 1e3);
-            top.push(hits.iter().take(10).map(|h| h.block_id).collect::<Vec<_>>());
+            top.push(hits.iter().map(|h| h.block_id).collect::<Vec<_>>());
         }
         ms.sort_by(f64::total_cmp);
         let at = |p: f64| ms[((ms.len() as f64 - 1.0) * p).round() as usize];
-        out.insert(name.into(), json!({"p50_ms": at(0.5), "p99_ms": at(0.99)}));
+        let mut row = json!({"p50_ms": at(0.5), "p99_ms": at(0.99)});
+        if let Some(gold) = gold {
+            row["recall@10"] = json!(recall_at_10(gold, &top, span));
+        }
+        out.insert(name.into(), row);
+        for t in &mut top {
+            t.truncate(10);
+        }
         tops.push(top);
     }
     let overlap: f64 = tops[0]

@@ -443,8 +443,9 @@ async fn in_the_manual_mode_a_version_answers_only_once_released_and_searches_se
         "the newer version is held: the older one answers, {got:?}"
     );
 
-    // Searches racing the release: each sees one version, whole.
-    let searches = async {
+    // Searches racing the release, three at a time so that the commit falls between one's
+    // ranking and its check more often: each sees one version, whole.
+    let search_loop = || async {
         let mut seen = Vec::new();
         for _ in 0..25 {
             let r = p.search(&query, 10, Mode::Keyword, &none).await;
@@ -459,17 +460,20 @@ async fn in_the_manual_mode_a_version_answers_only_once_released_and_searches_se
         }
         seen
     };
+    let searches = async {
+        let (a, b, c) = tokio::join!(search_loop(), search_loop(), search_loop());
+        [a, b, c].concat()
+    };
     let release = async {
         tokio::time::sleep(std::time::Duration::from_millis(150)).await;
-        works::release(
-            &**p.db.client().await,
-            work,
-            &new_doc,
-            "test:reviewer",
-            None,
-        )
-        .await
-        .unwrap()
+        // As the API releases: one transaction.
+        let mut client = p.db.client().await;
+        let tx = client.transaction().await.unwrap();
+        let released = works::release(&*tx, work, &new_doc, "test:reviewer", None)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        released
     };
     let (seen, released) = tokio::join!(searches, release);
     assert_eq!(

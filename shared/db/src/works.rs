@@ -328,6 +328,9 @@ pub enum Released {
 /// indexed: the content it holds now (its sha256, which must be `approved` when the reviewer named
 /// one), by `released_by`. One compare-and-set under the document's row lock, so a search sees
 /// the rendition either before or after it, whole, and an overwrite racing it is not released.
+/// Call it in a transaction: the release and the search projection it rewrites are one commit
+/// (apart, a search between them would rank by the old projection and be checked by the new
+/// release).
 pub async fn release(
     c: &impl GenericClient,
     work_id: i64,

@@ -374,31 +374,49 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
     let started = Instant::now();
     let top_k = q.top_k.clamp(1, MAX_TOP_K);
     let as_of = q.as_of.map_or_else(today, str::to_string);
-    let (ranked, named) = tokio::join!(
-        rankings(deps, q),
-        references::resolve(deps, q.text, version_window(q))
-    );
-    let (Rankings { dense, keyword }, named) = (ranked?, named?);
-    let ranked_at = started.elapsed();
-
-    let dense_blocks: &[ScoredBlock] = dense.as_ref().map(|d| d.blocks.as_slice()).unwrap_or(&[]);
     let fusion = fusion::parameters_for(deps.embedder.query_adapter());
-    let fused = lifted_by_graph(deps, q, fuse(dense_blocks, &keyword, &fusion)).await?;
-    let order = distinct(
-        named
-            .iter()
-            .map(|(id, _)| *id)
-            .chain(fused.iter().map(|f| f.block_id)),
-    );
-    // Enough to fill top_k after the check, not the whole fused list: the rankings read only what
-    // the projection lets through, so little of their head fails the check.
-    let wanted: Vec<i64> = order.iter().take(top_k * 2 + 10).copied().collect();
-    // The authority: PostgreSQL's version state as it is now, in force included. The projection
-    // only narrowed what was ranked, and may lag; a release racing this search is seen here
-    // whole, and the vectors of a version being released answer before its commit (seed 001's
-    // order), so the answer holds the version before the release or the one after it.
-    let in_force_only = q.versions == Versions::InForce;
-    let (live, places) = vouched_for(deps, &wanted, q.filters, &as_of, in_force_only).await?;
+    // The rankings and the check are statements apart. PostgreSQL's side of the ranking (the
+    // keyword statement, the laws a query names) filters on the projection exactly, so a candidate
+    // of it that the check refuses means the version state changed in between: a release that
+    // committed meanwhile hands "in force" to a version the ranking did not see. Ranked again
+    // once, the search sees the state the check saw (one commit cannot fall between a check and
+    // a ranking that starts after it), so it answers with one version, never neither.
+    let mut attempt = 0;
+    let (dense, named, fused, wanted, live, places, ranked_at) = loop {
+        attempt += 1;
+        let (ranked, named) = tokio::join!(
+            rankings(deps, q),
+            references::resolve(deps, q.text, version_window(q))
+        );
+        let (Rankings { dense, keyword }, named) = (ranked?, named?);
+        let ranked_at = started.elapsed();
+
+        let dense_blocks: &[ScoredBlock] =
+            dense.as_ref().map(|d| d.blocks.as_slice()).unwrap_or(&[]);
+        let fused = lifted_by_graph(deps, q, fuse(dense_blocks, &keyword, &fusion)).await?;
+        let order = distinct(
+            named
+                .iter()
+                .map(|(id, _)| *id)
+                .chain(fused.iter().map(|f| f.block_id)),
+        );
+        // Enough to fill top_k after the check, not the whole fused list: the rankings read only
+        // what the projection lets through, so little of their head fails the check.
+        let wanted: Vec<i64> = order.iter().take(top_k * 2 + 10).copied().collect();
+        // The authority: PostgreSQL's version state as it is now, in force included. The
+        // projection only narrowed what was ranked, and Milvus's may lag; the vectors of a
+        // version being released answer before its commit (seed 001's order).
+        let in_force_only = q.versions == Versions::InForce;
+        let (live, places) = vouched_for(deps, &wanted, q.filters, &as_of, in_force_only).await?;
+        let moved = changed_under_the_ranking(&wanted, &live, &keyword, &named);
+        if moved == 0 || attempt == 2 {
+            break (dense, named, fused, wanted, live, places, ranked_at);
+        }
+        tracing::info!(
+            refused = moved,
+            "the version state changed under the ranking: ranked again"
+        );
+    };
 
     let (mut hits, unvouched) = checked_hits(
         q.text,
@@ -428,6 +446,25 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
         hits,
         stale_dropped,
     })
+}
+
+/// Candidates PostgreSQL ranked (keyword, named laws) that the check then refused: each one a
+/// change of state between the two statements, since both read the same conditions.
+fn changed_under_the_ranking(
+    wanted: &[i64],
+    live: &HashMap<i64, LiveBlock>,
+    keyword: &[ScoredBlock],
+    named: &[(i64, String)],
+) -> usize {
+    let from_postgres: std::collections::HashSet<i64> = keyword
+        .iter()
+        .map(|b| b.block_id)
+        .chain(named.iter().map(|(id, _)| *id))
+        .collect();
+    wanted
+        .iter()
+        .filter(|id| from_postgres.contains(id) && !live.contains_key(id))
+        .count()
 }
 
 /// The versions a search ranks, as the search projection filters them before any ranking is cut:
