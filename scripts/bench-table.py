@@ -81,6 +81,11 @@ for r in by("keyword-scale"):
           f"{s['top10_overlap_bounded_vs_unbounded']:.1%}) | the corpus itself: {b['bounded']['p50_ms']:.1f} / "
           f"{b['bounded']['p99_ms']:.1f} ms | **{s['bounded']['p50_ms'] / b['bounded']['p50_ms']:.1f}×** the time at "
           f"{r['blocks'] / r['base_blocks']:.0f}× the articles |")
+    if "recall@10" in b["bounded"]:
+        print(f"| keyword recall@10 on corpus/questions ({r['queries']} questions, {r['base_blocks']:,} articles), "
+              f"each term's postings bounded at {r['postings_per_term']:,} and at most {r['max_query_terms']} terms | "
+              f"{b['bounded']['recall@10']:.4f} | unbounded: {b['unbounded']['recall@10']:.4f} | "
+              f"**{b['bounded']['recall@10'] - b['unbounded']['recall@10']:+.4f}** |")
 load = None
 if os.path.exists(f"{out}/load-last.json"):
     load = json.load(open(f"{out}/load-last.json"))

@@ -122,7 +122,8 @@ DOCPIPE_EMBEDDER="$RETRIEVAL_EMBEDDER" RUST_LOG=warn \
 RETRIEVAL_DB="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["database"])' "$OUT/retrieval/ingest.json")"
 log "keyword index at ${BENCH_KEYWORD_ARTICLES:-1000000} articles (from $RETRIEVAL_DB)"
 "$CARGO_TARGET_DIR/$PROFILE/examples/bench_keyword_scale" --source "$RETRIEVAL_DB" \
-  --articles "${BENCH_KEYWORD_ARTICLES:-1000000}" >>"$RESULTS"
+  --articles "${BENCH_KEYWORD_ARTICLES:-1000000}" \
+  --articles-jsonl "$OUT/retrieval/articles.jsonl" >>"$RESULTS"
 
 # 4. Init time and size of every function. In AWS the index and API functions embed with Bedrock:
 #    that is the configuration they start with here (no call is made during init).
