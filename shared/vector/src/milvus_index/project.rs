@@ -99,9 +99,12 @@ impl MilvusIndex {
     ) -> Result<HashMap<String, Vec<String>>, VectorError> {
         const OP: &str = "set_projection";
         let ids: Vec<String> = records.iter().map(|r| r.chunk_id.clone()).collect();
+        // A non-empty array's first element is some string, and an empty array has none.
+        // Not `array_length(tags) != 0`: Milvus 2.3.5 fails that expression on a growing
+        // segment while it takes inserts (an internal assertion, `data_barrier`), which made
+        // most write-backs during an ingest fail and retry.
         let filter = format!(
-            // Milvus 2.3 compares an array's length only for (in)equality.
-            "{F_CHUNK_ID} in {} and array_length({F_TAGS}) != 0",
+            "{F_CHUNK_ID} in {} and {F_TAGS}[0] >= \"\"",
             expr::quoted_list(&ids)
         );
         let Some(response) = self
