@@ -124,19 +124,7 @@ pub async fn due(c: &impl GenericClient, limit: i64) -> Result<Vec<Cleanup>, DbE
             &[(&limit, Type::INT8)],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .filter_map(|r| {
-            Some(Cleanup {
-                cleanup_id: r.get("cleanup_id"),
-                kind: Kind::parse(r.get("kind"))?,
-                doc_id: r.get("doc_id"),
-                run_id: r.get("run_id"),
-                reason: r.get("reason"),
-                attempts: r.get("attempts"),
-            })
-        })
-        .collect())
+    Ok(rows.iter().filter_map(cleanup_of).collect())
 }
 
 /// The due clean-ups of one kind, oldest first.
@@ -152,19 +140,19 @@ pub async fn due_of(
             &[(&kind.as_str(), Type::VARCHAR), (&limit, Type::INT8)],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .filter_map(|r| {
-            Some(Cleanup {
-                cleanup_id: r.get("cleanup_id"),
-                kind: Kind::parse(r.get("kind"))?,
-                doc_id: r.get("doc_id"),
-                run_id: r.get("run_id"),
-                reason: r.get("reason"),
-                attempts: r.get("attempts"),
-            })
-        })
-        .collect())
+    Ok(rows.iter().filter_map(cleanup_of).collect())
+}
+
+/// A row of `cleanups` (none for a kind this build does not know).
+fn cleanup_of(r: &tokio_postgres::Row) -> Option<Cleanup> {
+    Some(Cleanup {
+        cleanup_id: r.get("cleanup_id"),
+        kind: Kind::parse(r.get("kind"))?,
+        doc_id: r.get("doc_id"),
+        run_id: r.get("run_id"),
+        reason: r.get("reason"),
+        attempts: r.get("attempts"),
+    })
 }
 
 /// How many clean-ups are waiting (for status and tests).
