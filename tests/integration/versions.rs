@@ -1581,3 +1581,57 @@ async fn the_milvus_projection_and_the_postgres_answer_agree_after_each_act_on_a
     agree("the sweeper's audit", docs.clone(), days.clone()).await;
     p.cleanup().await;
 }
+
+/// An index commit carries the version state of its own work only: another work's change that is
+/// due stays for its own carrier (or the sweeper), so that index workers never carry each other's
+/// on the ingest path; a commit of the same work carries it.
+#[tokio::test]
+async fn an_index_commit_carries_the_version_state_of_its_own_work_only() {
+    use docpipe_db::cleanups::{self, Kind};
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let mut laws = two_version_laws().into_iter();
+    let (_, [first_older, first_newer]) = laws.next().expect("a law in two versions");
+    let (_, [other_law, _]) = laws.next().expect("a second law in two versions");
+    let first = ingest(&p, &first_older, b"").await;
+    let waiting = |doc: String| {
+        let p = &p;
+        async move {
+            p.db.client()
+                .await
+                .query_one(
+                    "SELECT count(*) FROM cleanups WHERE kind = 'projection' AND doc_id = $1",
+                    &[&doc],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+        }
+    };
+    // A change of the first law's state, due now, that nobody has carried yet.
+    cleanups::record(
+        &**p.db.client().await,
+        Kind::Projection,
+        &first,
+        None,
+        "its version state changed",
+    )
+    .await
+    .unwrap();
+    assert_eq!(waiting(first.clone()).await, 1);
+
+    let other = ingest(&p, &other_law, b"").await;
+    assert_eq!(waiting(other).await, 0, "a commit carries its own document");
+    assert_eq!(
+        waiting(first.clone()).await,
+        1,
+        "another work's commit left the first law's change to its own carrier"
+    );
+
+    let newer = ingest(&p, &first_newer, b"").await;
+    assert_eq!(waiting(newer).await, 0);
+    assert_eq!(
+        waiting(first).await,
+        0,
+        "a commit of the same work carries the version it supersedes"
+    );
+}

@@ -9,6 +9,8 @@ use axum::Json;
 use docpipe_db::DbError;
 use docpipe_parse::article_ref::normalize_law_name;
 use docpipe_parse::version_dates::Day;
+use docpipe_pipeline::stages::cleanup::Carry;
+use docpipe_pipeline::stages::index::PROJECTIONS_AT_ONCE;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -265,7 +267,7 @@ pub(crate) async fn release_version(
     docpipe_pipeline::stages::cleanup::carry_projections(
         &state.db,
         &*state.vectors,
-        docpipe_pipeline::stages::index::PROJECTIONS_AT_ONCE,
+        Carry::AroundDocument(&doc_id, PROJECTIONS_AT_ONCE),
     )
     .await;
     let outcome = match outcome {
@@ -402,7 +404,7 @@ pub(crate) async fn repeal_work(
     docpipe_pipeline::stages::cleanup::carry_projections(
         &state.db,
         &*state.vectors,
-        docpipe_pipeline::stages::index::PROJECTIONS_AT_ONCE,
+        Carry::Due(PROJECTIONS_AT_ONCE),
     )
     .await;
     use docpipe_db::works::Repealed;

@@ -143,6 +143,30 @@ pub async fn due_of(
     Ok(rows.iter().filter_map(cleanup_of).collect())
 }
 
+/// The due `projection` clean-ups of `doc_id` and of the other documents of its work: what one
+/// index commit changed (bounded by one work's documents), oldest first.
+pub async fn due_projections_around(
+    c: &impl GenericClient,
+    doc_id: &str,
+    limit: i64,
+) -> Result<Vec<Cleanup>, DbError> {
+    let rows = c
+        .query_typed(
+            "SELECT cleanup_id, kind, doc_id, run_id, reason, attempts FROM cleanups
+             WHERE kind = 'projection' AND next_at <= NOW()
+               AND (doc_id = $1 OR doc_id IN (
+                    SELECT sibling.doc_id FROM version_documents own
+                    JOIN work_versions v ON v.version_id = own.version_id
+                    JOIN work_versions w ON w.work_id = v.work_id
+                    JOIN version_documents sibling ON sibling.version_id = w.version_id
+                    WHERE own.doc_id = $1))
+             ORDER BY next_at, cleanup_id LIMIT $2",
+            &[(&doc_id, Type::VARCHAR), (&limit, Type::INT8)],
+        )
+        .await?;
+    Ok(rows.iter().filter_map(cleanup_of).collect())
+}
+
 /// A row of `cleanups` (none for a kind this build does not know).
 fn cleanup_of(r: &tokio_postgres::Row) -> Option<Cleanup> {
     Some(Cleanup {

@@ -255,12 +255,27 @@ pub async fn widen_before_release(db: &Db, vectors: &dyn VectorIndex, doc_id: &s
     }
 }
 
+/// Which changed version states a caller carries.
+#[derive(Debug, Clone, Copy)]
+pub enum Carry<'a> {
+    /// Any that are due, oldest first, up to this many (a delete, a release, a repeal).
+    Due(i64),
+    /// Those of this document's work, up to this many: what an index commit changed. Two index
+    /// workers then never carry each other's, nor the sweeper's backlog, on the ingest path.
+    AroundDocument(&'a str, i64),
+}
+
 /// Carries the version state that changed onto the vectors at once, after the commit that changed
-/// it (up to `limit` documents): the number carried. Never fails its caller: what fails here stays
-/// in the outbox, due, and the sweeper carries it with its backoff.
-pub async fn carry_projections(db: &Db, vectors: &dyn VectorIndex, limit: i64) -> usize {
+/// it: the number carried. Never fails its caller: what fails here stays in the outbox, due, and
+/// the sweeper carries it with its backoff.
+pub async fn carry_projections(db: &Db, vectors: &dyn VectorIndex, which: Carry<'_>) -> usize {
     let due = match db.client().await {
-        Ok(client) => cleanups::due_of(&**client, Kind::Projection, limit).await,
+        Ok(client) => match which {
+            Carry::Due(limit) => cleanups::due_of(&**client, Kind::Projection, limit).await,
+            Carry::AroundDocument(doc_id, limit) => {
+                cleanups::due_projections_around(&**client, doc_id, limit).await
+            }
+        },
         Err(e) => Err(e),
     };
     let due = due.unwrap_or_else(|e| {

@@ -56,7 +56,7 @@ pub async fn delete(deps: &DeleteDeps<'_>, doc_id: &str) -> Result<Deleted, Dele
     crate::stages::cleanup::carry_projections(
         deps.db,
         deps.vectors,
-        crate::stages::index::PROJECTIONS_AT_ONCE,
+        crate::stages::cleanup::Carry::Due(crate::stages::index::PROJECTIONS_AT_ONCE),
     )
     .await;
     finish(deps, doc_id).await

@@ -14,7 +14,7 @@
 use super::lease::HeldLease;
 use crate::adapters::{ObjectStore, StorageError};
 use crate::error::StageError;
-use crate::stages::cleanup::{record_and_try, Carried, CleanupDeps};
+use crate::stages::cleanup::{record_and_try, Carried, Carry, CleanupDeps};
 use crate::stages::keywords;
 use crate::stages::versions::{self, VersionOf};
 use docpipe_core::artifacts;
@@ -249,8 +249,12 @@ async fn finish_run(
         Committed::Indexed => {
             // Its vectors were written answering on every day; now they, and those of the
             // versions its commit superseded, say what the commit decided.
-            crate::stages::cleanup::carry_projections(deps.db, deps.vectors, PROJECTIONS_AT_ONCE)
-                .await;
+            crate::stages::cleanup::carry_projections(
+                deps.db,
+                deps.vectors,
+                Carry::AroundDocument(doc_id, PROJECTIONS_AT_ONCE),
+            )
+            .await;
         }
         Committed::Lost => return Ok(None),
         Committed::VersionCollides(why) => {
