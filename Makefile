@@ -131,6 +131,7 @@ load:
 ## scale: a library of laws over time through an isolated dev runner (`hash`), measured at 150 laws
 ## and at all of them, the last line one JSON object (issue 41): `make scale LAWS=5000` generates
 ## the library from corpus/laws (LAWS default 5000), `make scale CORPUS=<folder>` takes every .md,
-## .txt, .html, .docx and .pdf under a folder as it is
+## .txt, .html, .docx and .pdf under a folder as it is; BUDGET=<minutes> stops starting slices of
+## 500 laws past it and measures the second point at the laws uploaded
 scale:
-	bash scripts/scale.sh $(if $(CORPUS),--corpus "$(CORPUS)",$(or $(LAWS),5000))
+	bash scripts/scale.sh $(if $(CORPUS),--corpus "$(CORPUS)",$(or $(LAWS),5000)) $(if $(BUDGET),--budget $(BUDGET))

@@ -4,6 +4,7 @@
 #
 #   scripts/scale.sh [LAWS] [--corpus FOLDER] [--small 150] [--keep] [--port 8091] [--workers W]
 #                    [--seed 41] [--searches 200] [--others 100] [--stall 900]
+#                    [--slice 500] [--budget MINUTES]
 #   make scale LAWS=5000          # generated from corpus/laws (scripts/scale_library.py)
 #   make scale CORPUS=<folder>    # every .md, .txt, .html, .docx and .pdf under a folder, as is
 #
@@ -19,8 +20,11 @@
 # uploaded and waited for until every document is terminal; then measured (scripts/
 # scale_measure.py: keyword, hybrid, as_of, versions_all, verify, resolve, article, works_page,
 # each timed sequentially; the dev runner's peak RSS; PostgreSQL bytes; Milvus entities; counts);
-# then the rest is uploaded, waited for, and measured again with the same queries. A line every
-# 10 s shows the progress. The PostgreSQL backends and PgBouncer's pool are sampled every second
+# then the rest is uploaded in slices of --slice laws (each waited for), and measured again with
+# the same queries. With --budget, no slice starts once the run's minutes so far and the last
+# slice's would pass the budget: the second point is then measured at the laws uploaded, and the
+# report and the JSON say how many (a run that must fit a window still ends with figures, never
+# with an unfinished upload). A line every 10 s shows the progress. The PostgreSQL backends and PgBouncer's pool are sampled every second
 # against the bound the pools allow.
 #
 # It prints a Markdown report and, as its last line, the JSON object issue 41 names, and exits
@@ -35,6 +39,7 @@ cd "$ROOT"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}"
 
 LAWS=5000 CORPUS_DIR="" SMALL="" KEEP=0 PORT=8091 WORKERS="" SEED=41 SEARCHES=200 OTHERS=100 STALL=900
+SLICE=500 BUDGET=""
 UPLOADERS="${SCALE_UPLOADERS:-8}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -47,7 +52,9 @@ while [[ $# -gt 0 ]]; do
     --searches) SEARCHES="$2"; shift ;;
     --others) OTHERS="$2"; shift ;;
     --stall) STALL="$2"; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    --slice) SLICE="$2"; shift ;;
+    --budget) BUDGET="$2"; shift ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     [0-9]*) LAWS="$1" ;;
     *) echo "scale.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -189,8 +196,21 @@ measure_point() { # LABEL LAWS
 ingest small 0 "$SMALL"
 measure queries --db "$SCALE_URL" --out "$WORK/queries.json" --seed "$SEED" --searches "$SEARCHES" --others "$OTHERS" >&2
 measure_point small "$SMALL"
-ingest large "$SMALL" "$LAWS"
-measure_point large "$LAWS"
+REACHED="$SMALL" SLICES=0
+while [[ $REACHED -lt $LAWS ]]; do
+  NEXT=$((REACHED + SLICE)); [[ $NEXT -le $LAWS ]] || NEXT=$LAWS
+  SLICES=$((SLICES + 1)); T_SLICE="$(date +%s)"
+  ingest "large-$SLICES" "$REACHED" "$NEXT"
+  REACHED=$NEXT
+  if [[ -n "$BUDGET" && $REACHED -lt $LAWS ]]; then
+    SPENT=$(( $(date +%s) - ${T_RUN0%.*} )) LAST=$(( $(date +%s) - T_SLICE ))
+    if (( SPENT + LAST > BUDGET * 60 )); then
+      log "budget: ${SPENT}s spent and the last slice took ${LAST}s, over --budget $BUDGET min: measuring at $REACHED of $LAWS laws"
+      break
+    fi
+  fi
+done
+measure_point large "$REACHED"
 sleep 1
 kill "$SAMPLER_PID" 2>/dev/null; wait "$SAMPLER_PID" 2>/dev/null || true
 SAMPLER_PID=""
@@ -198,9 +218,10 @@ SAMPLER_PID=""
 # The run's facts, then the report; the checks decide the exit status.
 MACHINE="$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
 "$PY" - "$WORK" "$SAMPLES" "$UPLOADED" "$STUCK" "$ISO_BOUND" "$ISO_POOLS" "$POOL_SIZE" "$ISO_PGB_POOL" \
-  "$MACHINE" "$STARTED" "$(git rev-parse --short HEAD)" "$T_RUN0" "$MODE" "$DOCPIPE" <<'PY'
+  "$MACHINE" "$STARTED" "$(git rev-parse --short HEAD)" "$T_RUN0" "$MODE" "$DOCPIPE" "$LAWS" <<'PY'
 import csv, json, os, sys, time
-(work, samples, uploaded, stuck, bound, pools, pool, pgb, machine, started, commit, t0, mode, docpipe) = sys.argv[1:]
+(work, samples, uploaded, stuck, bound, pools, pool, pgb, machine, started, commit, t0, mode, docpipe,
+ laws_planned) = sys.argv[1:]
 uploaded, stuck, bound = int(uploaded), int(stuck), int(bound)
 large = json.load(open(f"{work}/large.json"))
 phases = []
@@ -230,7 +251,7 @@ elif entities < chunks: problems.append(f"Milvus holds {chunks - entities} entit
 if large["keys_planned"] != uploaded: problems.append(f"{uploaded} keys uploaded, {large['keys_planned']} planned")
 ok = not (lost or large["other"] or stuck or doubled or entities is None)
 run = {"mode": mode, "machine": machine, "cores": os.cpu_count(), "started": started, "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-       "commit": commit, "phases": phases,
+       "commit": commit, "phases": phases, "laws_planned": int(laws_planned),
        "binary": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(os.path.getmtime(docpipe))),
        "ingest_docs_per_min": sum(p["documents"] for p in phases) / total_s * 60 if total_s else 0,
        "samples": len(rows), "max_pg_backends": max(col("pg_backends") or [0]), "max_pg_clients": max(pgc or [0]),

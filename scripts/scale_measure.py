@@ -458,6 +458,9 @@ def cmd_report(a) -> None:
     f = lambda v, d=1: "n/a" if v is None else f"{v:,.{d}f}"
     ratio = lambda s, l: (l / s) if s and l is not None else None
     print(f"### Scale: {small['laws']} laws, then {large['laws']} ({run['mode']}), `docpipe dev`, embedder `hash`\n")
+    if run.get("laws_planned", large["laws"]) > large["laws"]:
+        print(f"The run's --budget stopped the upload at {large['laws']:,} of the {run['laws_planned']:,} laws "
+              "generated: the second point is measured at the laws uploaded.\n")
     print(f"{run['machine']}; {run['started']} – {run['finished']}, commit {run['commit']} "
           f"(the debug dev runner built {run.get('binary', '?')}).\n")
     print("| route | p50 small | p50 large | ratio (≤ 1.5×) | p99 small | p99 large | ratio (≤ 2×) | errors |")
