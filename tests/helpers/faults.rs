@@ -269,8 +269,9 @@ impl docpipe_vector::VectorIndex for HookedVectorIndex {
         d: &str,
         run: i64,
         p: docpipe_vector::Projection,
+        vectors: Option<usize>,
     ) -> Result<usize, docpipe_vector::VectorError> {
-        self.inner.set_projection(d, run, p).await
+        self.inner.set_projection(d, run, p, vectors).await
     }
     async fn delete_doc(&self, d: &str) -> Result<(), docpipe_vector::VectorError> {
         (self.before_delete)(d)?;

@@ -1551,7 +1551,13 @@ async fn the_milvus_projection_and_the_postgres_answer_agree_after_each_act_on_a
             .unwrap();
     }
     let run = p.doc(&old_doc).await.unwrap().current_run_id.unwrap();
-    assert!(p.milvus.set_projection(&old_doc, run, wrong).await.unwrap() > 0);
+    assert!(
+        p.milvus
+            .set_projection(&old_doc, run, wrong, None)
+            .await
+            .unwrap()
+            > 0
+    );
     let filters = SearchFilters {
         doc_ids: vec![old_doc.clone()],
         versions: VersionWindow::Answering,

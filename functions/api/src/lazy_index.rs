@@ -54,10 +54,11 @@ impl VectorIndex for LazyMilvus {
         doc_id: &str,
         run_id: i64,
         projection: docpipe_vector::Projection,
+        vectors: Option<usize>,
     ) -> Result<usize, VectorError> {
         self.get()
             .await?
-            .set_projection(doc_id, run_id, projection)
+            .set_projection(doc_id, run_id, projection, vectors)
             .await
     }
     async fn delete_doc(&self, doc_id: &str) -> Result<(), VectorError> {

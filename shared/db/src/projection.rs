@@ -138,17 +138,26 @@ async fn record_changes(c: &impl GenericClient, doc_ids: &[String]) -> Result<()
     Ok(())
 }
 
-/// What a `projection` clean-up writes onto a document's vectors: its row (none: it answers on
-/// every day) and the run whose vectors carry it. `None` when the document is gone or going (its
-/// vectors go with it) or has no run.
-pub async fn to_carry(
-    c: &impl GenericClient,
-    doc_id: &str,
-) -> Result<Option<(Projection, i64)>, DbError> {
+/// What a `projection` clean-up writes onto a document's vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToCarry {
+    /// The document's row (none: it answers on every day).
+    pub projection: Projection,
+    /// The run whose vectors carry it.
+    pub run_id: i64,
+    /// How many vectors the run holds once whole (its parse's chunk count), when known.
+    pub vectors: Option<usize>,
+}
+
+/// What a `projection` clean-up writes onto a document's vectors; `None` when the document is
+/// gone or going (its vectors go with it) or has no run.
+pub async fn to_carry(c: &impl GenericClient, doc_id: &str) -> Result<Option<ToCarry>, DbError> {
     let row = c
         .query_typed_opt(
-            "SELECT d.current_run_id, sp.answering, sp.in_force_from, sp.in_force_to
+            "SELECT d.current_run_id, sp.answering, sp.in_force_from, sp.in_force_to,
+                    r.vector_chunk_count
              FROM documents d LEFT JOIN search_projection sp ON sp.doc_id = d.doc_id
+             LEFT JOIN document_processing_runs r ON r.run_id = d.current_run_id
              WHERE d.doc_id = $1 AND d.deleting_at IS NULL",
             &[(&doc_id, Type::VARCHAR)],
         )
@@ -163,7 +172,12 @@ pub async fn to_carry(
             },
             None => Projection::ALWAYS,
         };
-        run.map(|run| (projection, run))
+        let vectors: Option<i32> = r.get("vector_chunk_count");
+        run.map(|run_id| ToCarry {
+            projection,
+            run_id,
+            vectors: vectors.and_then(|n| usize::try_from(n).ok()),
+        })
     }))
 }
 

@@ -166,12 +166,15 @@ pub trait VectorIndex: Send + Sync {
     /// Writes `projection` onto every vector of the document's run `run_id` that does not carry
     /// it yet, and returns how many it rewrote. Milvus 2.3 has no partial update, so the vectors
     /// are read back and upserted whole, a page at a time: bounded by the document, not the
-    /// library. A missing collection has nothing to rewrite.
+    /// library. A missing collection has nothing to rewrite. `vectors`, when known, is how many
+    /// vectors the run holds once whole (PostgreSQL's count): a read that finds them all needs
+    /// not wait for the index to catch up with the latest writes (no Strong consistency).
     async fn set_projection(
         &self,
         doc_id: &str,
         run_id: i64,
         projection: Projection,
+        vectors: Option<usize>,
     ) -> Result<usize, VectorError>;
 
     /// Deletes every vector of a document. A missing collection counts as success.

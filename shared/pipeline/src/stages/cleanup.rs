@@ -8,7 +8,8 @@ use docpipe_core::artifacts;
 use docpipe_core::clock::Clock;
 use docpipe_core::model::RunStatus;
 use docpipe_db::cleanups::{self, Cleanup, Kind};
-use docpipe_db::{documents, projection, runs, Db, DbError};
+use docpipe_db::projection::{self, ToCarry};
+use docpipe_db::{documents, runs, Db, DbError};
 use docpipe_vector::{VectorError, VectorIndex};
 
 pub(crate) struct CleanupDeps<'a> {
@@ -189,16 +190,16 @@ async fn write_projection(
     doc_id: &str,
 ) -> Result<Carried, CleanupError> {
     let client = db.client().await?;
-    let Some((p, run_id)) = projection::to_carry(&**client, doc_id).await? else {
+    let Some(to) = projection::to_carry(&**client, doc_id).await? else {
         return Ok(Carried::NotNeeded("the document is gone or going"));
     };
     drop(client);
-    let rewritten = write_back(db, vectors, doc_id, run_id, p).await?;
+    let rewritten = write_back(db, vectors, doc_id, to).await?;
     tracing::debug!(
         doc_id,
-        run_id,
+        run_id = to.run_id,
         rewritten,
-        answering = p.answering,
+        answering = to.projection.answering,
         stage = "cleanup",
         "version state written onto the vectors"
     );
@@ -212,10 +213,12 @@ async fn write_back(
     db: &Db,
     vectors: &dyn VectorIndex,
     doc_id: &str,
-    run_id: i64,
-    p: docpipe_vector::Projection,
+    to: ToCarry,
 ) -> Result<usize, CleanupError> {
-    let rewritten = vectors.set_projection(doc_id, run_id, p).await?;
+    let run_id = to.run_id;
+    let rewritten = vectors
+        .set_projection(doc_id, run_id, to.projection, to.vectors)
+        .await?;
     if rewritten > 0 {
         let serves = projection::still_serves(&**db.client().await?, doc_id, run_id).await?;
         if !serves {
@@ -240,16 +243,12 @@ pub async fn widen_before_release(db: &Db, vectors: &dyn VectorIndex, doc_id: &s
         Ok(client) => projection::to_carry(&**client, doc_id).await,
         Err(e) => Err(e),
     };
-    if let Ok(Some((_, run_id))) = run {
-        if let Err(e) = write_back(
-            db,
-            vectors,
-            doc_id,
-            run_id,
-            docpipe_vector::Projection::ALWAYS,
-        )
-        .await
-        {
+    if let Ok(Some(to)) = run {
+        let widest = ToCarry {
+            projection: docpipe_vector::Projection::ALWAYS,
+            ..to
+        };
+        if let Err(e) = write_back(db, vectors, doc_id, widest).await {
             tracing::warn!(doc_id, error = %docpipe_core::error::chain(&e), "vectors not widened before the release");
         }
     }

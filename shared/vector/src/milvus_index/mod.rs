@@ -249,8 +249,9 @@ impl VectorIndex for MilvusIndex {
         doc_id: &str,
         run_id: i64,
         projection: Projection,
+        vectors: Option<usize>,
     ) -> Result<usize, VectorError> {
-        self.project_run(doc_id, run_id, projection).await
+        self.project_run(doc_id, run_id, projection, vectors).await
     }
 
     async fn delete_doc(&self, doc_id: &str) -> Result<(), VectorError> {

@@ -36,21 +36,49 @@ impl MilvusIndex {
         doc_id: &str,
         run_id: i64,
         projection: Projection,
+        vectors: Option<usize>,
+    ) -> Result<usize, VectorError> {
+        let run = format!("{} and {F_RUN_ID} == {run_id}", expr::doc_eq(doc_id));
+        let mut rewritten = 0;
+        if let Some(expected) = vectors {
+            // What the index holds now, without waiting for it to catch up: when that is the whole
+            // run, every vector is rewritten (whatever it seemed to carry: a view this recent may
+            // miss another writer's last upsert), and nothing more is needed.
+            let seen = self
+                .rewrite(&run, ConsistencyLevel::Bounded, projection)
+                .await?;
+            if seen == expected {
+                return Ok(seen);
+            }
+            rewritten += seen;
+        }
+        let unlike = format!(
+            "{run} and ({F_ANSWERING} != {} or {F_IN_FORCE_FROM} != {} or {F_IN_FORCE_TO} != {})",
+            projection.answering, projection.in_force_from, projection.in_force_to
+        );
+        rewritten += self
+            .rewrite(&unlike, ConsistencyLevel::Strong, projection)
+            .await?;
+        Ok(rewritten)
+    }
+
+    /// Reads the vectors `filter` selects at `consistency`, a page at a time, and upserts them
+    /// whole with `projection`: how many it rewrote.
+    async fn rewrite(
+        &self,
+        filter: &str,
+        consistency: ConsistencyLevel,
+        projection: Projection,
     ) -> Result<usize, VectorError> {
         const OP: &str = "set_projection";
-        let unlike = format!(
-            "{} and {F_RUN_ID} == {run_id} and ({F_ANSWERING} != {} or {F_IN_FORCE_FROM} != {} \
-             or {F_IN_FORCE_TO} != {})",
-            expr::doc_eq(doc_id),
-            projection.answering,
-            projection.in_force_from,
-            projection.in_force_to
-        );
         let mut rewritten = 0;
         let mut after = String::new();
         loop {
-            let filter = format!("{unlike} and {F_CHUNK_ID} > {}", quote(&after));
-            let Some(response) = self.query(OP, filter, &ALL_FIELDS, Some(PAGE)).await? else {
+            let page = format!("{filter} and {F_CHUNK_ID} > {}", quote(&after));
+            let Some(response) = self
+                .query_at(consistency, OP, page, &ALL_FIELDS, Some(PAGE))
+                .await?
+            else {
                 return Ok(rewritten);
             };
             let mut records = records(response.results())?;
@@ -58,7 +86,7 @@ impl MilvusIndex {
                 return Ok(rewritten);
             }
             records.sort_by(|a, b| a.chunk_id.cmp(&b.chunk_id));
-            let mut tags = self.tags_of(&records).await?;
+            let mut tags = self.tags_of(&records, consistency).await?;
             for r in &mut records {
                 r.projection = projection;
                 r.tags = tags.remove(&r.chunk_id).unwrap_or_default();
@@ -93,9 +121,12 @@ impl MilvusIndex {
 impl MilvusIndex {
     /// The non-empty tag arrays of `records`, by chunk id. Milvus 2.3 sends an empty array as a
     /// row without data, which the client refuses to decode, so empty arrays are never asked for.
+    /// At the consistency the records were read at: on one query node (standalone, or one
+    /// replica) a later read sees at least what the earlier one did.
     async fn tags_of(
         &self,
         records: &[ChunkRecord],
+        consistency: ConsistencyLevel,
     ) -> Result<HashMap<String, Vec<String>>, VectorError> {
         const OP: &str = "set_projection";
         let ids: Vec<String> = records.iter().map(|r| r.chunk_id.clone()).collect();
@@ -108,7 +139,13 @@ impl MilvusIndex {
             expr::quoted_list(&ids)
         );
         let Some(response) = self
-            .query(OP, filter, &[F_CHUNK_ID, F_TAGS], Some(ids.len()))
+            .query_at(
+                consistency,
+                OP,
+                filter,
+                &[F_CHUNK_ID, F_TAGS],
+                Some(ids.len()),
+            )
             .await?
         else {
             return Ok(HashMap::new());

@@ -26,12 +26,27 @@ impl MilvusIndex {
         output_fields: &[&str],
         limit: Option<usize>,
     ) -> Result<Option<QueryResponse>, VectorError> {
+        self.query_at(ConsistencyLevel::Strong, op, filter, output_fields, limit)
+            .await
+    }
+
+    /// A query at `consistency`: Strong waits until the index has caught up with every write
+    /// acknowledged before it (a time tick, 200 ms by default, and more under load); the others
+    /// answer from what it holds now, for a reader that can tell when that is incomplete.
+    pub(super) async fn query_at(
+        &self,
+        consistency: ConsistencyLevel,
+        op: &'static str,
+        filter: String,
+        output_fields: &[&str],
+        limit: Option<usize>,
+    ) -> Result<Option<QueryResponse>, VectorError> {
         self.when_loaded(op, || async {
             let mut builder = QueryRequest::builder()
                 .collection_name(&self.collection)
                 .filter(filter.clone())
                 .output_fields(output_fields.iter().copied())
-                .consistency_level(ConsistencyLevel::Strong);
+                .consistency_level(consistency);
             if let Some(limit) = limit {
                 builder = builder.limit(limit as i64);
             }
