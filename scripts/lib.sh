@@ -137,7 +137,14 @@ iso_create() {
   iso_remove
   psql "$DATABASE_DIRECT_URL" -XAtq -v ON_ERROR_STOP=1 -c "CREATE DATABASE $ISO_DB" >/dev/null
   url="$(with_db "$DATABASE_URL" "$ISO_DB")"
-  DATABASE_URL="$url" "$1" migrate >"$2" 2>&1 || { cat "$2" >&2; die "migrate failed"; }
+  # PgBouncer refuses logins to a database for server_login_retry (15 s) after one failed: the
+  # same name dropped by an earlier run's clean-up a moment ago. Wait that out, once.
+  if ! DATABASE_URL="$url" "$1" migrate >"$2" 2>&1; then
+    grep -q server_login_retry "$2" || { cat "$2" >&2; die "migrate failed"; }
+    log "PgBouncer still remembers a failed login to $ISO_DB: migrating again in 16 s"
+    sleep 16
+    DATABASE_URL="$url" "$1" migrate >"$2" 2>&1 || { cat "$2" >&2; die "migrate failed"; }
+  fi
   eval "$("$PY" "$ROOT/scripts/resources.py" --bucket "$ISO_BUCKET" --queue-prefix "$ISO_QUEUE_PREFIX" \
     --format env 2>/dev/null)"
   export DATABASE_URL="$url" DOCPIPE_MILVUS_COLLECTION="$ISO_COLLECTION"
