@@ -273,6 +273,12 @@ impl docpipe_vector::VectorIndex for HookedVectorIndex {
     ) -> Result<usize, docpipe_vector::VectorError> {
         self.inner.set_projection(d, run, p, vectors).await
     }
+    async fn drifted(
+        &self,
+        expected: &[docpipe_vector::RunProjection],
+    ) -> Result<Vec<String>, docpipe_vector::VectorError> {
+        self.inner.drifted(expected).await
+    }
     async fn delete_doc(&self, d: &str) -> Result<(), docpipe_vector::VectorError> {
         (self.before_delete)(d)?;
         self.inner.delete_doc(d).await

@@ -1585,6 +1585,44 @@ async fn the_milvus_projection_and_the_postgres_answer_agree_after_each_act_on_a
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(report.projection_changed, 1, "{report:?}");
     agree("the sweeper's audit", docs.clone(), days.clone()).await;
+
+    // The vectors alone gone astray (a write lost in Milvus, PostgreSQL right, nothing recorded):
+    // the sweeper compares them with PostgreSQL and carries the row again in the same pass.
+    assert!(
+        p.milvus
+            .set_projection(&old_doc, run, wrong, None)
+            .await
+            .unwrap()
+            > 0
+    );
+    assert!(
+        milvus
+            .search(&query, 16, &filters)
+            .await
+            .unwrap()
+            .is_empty(),
+        "astray, the vectors answer nothing"
+    );
+    let report = docpipe_pipeline::upkeep::housekeeping::housekeeping(
+        &docpipe_pipeline::upkeep::housekeeping::HousekeepingDeps {
+            db: &p.db.db,
+            objects: &*p.store.objects,
+            vectors: &*p.milvus,
+            bucket: &p.aws.bucket,
+            clock: &p.aws.clock,
+        },
+        200,
+    )
+    .await;
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.projection_changed, 0, "{report:?}");
+    assert_eq!(report.projection_drifted, 1, "{report:?}");
+    agree(
+        "the sweeper's check of the vectors",
+        docs.clone(),
+        days.clone(),
+    )
+    .await;
     p.cleanup().await;
 }
 

@@ -61,6 +61,13 @@ impl VectorIndex for LazyMilvus {
             .set_projection(doc_id, run_id, projection, vectors)
             .await
     }
+    async fn drifted(
+        &self,
+        expected: &[docpipe_vector::RunProjection],
+    ) -> Result<Vec<String>, VectorError> {
+        self.get().await?.drifted(expected).await
+    }
+
     async fn delete_doc(&self, doc_id: &str) -> Result<(), VectorError> {
         self.get().await?.delete_doc(doc_id).await
     }

@@ -15,7 +15,7 @@
 use super::{DbError, Type};
 use tokio_postgres::GenericClient;
 
-pub use docpipe_vector::{Projection, VersionWindow};
+pub use docpipe_vector::{Projection, RunProjection, VersionWindow};
 
 const FAR_PAST: i64 = Projection::FAR_PAST;
 const FAR_FUTURE: i64 = Projection::FAR_FUTURE;
@@ -164,14 +164,7 @@ pub async fn to_carry(c: &impl GenericClient, doc_id: &str) -> Result<Option<ToC
         .await?;
     Ok(row.and_then(|r| {
         let run: Option<i64> = r.get("current_run_id");
-        let projection = match r.get::<_, Option<bool>>("answering") {
-            Some(answering) => Projection {
-                answering,
-                in_force_from: r.get("in_force_from"),
-                in_force_to: r.get("in_force_to"),
-            },
-            None => Projection::ALWAYS,
-        };
+        let projection = row_of(&r);
         let vectors: Option<i32> = r.get("vector_chunk_count");
         run.map(|run_id| ToCarry {
             projection,
@@ -252,6 +245,46 @@ pub async fn within(
         )
         .await?;
     Ok(rows.iter().map(|r| r.get("doc_id")).collect())
+}
+
+/// The indexed documents after `after` (by id, up to `limit`), each with what its committed run's
+/// vectors should carry (no row: every day): the sweeper's page of the Milvus audit. One indexed
+/// range read, bounded by `limit`.
+pub async fn expected_after(
+    c: &impl GenericClient,
+    after: &str,
+    limit: i64,
+) -> Result<Vec<RunProjection>, DbError> {
+    let rows = c
+        .query_typed(
+            "SELECT d.doc_id, d.current_run_id, sp.answering, sp.in_force_from, sp.in_force_to
+             FROM documents d LEFT JOIN search_projection sp ON sp.doc_id = d.doc_id
+             WHERE d.doc_id > $1 AND d.status = 'indexed' AND d.deleting_at IS NULL
+               AND d.current_run_id IS NOT NULL
+             ORDER BY d.doc_id LIMIT $2",
+            &[(&after, Type::VARCHAR), (&limit, Type::INT8)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| RunProjection {
+            doc_id: r.get("doc_id"),
+            run_id: r.get("current_run_id"),
+            projection: row_of(r),
+        })
+        .collect())
+}
+
+/// The projection of a row that LEFT JOINed `search_projection` (none: every day).
+fn row_of(r: &tokio_postgres::Row) -> Projection {
+    match r.get::<_, Option<bool>>("answering") {
+        Some(answering) => Projection {
+            answering,
+            in_force_from: r.get("in_force_from"),
+            in_force_to: r.get("in_force_to"),
+        },
+        None => Projection::ALWAYS,
+    }
 }
 
 /// What one audit step did.

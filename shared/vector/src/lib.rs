@@ -63,6 +63,14 @@ pub struct ChunkRecord {
 /// projection of the release, so that a search does not carry lists of version ids). PostgreSQL
 /// decides; this only narrows what Milvus ranks, and every hit is checked again.
 ///
+/// What the vectors of one document's run should carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunProjection {
+    pub doc_id: String,
+    pub run_id: i64,
+    pub projection: Projection,
+}
+
 /// Days count from 1970-01-01. A chunk answers on day `d` when `answering` and
 /// `in_force_from <= d < in_force_to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,6 +184,11 @@ pub trait VectorIndex: Send + Sync {
         projection: Projection,
         vectors: Option<usize>,
     ) -> Result<usize, VectorError>;
+
+    /// The documents of `expected` whose run holds a vector carrying another projection: the
+    /// sweeper's check that Milvus says what PostgreSQL does. Reads at Strong consistency, a few
+    /// queries per call, bounded by `expected`. A missing collection has none.
+    async fn drifted(&self, expected: &[RunProjection]) -> Result<Vec<String>, VectorError>;
 
     /// Deletes every vector of a document. A missing collection counts as success.
     async fn delete_doc(&self, doc_id: &str) -> Result<(), VectorError>;

@@ -62,6 +62,13 @@ impl VectorIndex for LazyVectorIndex {
             .await
     }
 
+    async fn drifted(
+        &self,
+        expected: &[docpipe_vector::RunProjection],
+    ) -> Result<Vec<String>, VectorError> {
+        self.index().await?.drifted(expected).await
+    }
+
     async fn delete_doc(&self, doc_id: &str) -> Result<(), VectorError> {
         self.index().await?.delete_doc(doc_id).await
     }

@@ -234,7 +234,8 @@ async fn finish_run(
             "duration_ms": started.elapsed().as_millis() as u64,
         }
     });
-    match commit(
+    let t = Instant::now();
+    let committed = commit(
         deps,
         doc_id,
         lease,
@@ -244,17 +245,19 @@ async fn finish_run(
         metadata,
     )
     .await
-    .map_err(db_err)?
-    {
+    .map_err(db_err)?;
+    let commit_ms = t.elapsed().as_millis() as u64;
+    let t = Instant::now();
+    let carried = match committed {
+        // Its vectors were written answering on every day; now they, and those of the versions
+        // its commit superseded, say what the commit decided.
         Committed::Indexed => {
-            // Its vectors were written answering on every day; now they, and those of the
-            // versions its commit superseded, say what the commit decided.
             crate::stages::cleanup::carry_projections(
                 deps.db,
                 deps.vectors,
                 Carry::AroundDocument(doc_id, PROJECTIONS_AT_ONCE),
             )
-            .await;
+            .await
         }
         Committed::Lost => return Ok(None),
         Committed::VersionCollides(why) => {
@@ -263,7 +266,7 @@ async fn finish_run(
                 format!("version-collides: {why}"),
             ))
         }
-    }
+    };
     info!(
         doc_id,
         run_id = lease.run_id,
@@ -271,6 +274,10 @@ async fn finish_run(
         chunks,
         embed_ms = timings.embed_ms as u64,
         insert_ms = timings.insert_ms as u64,
+        keyword_ms,
+        commit_ms,
+        carried,
+        carry_ms = t.elapsed().as_millis() as u64,
         "indexed"
     );
     Ok(Some(IndexOutcome::Indexed {

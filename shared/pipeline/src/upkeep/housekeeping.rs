@@ -9,12 +9,15 @@
 //!    older analyzer, rebuilt from PostgreSQL a few documents a pass: an upgrade needs no command.
 //! 5. Idempotency keys past their 24 hours ([`idempotency::KEY_TTL_SECS`]).
 //! 6. The search projection: a page of works recomputed a pass ([`projection::audit_next`]),
-//!    before the outbox, which then carries what changed to Milvus.
+//!    and a page of indexed documents whose vectors are compared with it
+//!    ([`VectorIndex::drifted`]), before the outbox, which then carries what changed or drifted to
+//!    Milvus.
 
 use crate::adapters::ObjectStore;
-use crate::stages::cleanup::{self, CleanupDeps, CleanupReport};
+use crate::stages::cleanup::{self, CleanupDeps, CleanupError, CleanupReport};
 use crate::upkeep::reconcile::{self, Report};
 use docpipe_core::clock::Clock;
+use docpipe_db::cleanups::{self, Kind};
 use docpipe_db::{idempotency, projection, tombstones, Db, DbError};
 use docpipe_vector::VectorIndex;
 
@@ -37,6 +40,8 @@ pub struct HousekeepingReport {
     pub idempotency_keys_pruned: u64,
     /// Documents whose search projection the audit found wrong (or missing) and put right.
     pub projection_changed: usize,
+    /// Documents whose vectors carried another projection than PostgreSQL's row: carried again.
+    pub projection_drifted: usize,
     /// What failed this time (tried again next time).
     pub problems: Vec<String>,
 }
@@ -70,6 +75,10 @@ pub async fn housekeeping(deps: &HousekeepingDeps<'_>, limit: usize) -> Housekee
     let audited = audit_projection(deps.db).await;
     if let Some(done) = noted(&mut report.problems, "search projection", audited) {
         report.projection_changed = done.changed;
+    }
+    let drifted = check_vectors(deps.db, deps.vectors).await;
+    if let Some(drifted) = noted(&mut report.problems, "vectors' projection", drifted) {
+        report.projection_drifted = drifted;
     }
     let cleanups = cleanup::run_due(&cleanup_deps, limit as i64).await;
     if let Some(done) = noted(&mut report.problems, "clean-ups", cleanups) {
@@ -126,6 +135,47 @@ pub(crate) const PROJECTION_WORKS_PER_PASS: i64 = 200;
 
 async fn audit_projection(db: &Db) -> Result<projection::Audited, DbError> {
     projection::audit_next(&**db.client().await?, PROJECTION_WORKS_PER_PASS).await
+}
+
+/// Indexed documents whose vectors one pass compares with PostgreSQL (13 queries at most): at the
+/// template's 5-minute sweep, 20,000 documents are all compared every 4 hours, which bounds how
+/// long a vector write that went astray without a change in PostgreSQL stays wrong.
+pub(crate) const PROJECTION_DOCUMENTS_PER_PASS: i64 = 400;
+
+const VECTORS_CURSOR: &str = "projection_vectors";
+
+/// The next page of indexed documents: those whose vectors disagree with PostgreSQL get a
+/// `projection` clean-up, which the outbox carries in this same pass. The number found.
+async fn check_vectors(db: &Db, vectors: &dyn VectorIndex) -> Result<usize, CleanupError> {
+    let client = db.client().await?;
+    let cursor = docpipe_db::reconcile::read_cursor(&**client, VECTORS_CURSOR).await?;
+    let page =
+        projection::expected_after(&**client, &cursor.position, PROJECTION_DOCUMENTS_PER_PASS)
+            .await?;
+    drop(client);
+    let drifted = vectors.drifted(&page).await?;
+    let client = db.client().await?;
+    for doc_id in &drifted {
+        tracing::warn!(
+            doc_id,
+            "its vectors carry another version state than PostgreSQL's: carried again"
+        );
+        cleanups::record(
+            &**client,
+            Kind::Projection,
+            doc_id,
+            None,
+            "its vectors disagreed with PostgreSQL",
+        )
+        .await?;
+    }
+    let wrapped = (page.len() as i64) < PROJECTION_DOCUMENTS_PER_PASS;
+    let next = match page.last() {
+        Some(last) if !wrapped => last.doc_id.as_str(),
+        _ => "",
+    };
+    docpipe_db::reconcile::write_cursor(&**client, VECTORS_CURSOR, next, wrapped).await?;
+    Ok(drifted.len())
 }
 
 async fn prune_tombstones(db: &Db, older_than_secs: i64) -> Result<u64, DbError> {

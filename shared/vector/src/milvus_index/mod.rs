@@ -26,7 +26,10 @@ use milvus::v2::error::Error as MilvusError;
 
 use crate::error::{is_collection_missing, is_not_loaded, VectorError};
 use crate::expr::{self, quote, truncate_utf8};
-use crate::{ChunkKey, ChunkRecord, DocRuns, Projection, SearchFilters, VectorHit, VectorIndex};
+use crate::{
+    ChunkKey, ChunkRecord, DocRuns, Projection, RunProjection, SearchFilters, VectorHit,
+    VectorIndex,
+};
 
 /// How fresh a search must be. Counts are always Strong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,6 +255,10 @@ impl VectorIndex for MilvusIndex {
         vectors: Option<usize>,
     ) -> Result<usize, VectorError> {
         self.project_run(doc_id, run_id, projection, vectors).await
+    }
+
+    async fn drifted(&self, expected: &[RunProjection]) -> Result<Vec<String>, VectorError> {
+        self.drifted_runs(expected).await
     }
 
     async fn delete_doc(&self, doc_id: &str) -> Result<(), VectorError> {

@@ -2,7 +2,7 @@
 //! the vectors that do not carry it, and upsert them whole with it.
 
 use super::*;
-use crate::Projection;
+use crate::{Projection, RunProjection};
 use milvus::v2::prelude::{QueryResults, UpsertRequest};
 
 /// Every stored field but `tags`, so that an upsert writes back exactly what it read. Tags are
@@ -114,6 +114,75 @@ impl MilvusIndex {
                 .last()
                 .map(|r| r.chunk_id.clone())
                 .unwrap_or_default();
+        }
+    }
+}
+
+/// Documents asked about in one drift query: an expression of a few kilobytes.
+const DRIFT_DOCS_PER_QUERY: usize = 32;
+
+/// Rows one drift query returns at most (Milvus's query window): past it, each document of the
+/// page is asked about alone.
+const DRIFT_ROWS: usize = 16_384;
+
+impl MilvusIndex {
+    pub(super) async fn drifted_runs(
+        &self,
+        expected: &[RunProjection],
+    ) -> Result<Vec<String>, VectorError> {
+        const OP: &str = "drifted";
+        let mut drifted = Vec::new();
+        for page in expected.chunks(DRIFT_DOCS_PER_QUERY) {
+            let found = self.drift_query(OP, page, DRIFT_ROWS).await?;
+            if found.len() < DRIFT_ROWS {
+                drifted.extend(found.into_iter().collect::<std::collections::BTreeSet<_>>());
+                continue;
+            }
+            for one in page {
+                if !self
+                    .drift_query(OP, std::slice::from_ref(one), 1)
+                    .await?
+                    .is_empty()
+                {
+                    drifted.push(one.doc_id.clone());
+                }
+            }
+        }
+        Ok(drifted)
+    }
+
+    /// The doc ids of up to `limit` vectors of `page`'s runs that carry another projection.
+    async fn drift_query(
+        &self,
+        op: &'static str,
+        page: &[RunProjection],
+        limit: usize,
+    ) -> Result<Vec<String>, VectorError> {
+        if page.is_empty() {
+            return Ok(Vec::new());
+        }
+        let filter = page
+            .iter()
+            .map(|e| {
+                let p = e.projection;
+                format!(
+                    "({} and {F_RUN_ID} == {} and ({F_ANSWERING} != {} or {F_IN_FORCE_FROM} != {} \
+                     or {F_IN_FORCE_TO} != {}))",
+                    expr::doc_eq(&e.doc_id),
+                    e.run_id,
+                    p.answering,
+                    p.in_force_from,
+                    p.in_force_to
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" or ");
+        let Some(response) = self.query(op, filter, &[F_DOC_ID], Some(limit)).await? else {
+            return Ok(Vec::new());
+        };
+        match response.results().get_output_field(F_DOC_ID) {
+            None => Ok(Vec::new()),
+            column => Ok(varchar_column(op, column)?.to_vec()),
         }
     }
 }
