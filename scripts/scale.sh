@@ -4,7 +4,7 @@
 #
 #   scripts/scale.sh [LAWS] [--corpus FOLDER] [--small 150] [--keep] [--port 8091] [--workers W]
 #                    [--seed 41] [--searches 200] [--others 100] [--stall 900]
-#                    [--slice 500] [--budget MINUTES]
+#                    [--slice 25] [--budget MINUTES]
 #   make scale LAWS=5000          # generated from corpus/laws (scripts/scale_library.py)
 #   make scale CORPUS=<folder>    # every .md, .txt, .html, .docx and .pdf under a folder, as is
 #
@@ -20,11 +20,12 @@
 # uploaded and waited for until every document is terminal; then measured (scripts/
 # scale_measure.py: keyword, hybrid, as_of, versions_all, verify, resolve, article, works_page,
 # each timed sequentially; the dev runner's peak RSS; PostgreSQL bytes; Milvus entities; counts);
-# then the rest is uploaded in slices of --slice laws (each waited for), and measured again with
-# the same queries. With --budget, no slice starts once the run's minutes so far and the last
-# slice's would pass the budget: the second point is then measured at the laws uploaded, and the
-# report and the JSON say how many (a run that must fit a window still ends with figures, never
-# with an unfinished upload). A line every 10 s shows the progress. The PostgreSQL backends and PgBouncer's pool are sampled every second
+# then the rest is uploaded, waited for, and measured again with the same queries. Uploads go in
+# slices of --slice laws, the next whenever at most SCALE_FEED (200) documents wait (see ingest()).
+# With --budget, no slice starts once the run has taken that many minutes: the second point is
+# then measured at the laws uploaded, and the report and the JSON say how many (a run that must
+# fit a window still ends with figures, never with an unfinished upload). A line every 10 s shows
+# the progress. The PostgreSQL backends and PgBouncer's pool are sampled every second
 # against the bound the pools allow.
 #
 # It prints a Markdown report and, as its last line, the JSON object issue 41 names, and exits
@@ -39,7 +40,7 @@ cd "$ROOT"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}"
 
 LAWS=5000 CORPUS_DIR="" SMALL="" KEEP=0 PORT=8091 WORKERS="" SEED=41 SEARCHES=200 OTHERS=100 STALL=900
-SLICE=500 BUDGET=""
+SLICE=25 BUDGET=""
 UPLOADERS="${SCALE_UPLOADERS:-8}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -142,41 +143,66 @@ wait_until 30 curl -sf -m 2 -o /dev/null "$API/healthz" || { tail_log "$RUNNER_L
 iso_sample >"$SAMPLES" &
 SAMPLER_PID=$!
 
-# ingest NAME FROM TO: upload the files of laws FROM..TO-1 and wait until every document is
-# terminal. Appends a phase line (name, documents, seconds) to $WORK/phases.
+# The documents of the bucket so far, and how many are terminal (indexed or failed).
+counts() {
+  sql_scale "SELECT count(*), count(*) FILTER (WHERE status IN ('indexed','failed')),
+    count(*) FILTER (WHERE status = 'indexed'), count(*) FILTER (WHERE status = 'failed')
+    FROM documents" 2>/dev/null || echo "0|0|0|0"
+}
+
+# upload FROM TO: puts the files of laws FROM..TO-1; UPLOADED counts every key put so far.
 UPLOADED=0 STUCK=0
 : >"$WORK/phases" && : >"$PUT_LOG"
-ingest() {
-  local name="$1" from="$2" to="$3" planned t0 docs terminal indexed failed last_terminal last_change \
-    now_s elapsed rate last_line=0 before
+upload() {
   rm -rf "$WORK/batches" && mkdir -p "$WORK/batches"
-  planned="$(measure batches --manifest "$LIBRARY/manifest.jsonl" --from "$from" --to "$to" --out "$WORK/batches")"
-  before="$(sql_scale "SELECT count(*) FROM documents WHERE status IN ('indexed','failed')")"
-  log "$name: uploading $planned files of laws $((from + 1))–$to with $UPLOADERS uploaders"
-  measure cpu --pid "$ISO_RUNNER_PID" --out "$WORK/cpu-$name-0.json"
-  t0="$(now)"
+  measure batches --manifest "$LIBRARY/manifest.jsonl" --from "$1" --to "$2" --out "$WORK/batches" >/dev/null
   # shellcheck disable=SC2016
   printf '%s\n' "$WORK"/batches/* | xargs -P "$UPLOADERS" -I{} bash -c '
     mapfile -t lines <"{}"; "$0" put --prefix "${lines[0]}" "${lines[@]:1}"' "$DOCPIPE" >>"$PUT_LOG" 2>&1 \
     || { tail -5 "$PUT_LOG" >&2; die "an upload failed"; }
   UPLOADED="$(grep -c '^put s3://' "$PUT_LOG" || true)"
-  log "$name: $UPLOADED objects in the bucket after $(elapsed "$t0")s"
-  last_terminal=-1 last_change="$(date +%s)"
+}
+
+# ingest NAME FROM TO: uploads the files of laws FROM..TO-1, --slice laws at a time, each slice
+# once no more than FEED documents wait (uploaded, not terminal), then waits until every document
+# is terminal. Fed, not dumped: the local SQS (moto) scans a queue's every message on each
+# receive, so a backlog of thousands slows every poll of every worker, which SQS does not; a
+# backlog of FEED keeps every worker busy and the emulator out of the measure. With --budget, no
+# slice starts past it: REACHED is where the upload stopped. Appends a phase line (name,
+# documents, seconds) to $WORK/phases.
+FEED="${SCALE_FEED:-200}"
+ingest() {
+  local name="$1" from="$2" to="$3" t0 docs terminal indexed failed last_terminal=-1 last_change \
+    now_s elapsed rate last_line=0 before next spent
+  before="$(sql_scale "SELECT count(*) FROM documents WHERE status IN ('indexed','failed')")"
+  log "$name: laws $((from + 1))–$to, $SLICE at a time whenever at most $FEED documents wait, $UPLOADERS uploaders"
+  measure cpu --pid "$ISO_RUNNER_PID" --out "$WORK/cpu-$name-0.json"
+  t0="$(now)" last_change="$(date +%s)" REACHED="$from"
   while :; do
-    IFS='|' read -r docs terminal indexed failed <<<"$(sql_scale "SELECT count(*),
-      count(*) FILTER (WHERE status IN ('indexed','failed')), count(*) FILTER (WHERE status = 'indexed'),
-      count(*) FILTER (WHERE status = 'failed') FROM documents" 2>/dev/null || echo "0|0|0|0")"
+    IFS='|' read -r docs terminal indexed failed <<<"$(counts)"
     now_s="$(date +%s)"
     elapsed="$(elapsed "$t0")"
     if [[ "$terminal" != "$last_terminal" ]]; then last_terminal="$terminal" last_change="$now_s"; fi
-    if (( now_s - last_line >= 10 )) || [[ "$docs" -ge "$UPLOADED" && "$terminal" -eq "$docs" ]]; then
+    if [[ $REACHED -lt $to && $((UPLOADED - terminal)) -le $FEED ]]; then
+      spent=$(( now_s - ${T_RUN0%.*} ))
+      if [[ -n "$BUDGET" ]] && (( spent >= BUDGET * 60 )); then
+        log "budget: ${spent}s spent, over --budget $BUDGET min: no more uploads, $REACHED of $LAWS laws"
+        to="$REACHED"
+      else
+        next=$((REACHED + SLICE)); [[ $next -le $to ]] || next=$to
+        upload "$REACHED" "$next"
+        REACHED="$next" last_change="$(date +%s)"
+        continue
+      fi
+    fi
+    if (( now_s - last_line >= 10 )) || [[ $REACHED -ge $to && "$docs" -ge "$UPLOADED" && "$terminal" -eq "$docs" ]]; then
       rate="$(awk -v n="$((terminal - before))" -v s="$elapsed" 'BEGIN { printf "%.0f", (s > 0 ? n / s * 60 : 0) }')"
-      printf '[scale] %s: %s of %s terminal (%s indexed, %s failed), %s/min, %ss\n' "$name" \
-        "$(printf "%'d" "$terminal")" "$(printf "%'d" "$UPLOADED")" "$(printf "%'d" "$indexed")" \
-        "$(printf "%'d" "$failed")" "$rate" "${elapsed%.*}" >&2
+      printf '[scale] %s: %s laws uploaded, %s of %s documents terminal (%s indexed, %s failed), %s/min, %ss\n' \
+        "$name" "$(printf "%'d" "$REACHED")" "$(printf "%'d" "$terminal")" "$(printf "%'d" "$UPLOADED")" \
+        "$(printf "%'d" "$indexed")" "$(printf "%'d" "$failed")" "$rate" "${elapsed%.*}" >&2
       last_line="$now_s"
     fi
-    if [[ "$docs" -ge "$UPLOADED" && "$terminal" -eq "$docs" ]]; then break; fi
+    if [[ $REACHED -ge $to && "$docs" -ge "$UPLOADED" && "$terminal" -eq "$docs" ]]; then break; fi
     if (( now_s - last_change >= STALL )); then
       STUCK=1; log "$name: no document became terminal for ${STALL}s: stuck"; break
     fi
@@ -193,23 +219,12 @@ measure_point() { # LABEL LAWS
     --manifest "$LIBRARY/manifest.jsonl" --searches "$SEARCHES" --others "$OTHERS" --out "$WORK/$1.json"
 }
 
+SMALL_BUDGET="$BUDGET" BUDGET=""   # the first point is always measured whole
 ingest small 0 "$SMALL"
+BUDGET="$SMALL_BUDGET"
 measure queries --db "$SCALE_URL" --out "$WORK/queries.json" --seed "$SEED" --searches "$SEARCHES" --others "$OTHERS" >&2
 measure_point small "$SMALL"
-REACHED="$SMALL" SLICES=0
-while [[ $REACHED -lt $LAWS ]]; do
-  NEXT=$((REACHED + SLICE)); [[ $NEXT -le $LAWS ]] || NEXT=$LAWS
-  SLICES=$((SLICES + 1)); T_SLICE="$(date +%s)"
-  ingest "large-$SLICES" "$REACHED" "$NEXT"
-  REACHED=$NEXT
-  if [[ -n "$BUDGET" && $REACHED -lt $LAWS ]]; then
-    SPENT=$(( $(date +%s) - ${T_RUN0%.*} )) LAST=$(( $(date +%s) - T_SLICE ))
-    if (( SPENT + LAST > BUDGET * 60 )); then
-      log "budget: ${SPENT}s spent and the last slice took ${LAST}s, over --budget $BUDGET min: measuring at $REACHED of $LAWS laws"
-      break
-    fi
-  fi
-done
+ingest large "$SMALL" "$LAWS"
 measure_point large "$REACHED"
 sleep 1
 kill "$SAMPLER_PID" 2>/dev/null; wait "$SAMPLER_PID" 2>/dev/null || true
