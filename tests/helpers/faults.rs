@@ -216,6 +216,8 @@ pub struct HookedVectorIndex {
     pub counts: std::sync::atomic::AtomicUsize,
     /// Vectors listed by `chunk_page` so far.
     pub listed: std::sync::atomic::AtomicUsize,
+    /// Calls of `set_projection` (a write-back that reads the vectors first) so far.
+    pub projections_read: std::sync::atomic::AtomicUsize,
 }
 
 impl HookedVectorIndex {
@@ -228,6 +230,7 @@ impl HookedVectorIndex {
             inserts: Default::default(),
             counts: Default::default(),
             listed: Default::default(),
+            projections_read: Default::default(),
         }
     }
 }
@@ -271,7 +274,15 @@ impl docpipe_vector::VectorIndex for HookedVectorIndex {
         p: docpipe_vector::Projection,
         vectors: Option<usize>,
     ) -> Result<usize, docpipe_vector::VectorError> {
+        self.projections_read
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.set_projection(d, run, p, vectors).await
+    }
+    async fn upsert(
+        &self,
+        records: &[docpipe_vector::ChunkRecord],
+    ) -> Result<(), docpipe_vector::VectorError> {
+        self.inner.upsert(records).await
     }
     async fn drifted(
         &self,

@@ -1679,3 +1679,87 @@ async fn an_index_commit_carries_the_version_state_of_its_own_work_only() {
         "a commit of the same work carries the version it supersedes"
     );
 }
+
+/// The index stage writes its commit's version state onto the vectors it just inserted from
+/// memory: a read of what was just written waits for Milvus to catch up (200 to 400 ms a
+/// document), which made that read the index stage's longest step. A version that supersedes
+/// another still reads the older one's vectors back, which it never held.
+#[tokio::test]
+async fn an_index_delivery_writes_the_version_state_onto_its_own_vectors_without_reading_them() {
+    use docpipe_db::authority::{self, Standing};
+    use docpipe_db::projection::{day_number, VersionWindow};
+    use docpipe_pipeline::stages::index::{index_job, IndexOutcome};
+    use docpipe_vector::{MilvusOptions, ReadConsistency, SearchFilters, VectorIndex};
+    use std::sync::atomic::Ordering;
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let hooked = helpers::HookedVectorIndex::new(p.milvus.clone());
+    let mut deps = p.index.deps();
+    deps.vectors = &hooked;
+    let (_, [older, newer]) = secrets_law();
+    let index = |v: &Version| {
+        let (p, deps) = (&p, &deps);
+        let file = v.file.clone();
+        async move {
+            let body = std::fs::read(corpus_dir().join("versions").join(&file)).unwrap();
+            let job = p.parsed(&format!("uploads/versions/{file}"), &body).await;
+            let outcome = index_job(deps, &job).await.unwrap();
+            assert!(
+                matches!(outcome, IndexOutcome::Indexed { .. }),
+                "{outcome:?}"
+            );
+            job.doc_id
+        }
+    };
+    let old_doc = index(&older).await;
+    assert_eq!(
+        hooked.projections_read.load(Ordering::SeqCst),
+        0,
+        "the first version's vectors were written from memory"
+    );
+    let new_doc = index(&newer).await;
+    assert_eq!(
+        hooked.projections_read.load(Ordering::SeqCst),
+        1,
+        "only the superseded version's vectors were read back"
+    );
+    // What Milvus holds says what PostgreSQL does, on the day each took effect.
+    let milvus = docpipe_vector::MilvusIndex::connect_with(
+        &helpers::milvus_url(),
+        None,
+        p.milvus.collection(),
+        MilvusOptions {
+            search_consistency: ReadConsistency::Strong,
+            ..MilvusOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let query = p
+        .index
+        .embedder
+        .embed_query(&first_article(&p, &old_doc).await)
+        .await
+        .unwrap();
+    let (_, _, old_from) = version_of(&p, &old_doc).await;
+    let (_, _, new_from) = version_of(&p, &new_doc).await;
+    let docs = vec![old_doc.clone(), new_doc.clone()];
+    for day in [old_from, new_from] {
+        let standing = authority::standing(&**p.db.client().await, &docs, &day)
+            .await
+            .unwrap();
+        for doc in &docs {
+            let filters = SearchFilters {
+                doc_ids: vec![doc.clone()],
+                versions: VersionWindow::InForceOn(day_number(&day).unwrap()),
+                ..Default::default()
+            };
+            let hits = milvus.search(&query, 4, &filters).await.unwrap();
+            assert_eq!(
+                !hits.is_empty(),
+                standing.get(doc) == Some(&Standing::Live),
+                "{doc} on {day}: Milvus and PostgreSQL disagree"
+            );
+        }
+    }
+    p.cleanup().await;
+}

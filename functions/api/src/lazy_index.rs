@@ -61,6 +61,10 @@ impl VectorIndex for LazyMilvus {
             .set_projection(doc_id, run_id, projection, vectors)
             .await
     }
+    async fn upsert(&self, records: &[docpipe_vector::ChunkRecord]) -> Result<(), VectorError> {
+        self.get().await?.upsert(records).await
+    }
+
     async fn drifted(
         &self,
         expected: &[docpipe_vector::RunProjection],

@@ -185,6 +185,10 @@ pub trait VectorIndex: Send + Sync {
         vectors: Option<usize>,
     ) -> Result<usize, VectorError>;
 
+    /// Writes `records` whole over the vectors of the same chunk ids: a writer that still holds
+    /// what it inserted rewrites it (its projection, say) without reading it back.
+    async fn upsert(&self, records: &[ChunkRecord]) -> Result<(), VectorError>;
+
     /// The documents of `expected` whose run holds a vector carrying another projection: the
     /// sweeper's check that Milvus says what PostgreSQL does. Reads at Strong consistency, a few
     /// queries per call, bounded by `expected`. A missing collection has none.

@@ -62,6 +62,10 @@ impl VectorIndex for LazyVectorIndex {
             .await
     }
 
+    async fn upsert(&self, records: &[docpipe_vector::ChunkRecord]) -> Result<(), VectorError> {
+        self.index().await?.upsert(records).await
+    }
+
     async fn drifted(
         &self,
         expected: &[docpipe_vector::RunProjection],

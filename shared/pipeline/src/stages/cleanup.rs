@@ -10,7 +10,7 @@ use docpipe_core::model::RunStatus;
 use docpipe_db::cleanups::{self, Cleanup, Kind};
 use docpipe_db::projection::{self, ToCarry};
 use docpipe_db::{documents, runs, Db, DbError};
-use docpipe_vector::{VectorError, VectorIndex};
+use docpipe_vector::{ChunkRecord, VectorError, VectorIndex};
 
 pub(crate) struct CleanupDeps<'a> {
     pub db: &'a Db,
@@ -206,32 +206,74 @@ async fn write_projection(
     Ok(Carried::Removed)
 }
 
-/// Writes `p` onto the run's vectors, then undoes the write if the run stopped serving meanwhile:
-/// the write reads vectors and upserts them, so a delete or a prune that fell between the two
-/// would otherwise come back to life (orphan vectors, or a document indexed twice).
+/// As [`write_projection`], from the vectors the index delivery holds when they are the current
+/// run's, all of them; else read back from Milvus.
+async fn write_projection_held(
+    db: &Db,
+    vectors: &dyn VectorIndex,
+    written: Written<'_>,
+) -> Result<Carried, CleanupError> {
+    let Written {
+        doc_id,
+        run_id,
+        records,
+    } = written;
+    let client = db.client().await?;
+    let Some(to) = projection::to_carry(&**client, doc_id).await? else {
+        return Ok(Carried::NotNeeded("the document is gone or going"));
+    };
+    drop(client);
+    if to.run_id != run_id || to.vectors != Some(records.len()) {
+        return write_projection(db, vectors, doc_id).await;
+    }
+    let projected: Vec<ChunkRecord> = records
+        .iter()
+        .map(|r| ChunkRecord {
+            projection: to.projection,
+            ..r.clone()
+        })
+        .collect();
+    vectors.upsert(&projected).await?;
+    undo_if_stopped_serving(db, vectors, doc_id, run_id).await?;
+    Ok(Carried::Removed)
+}
+
+/// Writes `p` onto the run's vectors, then undoes the write if the run stopped serving meanwhile.
 async fn write_back(
     db: &Db,
     vectors: &dyn VectorIndex,
     doc_id: &str,
     to: ToCarry,
 ) -> Result<usize, CleanupError> {
-    let run_id = to.run_id;
     let rewritten = vectors
-        .set_projection(doc_id, run_id, to.projection, to.vectors)
+        .set_projection(doc_id, to.run_id, to.projection, to.vectors)
         .await?;
     if rewritten > 0 {
-        let serves = projection::still_serves(&**db.client().await?, doc_id, run_id).await?;
-        if !serves {
-            vectors.delete_run(doc_id, run_id).await?;
-            tracing::info!(
-                doc_id,
-                run_id,
-                stage = "cleanup",
-                "the run stopped serving during a version-state write: its vectors removed again"
-            );
-        }
+        undo_if_stopped_serving(db, vectors, doc_id, to.run_id).await?;
     }
     Ok(rewritten)
+}
+
+/// A write-back upserts vectors, so a delete or a prune that fell between the decision to write
+/// and the write would otherwise come back to life (orphan vectors, or a document indexed twice):
+/// after writing, the writer asks PostgreSQL whether the run still serves and removes them if not.
+async fn undo_if_stopped_serving(
+    db: &Db,
+    vectors: &dyn VectorIndex,
+    doc_id: &str,
+    run_id: i64,
+) -> Result<(), CleanupError> {
+    let serves = projection::still_serves(&**db.client().await?, doc_id, run_id).await?;
+    if !serves {
+        vectors.delete_run(doc_id, run_id).await?;
+        tracing::info!(
+            doc_id,
+            run_id,
+            stage = "cleanup",
+            "the run stopped serving during a version-state write: its vectors removed again"
+        );
+    }
+    Ok(())
 }
 
 /// Before a release commits: the rendition's vectors answer on every day (wider than the truth,
@@ -262,6 +304,18 @@ pub enum Carry<'a> {
     /// Those of this document's work, up to this many: what an index commit changed. Two index
     /// workers then never carry each other's, nor the sweeper's backlog, on the ingest path.
     AroundDocument(&'a str, i64),
+    /// As `AroundDocument`, after the index commit of the run whose vectors this delivery
+    /// inserted and still holds: those are rewritten from memory, with no read of Milvus (a
+    /// read of what was just written waits for Milvus to catch up: 200 to 400 ms a document).
+    AfterIndex(Written<'a>, i64),
+}
+
+/// The vectors an index delivery inserted, all of its run's.
+#[derive(Debug, Clone, Copy)]
+pub struct Written<'a> {
+    pub doc_id: &'a str,
+    pub run_id: i64,
+    pub records: &'a [ChunkRecord],
 }
 
 /// Carries the version state that changed onto the vectors at once, after the commit that changed
@@ -271,7 +325,8 @@ pub async fn carry_projections(db: &Db, vectors: &dyn VectorIndex, which: Carry<
     let due = match db.client().await {
         Ok(client) => match which {
             Carry::Due(limit) => cleanups::due_of(&**client, Kind::Projection, limit).await,
-            Carry::AroundDocument(doc_id, limit) => {
+            Carry::AroundDocument(doc_id, limit)
+            | Carry::AfterIndex(Written { doc_id, .. }, limit) => {
                 cleanups::due_projections_around(&**client, doc_id, limit).await
             }
         },
@@ -282,8 +337,16 @@ pub async fn carry_projections(db: &Db, vectors: &dyn VectorIndex, which: Carry<
         Vec::new()
     });
     let mut carried = 0;
+    let written = match which {
+        Carry::AfterIndex(written, _) => Some(written),
+        _ => None,
+    };
     for cleanup in &due {
-        let done = match write_projection(db, vectors, &cleanup.doc_id).await {
+        let wrote = match written {
+            Some(w) if w.doc_id == cleanup.doc_id => write_projection_held(db, vectors, w).await,
+            _ => write_projection(db, vectors, &cleanup.doc_id).await,
+        };
+        let done = match wrote {
             Ok(_) => match db.client().await {
                 Ok(client) => cleanups::done(&**client, cleanup.cleanup_id).await,
                 Err(e) => Err(e),

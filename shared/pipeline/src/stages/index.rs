@@ -14,7 +14,7 @@
 use super::lease::HeldLease;
 use crate::adapters::{ObjectStore, StorageError};
 use crate::error::StageError;
-use crate::stages::cleanup::{record_and_try, Carried, Carry, CleanupDeps};
+use crate::stages::cleanup::{record_and_try, Carried, Carry, CleanupDeps, Written};
 use crate::stages::keywords;
 use crate::stages::versions::{self, VersionOf};
 use docpipe_core::artifacts;
@@ -167,6 +167,7 @@ async fn write_vectors(
     // This delivery stops in time to record its progress and let the next one go on, rather
     // than be killed at its timeout (which would count as a dead attempt).
     let deadline = started + deps.config.clock.index.function_timeout.mul_f64(WORK_SHARE);
+    let mut written = Vec::new();
     match embed_and_insert(
         deps,
         doc,
@@ -175,6 +176,7 @@ async fn write_vectors(
         &keeper,
         deadline,
         &mut timings,
+        &mut written,
     )
     .await?
     {
@@ -199,7 +201,16 @@ async fn write_vectors(
         }
     }
     verify_run(deps, doc_id, lease, chunks.len(), &mut timings).await?;
-    finish_run(deps, doc_id, lease, chunks.len(), started, &timings).await
+    finish_run(
+        deps,
+        doc_id,
+        lease,
+        &written,
+        chunks.len(),
+        started,
+        &timings,
+    )
+    .await
 }
 
 /// The keyword index analysed, then the run committed with what this attempt measured; `None`
@@ -208,6 +219,7 @@ async fn finish_run(
     deps: &IndexDeps<'_>,
     doc_id: &str,
     lease: &HeldLease,
+    written: &[ChunkRecord],
     chunks: usize,
     started: Instant,
     timings: &IndexTimings,
@@ -255,7 +267,14 @@ async fn finish_run(
             crate::stages::cleanup::carry_projections(
                 deps.db,
                 deps.vectors,
-                Carry::AroundDocument(doc_id, PROJECTIONS_AT_ONCE),
+                Carry::AfterIndex(
+                    Written {
+                        doc_id,
+                        run_id: lease.run_id,
+                        records: written,
+                    },
+                    PROJECTIONS_AT_ONCE,
+                ),
             )
             .await
         }
@@ -449,6 +468,13 @@ enum Inserted {
 /// the commit, and recording where it stopped.
 const WORK_SHARE: f64 = 0.8;
 
+/// A run's vectors a delivery keeps after inserting them, to write the commit's version state
+/// onto them without reading them back: about 10 MB at 384 dimensions. A larger run is read back.
+const HELD_AT_MOST: usize = 4_096;
+
+/// Embeds and inserts from `resume_from` on; `written` gets what was inserted when this delivery
+/// inserts the whole run (from the first chunk, at most [`HELD_AT_MOST`]).
+#[allow(clippy::too_many_arguments)]
 async fn embed_and_insert(
     deps: &IndexDeps<'_>,
     doc: &documents::Document,
@@ -457,7 +483,9 @@ async fn embed_and_insert(
     keeper: &LeaseKeeper<'_>,
     deadline: Instant,
     timings: &mut IndexTimings,
+    written: &mut Vec<ChunkRecord>,
 ) -> Result<Inserted, StageError> {
+    let hold = resume_from == 0 && chunks.len() <= HELD_AT_MOST;
     let tags = document_tags(doc);
     let size = deps.config.embed_batch;
     let mut slowest = std::time::Duration::ZERO;
@@ -499,6 +527,9 @@ async fn embed_and_insert(
             .await
             .map_err(classify_vector)?;
         timings.insert_ms += t.elapsed().as_millis();
+        if hold {
+            written.extend(records);
+        }
         let done = (first + batch.len()) as i32;
         let client = deps.db.client().await.map_err(db_err)?;
         if !runs::record_index_progress(&**client, keeper.lease.run_id, &keeper.lease.owner, done)

@@ -261,6 +261,10 @@ impl VectorIndex for MilvusIndex {
         self.drifted_runs(expected).await
     }
 
+    async fn upsert(&self, records: &[ChunkRecord]) -> Result<(), VectorError> {
+        self.upsert_records("upsert", records).await
+    }
+
     async fn delete_doc(&self, doc_id: &str) -> Result<(), VectorError> {
         self.delete_where("delete_doc", expr::doc_eq(doc_id)).await
     }

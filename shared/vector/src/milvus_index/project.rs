@@ -91,21 +91,7 @@ impl MilvusIndex {
                 r.projection = projection;
                 r.tags = tags.remove(&r.chunk_id).unwrap_or_default();
             }
-            for batch in self.batches(&records) {
-                let insert = InsertRequest::builder()
-                    .collection_name(&self.collection)
-                    .columns(super::write::columns(batch))
-                    .build()
-                    .map_err(|e| VectorError::from_milvus(OP, e))?;
-                let request = UpsertRequest::builder()
-                    .insert(insert)
-                    .build()
-                    .map_err(|e| VectorError::from_milvus(OP, e))?;
-                self.client
-                    .upsert(request)
-                    .await
-                    .map_err(|e| VectorError::from_milvus(OP, e))?;
-            }
+            self.upsert_records(OP, &records).await?;
             rewritten += records.len();
             if records.len() < PAGE {
                 return Ok(rewritten);
@@ -115,6 +101,33 @@ impl MilvusIndex {
                 .map(|r| r.chunk_id.clone())
                 .unwrap_or_default();
         }
+    }
+}
+
+impl MilvusIndex {
+    /// Writes `records` whole over the vectors of the same chunk ids, in batches bounded as an
+    /// insert's are.
+    pub(super) async fn upsert_records(
+        &self,
+        op: &'static str,
+        records: &[ChunkRecord],
+    ) -> Result<(), VectorError> {
+        for batch in self.batches(records) {
+            let insert = InsertRequest::builder()
+                .collection_name(&self.collection)
+                .columns(super::write::columns(batch))
+                .build()
+                .map_err(|e| VectorError::from_milvus(op, e))?;
+            let request = UpsertRequest::builder()
+                .insert(insert)
+                .build()
+                .map_err(|e| VectorError::from_milvus(op, e))?;
+            self.client
+                .upsert(request)
+                .await
+                .map_err(|e| VectorError::from_milvus(op, e))?;
+        }
+        Ok(())
     }
 }
 
