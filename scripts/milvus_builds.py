@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """How long Milvus took to build the vector index of a collection's sealed segments, read from
-its log (issue 41, item 4: what a library 100x larger needs).
+its log (issue 41, item 4: what a library 100x larger needs). Compactions build again: a merged
+segment's index is built anew, so the build seconds count what the library's growth cost Milvus.
 
     scripts/milvus_builds.py --log .local/milvus/logs/standalone-1.log --collection docpipe_scale
 
 Milvus builds an index per sealed segment, in the background of its index node. For each HNSW
 build of the collection (the last collection of that name the log created), it takes the time from
 "index params are ready" to "Successfully build index" and the segment's rows (the datanode's
-"updated segment num row", or the binlog entries its flushes recorded), and prints a table and,
+"updated segment num row", a compaction's "new segment num of rows", or the binlog entries its
+flushes recorded), and prints a table and,
 last, one JSON line: builds, rows, build seconds, rows per build second.
 """
 import argparse
@@ -41,11 +43,12 @@ def main() -> int:
     hnsw = set()
     rows_seen = collections.defaultdict(int)  # segment -> largest numRowsSum
     flushed = collections.defaultdict(int)  # segment -> binlog entries of one field
+    compacted = {}  # segment -> rows, for a compaction's result
     with open(a.log, encoding="utf-8", errors="replace") as f:
         for line in f:
             if '"add collection to meta table"' in line and f"[collection={a.collection}]" in line:
                 collection_id = field(line, "id")  # the last one created wins
-                ready.clear(), built.clear(), hnsw.clear(), rows_seen.clear(), flushed.clear()
+                ready.clear(), built.clear(), hnsw.clear(), rows_seen.clear(), flushed.clear(), compacted.clear()
             elif '"index params are ready"' in line:
                 build = field(line, "buildID")
                 ready[build] = when(line)
@@ -54,6 +57,11 @@ def main() -> int:
             elif '"Successfully build index"' in line:
                 if field(line, "Collection") == collection_id:
                     built[field(line, "buildID")] = (when(line), field(line, "SegmentID"))
+            elif '"new segment num of rows"' in line:
+                # A compaction's result: its rows once the deletes (upserts' old rows) are gone.
+                segment, total = field(line, '"new segment ID"'), field(line, '"new segment num of rows"')
+                if segment and total:
+                    compacted[segment] = int(total)
             elif '"updated segment num row"' in line:
                 segment, total = field(line, "segmentID"), field(line, "numRowsSum")
                 if segment and total:
@@ -71,7 +79,7 @@ def main() -> int:
     for build, (done, segment) in sorted(built.items(), key=lambda kv: kv[1][0]):
         if build not in hnsw or build not in ready:
             continue
-        rows = rows_seen.get(segment) or flushed.get(segment)
+        rows = compacted.get(segment) or rows_seen.get(segment) or flushed.get(segment)
         builds.append({"build": build, "segment": segment, "rows": rows,
                        "seconds": (done - ready[build]).total_seconds(), "at": done.strftime("%H:%M:%S")})
     print(f"HNSW builds of {a.collection} (collection {collection_id}) in {a.log}\n")
