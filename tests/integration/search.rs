@@ -375,7 +375,7 @@ async fn a_keyword_reindex_rebuilds_from_postgres_without_a_new_run() {
 }
 
 /// Rows the plan read from `relation`: kept and filtered out, over every loop.
-fn rows_read(plan: &serde_json::Value, relation: &str) -> f64 {
+pub(crate) fn rows_read(plan: &serde_json::Value, relation: &str) -> f64 {
     let here = if plan["Relation Name"] == relation {
         let per_loop = [
             "Actual Rows",

@@ -1763,3 +1763,118 @@ async fn an_index_delivery_writes_the_version_state_onto_its_own_vectors_without
     }
     p.cleanup().await;
 }
+
+/// An in-force keyword search checks the version window on its scored candidates, best first,
+/// and stops once `limit` pass: it looks up no block for each posting it reads. Before, it looked
+/// up every posting's block and projection row until `POSTINGS_PER_TERM` passed, so with one
+/// version in four in force it read four postings for each kept one, two lookups each (440 ms
+/// at p50 at 2,000 laws against 41 ms at 150). The answer is the one the per-posting filter gives.
+#[tokio::test]
+async fn an_in_force_keyword_search_checks_its_scored_candidates_not_each_posting() {
+    use docpipe_core::analyzer::Analyzer;
+    use docpipe_db::keyword::{self, SearchStatement, WINDOW_OVERFETCH};
+    use docpipe_db::projection::{day_number, VersionWindow};
+    use docpipe_search::{MAX_QUERY_TERMS, POSTINGS_PER_TERM};
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (_, [older, newer]) = secrets_law();
+    let old_doc = ingest(&p, &older, b"").await;
+    let new_doc = ingest(&p, &newer, b"").await;
+    let client = p.db.db.client().await.unwrap();
+    // The two versions share most articles, so every candidate scores as its copy in the
+    // other version does, and the statement must pass over the superseded one's.
+    let terms = Analyzer::shared().query_terms(&first_article(&p, &new_doc).await);
+    let ids: Vec<i64> = terms.iter().map(|(t, _)| *t).collect();
+    let postings: i64 = client
+        .query_typed_one(
+            "SELECT count(*) FROM keyword_postings WHERE term = ANY($1)",
+            &[(&ids, Type::INT8_ARRAY)],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let limit = 5;
+    assert!(
+        postings > 8 * limit,
+        "{postings} postings of the query's terms"
+    );
+    let n = keyword::block_count(&**client).await.unwrap();
+    let today = chrono::Utc::now().date_naive().to_string();
+    let in_force = VersionWindow::InForceOn(day_number(&today).unwrap());
+    let statement = SearchStatement::new(
+        &terms,
+        n,
+        POSTINGS_PER_TERM,
+        MAX_QUERY_TERMS,
+        limit,
+        &Filters::default(),
+        in_force,
+    );
+    let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {}", statement.sql);
+    let row = client
+        .query_typed_one(&explain, &statement.params())
+        .await
+        .unwrap();
+    let plan: serde_json::Value = row.get(0);
+    let plan = &plan[0]["Plan"];
+    for relation in ["keyword_blocks", "search_projection"] {
+        let read = crate::search::rows_read(plan, relation);
+        assert!(
+            read <= (4 * limit) as f64,
+            "{relation}: {read} rows read for {limit} results ({postings} postings; the bound \
+             is {} candidates)",
+            limit * WINDOW_OVERFETCH
+        );
+    }
+    let search = |filters: Filters| {
+        let (client, terms) = (&client, &terms);
+        async move {
+            keyword::search(
+                &***client,
+                terms,
+                n,
+                POSTINGS_PER_TERM,
+                MAX_QUERY_TERMS,
+                limit,
+                &filters,
+                in_force,
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let hits = search(Filters::default()).await;
+    // The same statement filtered by document checks each posting: the answer to match.
+    let per_posting = search(Filters {
+        doc_ids: vec![old_doc.clone(), new_doc.clone()],
+        ..Filters::default()
+    })
+    .await;
+    assert_eq!(hits.len(), limit as usize);
+    // The same blocks in the same order; the sums may differ in their last bits (another order).
+    let ids = |h: &[keyword::ScoredBlock]| h.iter().map(|b| b.block_id).collect::<Vec<i64>>();
+    assert_eq!(ids(&hits), ids(&per_posting));
+    for (a, b) in hits.iter().zip(&per_posting) {
+        assert!(
+            (a.score - b.score).abs() < 1e-9 * a.score.abs(),
+            "{a:?} {b:?}"
+        );
+    }
+    let owners: Vec<String> = client
+        .query_typed(
+            "SELECT DISTINCT doc_id FROM keyword_blocks WHERE block_id = ANY($1)",
+            &[(
+                &hits.iter().map(|h| h.block_id).collect::<Vec<i64>>(),
+                Type::INT8_ARRAY,
+            )],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        owners,
+        vec![new_doc.clone()],
+        "only the version in force answers"
+    );
+}
