@@ -1878,3 +1878,66 @@ async fn an_in_force_keyword_search_checks_its_scored_candidates_not_each_postin
         "only the version in force answers"
     );
 }
+
+/// A page of works reads the page's works and their versions, not the library's. Before, the
+/// planner found every answering version of the library (a hash over every document and version
+/// link) for each page, then kept the page's: 4.5 ms a page at 150 laws, 35 ms at 2,000.
+#[tokio::test]
+async fn a_page_of_works_reads_its_own_works_not_the_library() {
+    use docpipe_db::works;
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let client = p.db.client().await;
+    // A library of 3,000 works in two versions, one indexed document each, released: the rows
+    // the pipeline leaves, written directly (ingesting 6,000 documents would take an hour).
+    client
+        .batch_execute(
+            "INSERT INTO documents (doc_id, doc_name, status, content_sha256)
+             SELECT 'doc_lib_' || g, 'law ' || g || '.md', 'indexed', 'sha' || g
+             FROM generate_series(1, 6000) g;
+             INSERT INTO works (title, title_key)
+             SELECT '第' || g || '号法', 'law' || g FROM generate_series(1, 3000) g;
+             INSERT INTO work_versions (work_id, label, label_source, effective_from)
+             SELECT w.work_id, v::text, 'upload', date '2000-01-01' + v * 365
+             FROM works w CROSS JOIN generate_series(1, 2) v;
+             INSERT INTO version_documents (doc_id, version_id, run_id, released_sha256)
+             SELECT 'doc_lib_' || n, version_id, 1, 'sha' || n
+             FROM (SELECT version_id, row_number() OVER (ORDER BY version_id) AS n
+                   FROM work_versions) v;
+             ANALYZE;",
+        )
+        .await
+        .unwrap();
+    let today = chrono::Utc::now().date_naive().to_string();
+    let (level, name): (Option<&str>, Option<&str>) = (None, None);
+    let (after, page) = (1_000i64, 50i64);
+    let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 5] = [
+        (&today, Type::TEXT),
+        (&after, Type::INT8),
+        (&level, Type::VARCHAR),
+        (&name, Type::VARCHAR),
+        (&page, Type::INT8),
+    ];
+    let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {}", works::list_sql());
+    let plan: serde_json::Value = client
+        .query_typed_one(&explain, &params)
+        .await
+        .unwrap()
+        .get(0);
+    let plan = &plan[0]["Plan"];
+    // The page's 50 works have 100 versions; each is looked up a few times over.
+    for relation in ["documents", "version_documents", "work_versions"] {
+        let read = crate::search::rows_read(plan, relation);
+        assert!(
+            read <= (8 * page) as f64,
+            "{relation}: {read} rows read for a page of {page} works (the library has 3,000)"
+        );
+    }
+    let listed = works::list(&**client, &today, level, name, after, page)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), page as usize);
+    assert!(listed.windows(2).all(|w| w[0].work_id < w[1].work_id));
+    assert!(listed.iter().all(|w| w.work_id > after
+        && w.versions == 2
+        && w.current_version.as_deref() == Some("2")));
+}

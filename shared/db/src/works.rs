@@ -432,7 +432,10 @@ fn split<'a>(dated: &'a Option<(String, &'a str)>) -> (Option<&'a str>, &'a str)
 ///
 /// The scope sits in the first step on purpose: the later steps are window functions, which
 /// PostgreSQL computes over every version they are given before any outer filter applies, so a
-/// read of one page or of a few documents would otherwise cost the whole library.
+/// read of one page or of a few documents would otherwise cost the whole library. For the same
+/// reason a version's answering document is found by a LATERAL with a LIMIT, which the planner
+/// never turns into a join: as an EXISTS it was, hashing every answering version of the library
+/// for a page of works.
 pub(crate) fn timeline_of(works: &str) -> String {
     TIMELINE.replacen("{works}", works, 1)
 }
@@ -443,10 +446,12 @@ const TIMELINE: &str = "
                v.effective_to AS given_to,
                COALESCE(v.effective_from, v.promulgated_on, '-infinity'::date) AS eff
         FROM work_versions v
-        WHERE ({works}) AND EXISTS (SELECT 1 FROM version_documents vd
+        CROSS JOIN LATERAL (SELECT 1 FROM version_documents vd
                       JOIN documents d ON d.doc_id = vd.doc_id
                       WHERE vd.version_id = v.version_id AND d.status = 'indexed'
-                        AND d.deleting_at IS NULL AND vd.released_sha256 = d.content_sha256)
+                        AND d.deleting_at IS NULL AND vd.released_sha256 = d.content_sha256
+                      LIMIT 1) answers
+        WHERE ({works})
     ), timeline AS (
         SELECT a.*, LEAST(LEAD(a.eff) OVER w, a.given_to) AS eff_to,
                LEAD(a.version_id) OVER w AS next_version,
@@ -583,30 +588,31 @@ pub struct WorkSummary {
     pub successor_work_id: Option<i64>,
 }
 
-/// Works with at least one answering version, by title, `limit` after `after_id`, narrowed to a
-/// level and to titles containing `name` (normalised as the caller normalises).
-pub async fn list(
-    c: &impl GenericClient,
-    today: &str,
-    level: Option<&str>,
-    name_key: Option<&str>,
-    after_id: i64,
-    limit: i64,
-) -> Result<Vec<WorkSummary>, DbError> {
+/// [`list`]'s statement: $1 the day, $2 the work id the page starts after, $3 a level, $4 a
+/// title key, $5 the page's size. Apart so that a test can ask the planner what it reads.
+pub fn list_sql() -> String {
+    // The page's works, walked in id order and each checked for an answering version as it is
+    // reached, until the page is full: a LATERAL with a LIMIT is never flattened into a join, so
+    // the planner cannot choose (as it did with EXISTS) to find every work's answering versions
+    // first and sort them: 4.5 ms a page at 150 laws, 35 ms at 2,000. The page is an array,
+    // computed once, so that its versions are read by their work's key: as an IN (a semi join)
+    // the planner read every version and kept the page's.
     let timeline = timeline_of(
-        "v.work_id IN (SELECT lw.work_id FROM works lw
+        "v.work_id = ANY(ARRAY(SELECT lw.work_id FROM works lw
+                         CROSS JOIN LATERAL (
+                             SELECT 1 FROM work_versions lv
+                             JOIN version_documents lvd ON lvd.version_id = lv.version_id
+                             JOIN documents ld ON ld.doc_id = lvd.doc_id
+                             WHERE lv.work_id = lw.work_id AND ld.status = 'indexed'
+                               AND ld.deleting_at IS NULL
+                               AND lvd.released_sha256 = ld.content_sha256
+                             LIMIT 1) answers
                          WHERE lw.work_id > $2
                            AND ($3::varchar IS NULL OR lw.level = $3)
                            AND ($4::varchar IS NULL OR strpos(lw.title_key, $4) > 0)
-                           AND EXISTS (SELECT 1 FROM work_versions lv
-                                       JOIN version_documents lvd ON lvd.version_id = lv.version_id
-                                       JOIN documents ld ON ld.doc_id = lvd.doc_id
-                                       WHERE lv.work_id = lw.work_id AND ld.status = 'indexed'
-                                         AND ld.deleting_at IS NULL
-                                         AND lvd.released_sha256 = ld.content_sha256)
-                         ORDER BY lw.work_id LIMIT $5)",
+                         ORDER BY lw.work_id LIMIT $5))",
     );
-    let sql = format!(
+    format!(
         "{timeline}
          SELECT w.work_id, w.title, w.level, w.level_source, w.repealed_on::text AS repealed_on,
                 w.successor_work_id,
@@ -617,7 +623,20 @@ pub async fn list(
            AND ($4::varchar IS NULL OR strpos(w.title_key, $4) > 0)
          GROUP BY w.work_id
          ORDER BY w.work_id LIMIT $5"
-    );
+    )
+}
+
+/// Works with at least one answering version, by title, `limit` after `after_id`, narrowed to a
+/// level and to titles containing `name` (normalised as the caller normalises).
+pub async fn list(
+    c: &impl GenericClient,
+    today: &str,
+    level: Option<&str>,
+    name_key: Option<&str>,
+    after_id: i64,
+    limit: i64,
+) -> Result<Vec<WorkSummary>, DbError> {
+    let sql = list_sql();
     let rows = c
         .query_typed(
             &sql,
