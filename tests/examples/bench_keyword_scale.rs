@@ -2,7 +2,8 @@
 //! retrieval benchmark's laws (bench_retrieval's database) copied into a database of their own and
 //! repeated until it holds `--articles` blocks, then the questions of `corpus/questions` asked
 //! through `db::keyword::search` (the live-document check included) at 1× and at full size, with
-//! each term's postings bounded (the default) and unbounded. Prints one JSON line.
+//! each term's postings bounded (the default) and unbounded, and bounded with the version window
+//! of a search in force today. Prints one JSON line.
 //!
 //! With `--articles-jsonl` (bench_retrieval's `articles.jsonl`: each block's article key), it also
 //! scores both against the questions' cited articles: recall@10 over the first ten distinct
@@ -19,7 +20,7 @@ use docpipe_core::analyzer::Analyzer;
 use docpipe_core::filters::Filters;
 use docpipe_db::keyword;
 use docpipe_search::{CANDIDATES, MAX_QUERY_TERMS, POSTINGS_PER_TERM};
-use docpipe_vector::VersionWindow::Any;
+use docpipe_vector::VersionWindow::{self, Any};
 use helpers::{corpus_dir, database_url, TestDb};
 use serde_json::json;
 use std::time::Instant;
@@ -395,14 +396,24 @@ async fn measure(
     let filters = Filters::default();
     let mut out = serde_json::Map::new();
     let mut tops: Vec<Vec<Vec<i64>>> = Vec::new();
-    for (name, per_term, max_terms) in [
-        ("bounded", POSTINGS_PER_TERM, MAX_QUERY_TERMS),
-        ("unbounded", i64::MAX, i64::MAX),
+    // In force today: the window is checked on the scored candidates (at most
+    // `WINDOW_OVERFETCH` per result), as every search without `as_of` asks.
+    let today = docpipe_db::projection::day_number(&docpipe_search::today())
+        .ok_or_else(|| anyhow::anyhow!("today is not a day"))?;
+    for (name, per_term, max_terms, window) in [
+        ("bounded", POSTINGS_PER_TERM, MAX_QUERY_TERMS, Any),
+        ("unbounded", i64::MAX, i64::MAX, Any),
+        (
+            "bounded_in_force",
+            POSTINGS_PER_TERM,
+            MAX_QUERY_TERMS,
+            VersionWindow::InForceOn(today),
+        ),
     ] {
         let limit = CANDIDATES as i64;
         for q in terms.iter().take(5) {
             keyword::search(
-                &**client, q, blocks, per_term, max_terms, limit, &filters, Any,
+                &**client, q, blocks, per_term, max_terms, limit, &filters, window,
             )
             .await?;
         }
@@ -411,7 +422,7 @@ async fn measure(
         for q in terms {
             let t = Instant::now();
             let hits = keyword::search(
-                &**client, q, blocks, per_term, max_terms, limit, &filters, Any,
+                &**client, q, blocks, per_term, max_terms, limit, &filters, window,
             )
             .await?;
             ms.push(t.elapsed().as_secs_f64() * 1e3);

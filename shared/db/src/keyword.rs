@@ -502,6 +502,41 @@ pub async fn law_titles(c: &impl GenericClient) -> Result<Vec<LawTitle>, DbError
         .collect())
 }
 
+/// As [`law_titles`], for one law: the documents whose title key is `key`, or `key` followed by
+/// a bracketed date (a version's title), read by the title key's index. What a citation of a law
+/// the cached titles lack costs: the documents of one work, however large the library.
+pub async fn law_titles_of(c: &impl GenericClient, key: &str) -> Result<Vec<LawTitle>, DbError> {
+    let escaped = key
+        .replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_");
+    let (ascii, wide) = (format!("{escaped}(%"), format!("{escaped}（%"));
+    let rows = c
+        .query_typed(
+            &format!(
+                "SELECT kd.doc_id, kd.title, kd.title_key, kd.indexed_at FROM keyword_documents kd
+                 JOIN documents d ON d.doc_id = kd.doc_id AND d.current_run_id = kd.run_id
+                 WHERE (kd.title_key = $1 OR kd.title_key LIKE $2 OR kd.title_key LIKE $3)
+                   AND {INDEXED} AND NOT {HELD}"
+            ),
+            &[
+                (&key, Type::TEXT),
+                (&ascii, Type::TEXT),
+                (&wide, Type::TEXT),
+            ],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| LawTitle {
+            doc_id: r.get("doc_id"),
+            title: r.get("title"),
+            title_key: r.get("title_key"),
+            indexed_at: r.get("indexed_at"),
+        })
+        .collect())
+}
+
 /// Documents whose keyword rows an analyzer other than `current` wrote, or that are indexed
 /// without any: what `docpipe reindex-keywords` re-analyses.
 pub async fn stale_documents(

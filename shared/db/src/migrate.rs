@@ -113,6 +113,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0020_search_projection",
         sql: include_str!("../../../migrations/0020_search_projection.sql"),
     },
+    Migration {
+        version: 21,
+        name: "0021_law_title_prefix",
+        sql: include_str!("../../../migrations/0021_law_title_prefix.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

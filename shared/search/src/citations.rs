@@ -102,9 +102,9 @@ pub struct Checker<'a> {
     as_of: String,
     /// The citable laws by the key a citation names them by (shared for [`crate::CACHE_TTL`]).
     by_key: std::sync::Arc<CitableLaws>,
-    cache: &'a crate::SearchCache,
-    /// The titles were read again after a miss (at most once per checker).
-    refreshed: bool,
+    /// Laws read by their key after a miss (a law indexed since the cache was filled, or a
+    /// version of it), each key at most once per checker; empty for a key no document has.
+    fresh: HashMap<String, Vec<LawTitle>>,
     /// Whether each document asked about answers on `as_of` (the authority's standing, read once
     /// per document): what is held, deleted or not in force answers no citation as in force.
     in_force: HashMap<String, bool>,
@@ -126,8 +126,7 @@ impl<'a> Checker<'a> {
             db,
             as_of: as_of.to_string(),
             by_key: cache.citable(db).await?,
-            cache,
-            refreshed: false,
+            fresh: HashMap::new(),
             in_force: HashMap::new(),
             articles: HashMap::new(),
             places: HashMap::new(),
@@ -170,9 +169,48 @@ impl<'a> Checker<'a> {
         let key = normalize_law_name(&c.law);
         let marked = c.text.contains('《');
         law_names::resolve(&key, marked, |k| {
-            self.by_key.contains_key(k) || law_names::repealed(k).is_some()
+            self.titles(k).is_some_and(|t| !t.is_empty()) || law_names::repealed(k).is_some()
         })
         .unwrap_or(key)
+    }
+
+    /// The documents the checker knows for a key: read after a miss, else cached.
+    fn titles(&self, key: &str) -> Option<&Vec<LawTitle>> {
+        self.fresh.get(key).or_else(|| self.by_key.get(key))
+    }
+
+    /// Reads the documents of each of `keys` not read yet, by the title key's index: what a miss
+    /// costs is the documents of the laws named, never the library's titles.
+    async fn read_fresh(&mut self, keys: &[String]) -> Result<(), DbError> {
+        let missing: Vec<&String> = keys
+            .iter()
+            .filter(|k| !self.fresh.contains_key(*k))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let client = self.db.client().await?;
+        for key in missing {
+            let mut docs: Vec<LawTitle> = keyword::law_titles_of(&**client, key)
+                .await?
+                .into_iter()
+                .filter(|t| work_key(&t.title_key) == key)
+                .collect();
+            docs.sort_by_key(|d| std::cmp::Reverse(d.indexed_at));
+            self.fresh.insert(key.clone(), docs);
+        }
+        Ok(())
+    }
+
+    /// Every key [`Checker::known_key`] may try for the citation, in its order.
+    fn candidate_keys(c: &Citation) -> Vec<String> {
+        let key = normalize_law_name(&c.law);
+        let tried = std::cell::RefCell::new(Vec::new());
+        law_names::resolve(&key, c.text.contains('《'), |k| {
+            tried.borrow_mut().push(k.to_string());
+            false
+        });
+        tried.into_inner()
     }
 
     /// A document's articles, read once.
@@ -221,24 +259,24 @@ impl<'a> Checker<'a> {
             successor: None,
         };
         let mut key = self.known_key(c);
-        if !self.by_key.contains_key(&key) && !self.refreshed {
+        if self.titles(&key).is_none_or(Vec::is_empty) {
             // A law indexed since the cache was filled must resolve at once: a miss reads the
-            // titles again, once per checker (a hit, the common case, never does).
-            self.by_key = self.cache.refresh_citable(self.db).await?;
-            self.refreshed = true;
+            // documents of the names the citation may mean, by key (a hit, the common case,
+            // reads nothing).
+            self.read_fresh(&Self::candidate_keys(c)).await?;
             key = self.known_key(c);
         }
-        let Some(mut docs) = self.by_key.get(&key).cloned() else {
+        let Some(mut docs) = self.titles(&key).filter(|d| !d.is_empty()).cloned() else {
             self.unknown_law(&key, &mut out);
             return Ok(out);
         };
         self.standing_of(&docs_of(&docs)).await?;
-        if !self.refreshed && !docs.iter().any(|d| self.in_force[&d.doc_id]) {
+        if !self.fresh.contains_key(&key) && !docs.iter().any(|d| self.in_force[&d.doc_id]) {
             // None of the law's documents the cache knows is in force: a version indexed since
-            // may be, so the titles are read again before the answer says "not in force".
-            self.by_key = self.cache.refresh_citable(self.db).await?;
-            self.refreshed = true;
-            docs = self.by_key.get(&key).cloned().unwrap_or_default();
+            // may be, so the law's documents are read again before the answer says "not in
+            // force".
+            self.read_fresh(std::slice::from_ref(&key)).await?;
+            docs = self.titles(&key).cloned().unwrap_or_default();
             self.standing_of(&docs_of(&docs)).await?;
         }
         let Some((article, paragraph, item)) = cited(&c.target) else {

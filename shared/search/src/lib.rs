@@ -195,6 +195,8 @@ pub struct SearchCache {
     titles: Mutex<Option<(Instant, std::sync::Arc<references::LawTitles>)>>,
     citable: Mutex<Option<(Instant, std::sync::Arc<citations::CitableLaws>)>>,
     blocks: Mutex<Option<(Instant, i64)>>,
+    /// How many times the citable titles were read whole: what grows with the library.
+    citable_reads: std::sync::atomic::AtomicU64,
 }
 
 pub(crate) const CACHE_TTL: Duration = Duration::from_secs(30);
@@ -225,17 +227,17 @@ impl SearchCache {
                 return Ok(t.clone());
             }
         }
-        self.refresh_citable(db).await
-    }
-
-    /// The citable laws read now, and kept for the next callers.
-    pub(crate) async fn refresh_citable(
-        &self,
-        db: &Db,
-    ) -> Result<std::sync::Arc<citations::CitableLaws>, DbError> {
         let laws = std::sync::Arc::new(citations::citable_laws(db).await?);
+        self.citable_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         *self.citable.lock().expect("not poisoned") = Some((Instant::now(), laws.clone()));
         Ok(laws)
+    }
+
+    /// How many times this cache read the citable titles whole.
+    pub fn citable_reads(&self) -> u64 {
+        self.citable_reads
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn block_count(&self, db: &Db) -> Result<i64, DbError> {
