@@ -218,6 +218,8 @@ pub struct HookedVectorIndex {
     pub listed: std::sync::atomic::AtomicUsize,
     /// Calls of `set_projection` (a write-back that reads the vectors first) so far.
     pub projections_read: std::sync::atomic::AtomicUsize,
+    /// Of those, the calls allowed to wait for the index to catch up with its writes.
+    pub projections_waited: std::sync::atomic::AtomicUsize,
 }
 
 impl HookedVectorIndex {
@@ -231,6 +233,7 @@ impl HookedVectorIndex {
             counts: Default::default(),
             listed: Default::default(),
             projections_read: Default::default(),
+            projections_waited: Default::default(),
         }
     }
 }
@@ -272,11 +275,18 @@ impl docpipe_vector::VectorIndex for HookedVectorIndex {
         d: &str,
         run: i64,
         p: docpipe_vector::Projection,
-        vectors: Option<usize>,
+        read: docpipe_vector::ReadBack,
     ) -> Result<usize, docpipe_vector::VectorError> {
         self.projections_read
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.inner.set_projection(d, run, p, vectors).await
+        if matches!(
+            read,
+            docpipe_vector::ReadBack::Wait | docpipe_vector::ReadBack::WholeOrWait(_)
+        ) {
+            self.projections_waited
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.inner.set_projection(d, run, p, read).await
     }
     async fn upsert(
         &self,

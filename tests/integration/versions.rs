@@ -1553,7 +1553,7 @@ async fn the_milvus_projection_and_the_postgres_answer_agree_after_each_act_on_a
     let run = p.doc(&old_doc).await.unwrap().current_run_id.unwrap();
     assert!(
         p.milvus
-            .set_projection(&old_doc, run, wrong, None)
+            .set_projection(&old_doc, run, wrong, docpipe_vector::ReadBack::Wait)
             .await
             .unwrap()
             > 0
@@ -1590,7 +1590,7 @@ async fn the_milvus_projection_and_the_postgres_answer_agree_after_each_act_on_a
     // the sweeper compares them with PostgreSQL and carries the row again in the same pass.
     assert!(
         p.milvus
-            .set_projection(&old_doc, run, wrong, None)
+            .set_projection(&old_doc, run, wrong, docpipe_vector::ReadBack::Wait)
             .await
             .unwrap()
             > 0
@@ -1722,6 +1722,25 @@ async fn an_index_delivery_writes_the_version_state_onto_its_own_vectors_without
         1,
         "only the superseded version's vectors were read back"
     );
+    assert_eq!(
+        hooked.projections_waited.load(Ordering::SeqCst),
+        0,
+        "the index delivery waited for Milvus to catch up with its writes"
+    );
+    // A read that could not tell at once that it found the whole run left the write to the
+    // sweeper, which may wait: one pass carries it.
+    let report = docpipe_pipeline::upkeep::housekeeping::housekeeping(
+        &docpipe_pipeline::upkeep::housekeeping::HousekeepingDeps {
+            db: &p.db.db,
+            objects: &*p.store.objects,
+            vectors: &*p.milvus,
+            bucket: &p.aws.bucket,
+            clock: &p.aws.clock,
+        },
+        200,
+    )
+    .await;
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
     // What Milvus holds says what PostgreSQL does, on the day each took effect.
     let milvus = docpipe_vector::MilvusIndex::connect_with(
         &helpers::milvus_url(),

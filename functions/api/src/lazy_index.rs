@@ -54,11 +54,11 @@ impl VectorIndex for LazyMilvus {
         doc_id: &str,
         run_id: i64,
         projection: docpipe_vector::Projection,
-        vectors: Option<usize>,
+        read: docpipe_vector::ReadBack,
     ) -> Result<usize, VectorError> {
         self.get()
             .await?
-            .set_projection(doc_id, run_id, projection, vectors)
+            .set_projection(doc_id, run_id, projection, read)
             .await
     }
     async fn upsert(&self, records: &[docpipe_vector::ChunkRecord]) -> Result<(), VectorError> {

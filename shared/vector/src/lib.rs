@@ -71,6 +71,21 @@ pub struct RunProjection {
     pub projection: Projection,
 }
 
+/// How [`VectorIndex::set_projection`] reads the vectors it rewrites.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadBack {
+    /// Whatever differs, read at Strong consistency: waits for the index to catch up with its
+    /// latest writes (the sweeper, which can wait).
+    Wait,
+    /// The run holds this many vectors once whole (PostgreSQL's count): a read that finds them
+    /// all, without waiting, is taken; else as [`ReadBack::Wait`].
+    WholeOrWait(usize),
+    /// As [`ReadBack::WholeOrWait`], but never waits: a read that finds fewer writes nothing and
+    /// fails as unavailable, for a caller that leaves the write to one that can wait (an index
+    /// delivery, which would otherwise hold its worker while the index catches up).
+    WholeOrLater(usize),
+}
+
 /// Days count from 1970-01-01. A chunk answers on day `d` when `answering` and
 /// `in_force_from <= d < in_force_to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,15 +189,14 @@ pub trait VectorIndex: Send + Sync {
     /// Writes `projection` onto every vector of the document's run `run_id` that does not carry
     /// it yet, and returns how many it rewrote. Milvus 2.3 has no partial update, so the vectors
     /// are read back and upserted whole, a page at a time: bounded by the document, not the
-    /// library. A missing collection has nothing to rewrite. `vectors`, when known, is how many
-    /// vectors the run holds once whole (PostgreSQL's count): a read that finds them all needs
-    /// not wait for the index to catch up with the latest writes (no Strong consistency).
+    /// library. A missing collection has nothing to rewrite. `read` says whether the read may
+    /// wait for the index to catch up with its latest writes ([`ReadBack`]).
     async fn set_projection(
         &self,
         doc_id: &str,
         run_id: i64,
         projection: Projection,
-        vectors: Option<usize>,
+        read: ReadBack,
     ) -> Result<usize, VectorError>;
 
     /// Writes `records` whole over the vectors of the same chunk ids: a writer that still holds

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use docpipe_vector::{
-    ChunkRecord, MilvusIndex, MilvusOptions, ReadConsistency, SearchFilters, VectorError,
+    ChunkRecord, MilvusIndex, MilvusOptions, ReadBack, ReadConsistency, SearchFilters, VectorError,
     VectorIndex,
 };
 use rand::Rng;
@@ -636,6 +636,64 @@ async fn unsealed_vectors_are_searched_exactly() {
     );
 }
 
+/// A write-back that must not wait (an index delivery's) reads what the index shows now and
+/// writes only a whole run: told the run holds more vectors than the index shows (a view that
+/// lags the inserts, or a count that is wrong), it writes nothing and fails as unavailable, at
+/// once, for the sweeper to carry. Shown whole, it rewrites every vector.
+#[tokio::test]
+async fn a_write_back_that_must_not_wait_writes_a_whole_run_or_nothing() {
+    use docpipe_vector::{Projection, VersionWindow};
+    let (index, _cleanup) = fresh("whole_now").await;
+    let run: Vec<_> = (0..600).map(|i| record("doc-w", 1, i)).collect();
+    index.insert(&run).await.unwrap();
+    // Seen whole once the index has caught up (a Strong count waits for it).
+    assert_eq!(index.count("doc-w", Some(1)).await.unwrap(), 600);
+    let superseded = Projection {
+        answering: true,
+        in_force_from: 100,
+        in_force_to: 200,
+    };
+    let started = std::time::Instant::now();
+    let short = index
+        .set_projection("doc-w", 1, superseded, ReadBack::WholeOrLater(601))
+        .await;
+    assert!(
+        matches!(short, Err(ref e) if e.is_transient()),
+        "a run shown short: {short:?}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "it waited {:?}",
+        started.elapsed()
+    );
+    let on_day = |day| {
+        let index = &index;
+        async move {
+            let filters = SearchFilters {
+                versions: VersionWindow::InForceOn(day),
+                doc_ids: vec!["doc-w".into()],
+                ..Default::default()
+            };
+            index
+                .search(&axis_vector(0, 0.1), 1_000, &filters)
+                .await
+                .unwrap()
+                .len()
+        }
+    };
+    assert_eq!(on_day(300).await, 600, "nothing was written");
+    assert_eq!(
+        index
+            .set_projection("doc-w", 1, superseded, ReadBack::WholeOrLater(600))
+            .await
+            .unwrap(),
+        600
+    );
+    assert_eq!(index.count("doc-w", Some(1)).await.unwrap(), 600);
+    assert_eq!(on_day(300).await, 0, "every vector carries the new state");
+    assert_eq!(on_day(150).await, 600);
+}
+
 #[tokio::test]
 async fn a_projection_is_written_onto_one_run_and_search_filters_on_it() {
     use docpipe_vector::{Projection, VersionWindow};
@@ -663,7 +721,7 @@ async fn a_projection_is_written_onto_one_run_and_search_filters_on_it() {
     };
     assert_eq!(
         index
-            .set_projection("doc-p", 2, superseded, None)
+            .set_projection("doc-p", 2, superseded, ReadBack::Wait)
             .await
             .unwrap(),
         700
@@ -671,7 +729,7 @@ async fn a_projection_is_written_onto_one_run_and_search_filters_on_it() {
     // Written already: nothing to rewrite.
     assert_eq!(
         index
-            .set_projection("doc-p", 2, superseded, None)
+            .set_projection("doc-p", 2, superseded, ReadBack::Wait)
             .await
             .unwrap(),
         0
@@ -712,7 +770,10 @@ async fn a_projection_is_written_onto_one_run_and_search_filters_on_it() {
         ..superseded
     };
     assert_eq!(
-        index.set_projection("doc-p", 2, held, None).await.unwrap(),
+        index
+            .set_projection("doc-p", 2, held, ReadBack::Wait)
+            .await
+            .unwrap(),
         700
     );
     assert_eq!(docs_on(VersionWindow::Answering).await, others);
@@ -809,8 +870,12 @@ async fn a_projection_is_written_back_while_the_collection_takes_inserts() {
             in_force_from: k,
             in_force_to: 100,
         };
-        let size = (k % 4 < 2).then_some(60);
-        match index.set_projection(&doc, 1, p, size).await {
+        let read = if k % 4 < 2 {
+            ReadBack::WholeOrWait(60)
+        } else {
+            ReadBack::Wait
+        };
+        match index.set_projection(&doc, 1, p, read).await {
             Ok(60) => {}
             Ok(n) => failed.push(format!("{doc}: {n} of 60 rewritten")),
             Err(e) => failed.push(format!("{doc}: {e:?}")),

@@ -54,11 +54,11 @@ impl VectorIndex for LazyVectorIndex {
         doc_id: &str,
         run_id: i64,
         projection: docpipe_vector::Projection,
-        vectors: Option<usize>,
+        read: docpipe_vector::ReadBack,
     ) -> Result<usize, VectorError> {
         self.index()
             .await?
-            .set_projection(doc_id, run_id, projection, vectors)
+            .set_projection(doc_id, run_id, projection, read)
             .await
     }
 

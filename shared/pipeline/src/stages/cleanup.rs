@@ -10,7 +10,7 @@ use docpipe_core::model::RunStatus;
 use docpipe_db::cleanups::{self, Cleanup, Kind};
 use docpipe_db::projection::{self, ToCarry};
 use docpipe_db::{documents, runs, Db, DbError};
-use docpipe_vector::{ChunkRecord, VectorError, VectorIndex};
+use docpipe_vector::{ChunkRecord, ReadBack, VectorError, VectorIndex};
 
 pub(crate) struct CleanupDeps<'a> {
     pub db: &'a Db,
@@ -181,20 +181,32 @@ async fn carry_out(deps: &CleanupDeps<'_>, cleanup: &Cleanup) -> Result<Carried,
 /// whatever state the record was written for.
 async fn carry_projection(deps: &CleanupDeps<'_>, doc_id: &str) -> Result<Carried, CleanupError> {
     let vectors = deps.vectors.ok_or(CleanupError::NoVectorIndex)?;
-    write_projection(deps.db, vectors, doc_id).await
+    write_projection(deps.db, vectors, doc_id, Reading::MayWait).await
+}
+
+/// Whether a write-back may wait for Milvus to catch up with its latest writes before it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// The sweeper's: it has the time.
+    MayWait,
+    /// A request's or an index delivery's: a read that cannot tell at once that it found the
+    /// whole run leaves the write to the sweeper. When Milvus's query nodes lag its write stream
+    /// (measured at 2,000 laws), waiting held an index worker up to the client's 20 s timeout.
+    Now,
 }
 
 async fn write_projection(
     db: &Db,
     vectors: &dyn VectorIndex,
     doc_id: &str,
+    reading: Reading,
 ) -> Result<Carried, CleanupError> {
     let client = db.client().await?;
     let Some(to) = projection::to_carry(&**client, doc_id).await? else {
         return Ok(Carried::NotNeeded("the document is gone or going"));
     };
     drop(client);
-    let rewritten = write_back(db, vectors, doc_id, to).await?;
+    let rewritten = write_back(db, vectors, doc_id, to, reading).await?;
     tracing::debug!(
         doc_id,
         run_id = to.run_id,
@@ -224,7 +236,7 @@ async fn write_projection_held(
     };
     drop(client);
     if to.run_id != run_id || to.vectors != Some(records.len()) {
-        return write_projection(db, vectors, doc_id).await;
+        return write_projection(db, vectors, doc_id, Reading::Now).await;
     }
     let projected: Vec<ChunkRecord> = records
         .iter()
@@ -244,9 +256,15 @@ async fn write_back(
     vectors: &dyn VectorIndex,
     doc_id: &str,
     to: ToCarry,
+    reading: Reading,
 ) -> Result<usize, CleanupError> {
+    let read = match (to.vectors, reading) {
+        (Some(n), Reading::Now) => ReadBack::WholeOrLater(n),
+        (Some(n), Reading::MayWait) => ReadBack::WholeOrWait(n),
+        (None, _) => ReadBack::Wait,
+    };
     let rewritten = vectors
-        .set_projection(doc_id, to.run_id, to.projection, to.vectors)
+        .set_projection(doc_id, to.run_id, to.projection, read)
         .await?;
     if rewritten > 0 {
         undo_if_stopped_serving(db, vectors, doc_id, to.run_id).await?;
@@ -290,7 +308,7 @@ pub async fn widen_before_release(db: &Db, vectors: &dyn VectorIndex, doc_id: &s
             projection: docpipe_vector::Projection::ALWAYS,
             ..to
         };
-        if let Err(e) = write_back(db, vectors, doc_id, widest).await {
+        if let Err(e) = write_back(db, vectors, doc_id, widest, Reading::MayWait).await {
             tracing::warn!(doc_id, error = %docpipe_core::error::chain(&e), "vectors not widened before the release");
         }
     }
@@ -344,7 +362,7 @@ pub async fn carry_projections(db: &Db, vectors: &dyn VectorIndex, which: Carry<
     for cleanup in &due {
         let wrote = match written {
             Some(w) if w.doc_id == cleanup.doc_id => write_projection_held(db, vectors, w).await,
-            _ => write_projection(db, vectors, &cleanup.doc_id).await,
+            _ => write_projection(db, vectors, &cleanup.doc_id, Reading::Now).await,
         };
         let done = match wrote {
             Ok(_) => match db.client().await {

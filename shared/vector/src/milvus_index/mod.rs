@@ -252,9 +252,9 @@ impl VectorIndex for MilvusIndex {
         doc_id: &str,
         run_id: i64,
         projection: Projection,
-        vectors: Option<usize>,
+        read: crate::ReadBack,
     ) -> Result<usize, VectorError> {
-        self.project_run(doc_id, run_id, projection, vectors).await
+        self.project_run(doc_id, run_id, projection, read).await
     }
 
     async fn drifted(&self, expected: &[RunProjection]) -> Result<Vec<String>, VectorError> {
