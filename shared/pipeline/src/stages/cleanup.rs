@@ -189,8 +189,8 @@ async fn carry_projection(deps: &CleanupDeps<'_>, doc_id: &str) -> Result<Carrie
 enum Reading {
     /// The sweeper's: it has the time.
     MayWait,
-    /// A request's or an index delivery's: a read that cannot tell at once that it found the
-    /// whole run leaves the write to the sweeper. When Milvus's query nodes lag its write stream
+    /// An index delivery's: a read that cannot tell at once that it found the whole run leaves
+    /// the write to the sweeper. When Milvus's query nodes lag its write stream
     /// (measured at 2,000 laws), waiting held an index worker up to the client's 20 s timeout.
     Now,
 }
@@ -359,10 +359,16 @@ pub async fn carry_projections(db: &Db, vectors: &dyn VectorIndex, which: Carry<
         Carry::AfterIndex(written, _) => Some(written),
         _ => None,
     };
+    // An act's (a release, a repeal, a delete: rare, and its caller reads the state back) may
+    // wait; an index delivery's may not, or a lagging Milvus holds the ingest's workers.
+    let reading = match which {
+        Carry::Due(_) => Reading::MayWait,
+        Carry::AroundDocument(..) | Carry::AfterIndex(..) => Reading::Now,
+    };
     for cleanup in &due {
         let wrote = match written {
             Some(w) if w.doc_id == cleanup.doc_id => write_projection_held(db, vectors, w).await,
-            _ => write_projection(db, vectors, &cleanup.doc_id, Reading::Now).await,
+            _ => write_projection(db, vectors, &cleanup.doc_id, reading).await,
         };
         let done = match wrote {
             Ok(_) => match db.client().await {
