@@ -483,6 +483,10 @@ async fn http_latency(
                 ms.push(t.elapsed().as_secs_f64() * 1e3);
             }
         }
+        if ms.is_empty() {
+            // `--http-queries` 5 or fewer: warm-ups only, nothing timed.
+            continue;
+        }
         ms.sort_by(f64::total_cmp);
         let at = |p: f64| ms[((ms.len() as f64 - 1.0) * p).round() as usize];
         by_mode.insert(
