@@ -108,6 +108,9 @@ if [[ "${SCALE_NO_BUILD:-0}" != 1 ]]; then
   cargo build -q -p docpipe-cli --features e5
 fi
 [[ -x "$DOCPIPE" ]] || die "$DOCPIPE not built"
+# What the dev runner runs, read now: a build or a checkout during the run changes neither.
+COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!*.md' 2>/dev/null || echo '+changes')"
+BUILT="$(date -u -r "$DOCPIPE" '+%Y-%m-%d %H:%M UTC')"
 
 ISO_RUNNER_PID="" SAMPLER_PID="" CLEANED=0
 clean_up() {
@@ -233,9 +236,9 @@ SAMPLER_PID=""
 # The run's facts, then the report; the checks decide the exit status.
 MACHINE="$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
 "$PY" - "$WORK" "$SAMPLES" "$UPLOADED" "$STUCK" "$ISO_BOUND" "$ISO_POOLS" "$POOL_SIZE" "$ISO_PGB_POOL" \
-  "$MACHINE" "$STARTED" "$(git rev-parse --short HEAD)" "$T_RUN0" "$MODE" "$DOCPIPE" "$LAWS" <<'PY'
+  "$MACHINE" "$STARTED" "$COMMIT" "$T_RUN0" "$MODE" "$BUILT" "$LAWS" <<'PY'
 import csv, json, os, sys, time
-(work, samples, uploaded, stuck, bound, pools, pool, pgb, machine, started, commit, t0, mode, docpipe,
+(work, samples, uploaded, stuck, bound, pools, pool, pgb, machine, started, commit, t0, mode, built,
  laws_planned) = sys.argv[1:]
 uploaded, stuck, bound = int(uploaded), int(stuck), int(bound)
 large = json.load(open(f"{work}/large.json"))
@@ -267,7 +270,7 @@ if large["keys_planned"] != uploaded: problems.append(f"{uploaded} keys uploaded
 ok = not (lost or large["other"] or stuck or doubled or entities is None)
 run = {"mode": mode, "machine": machine, "cores": os.cpu_count(), "started": started, "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
        "commit": commit, "phases": phases, "laws_planned": int(laws_planned),
-       "binary": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(os.path.getmtime(docpipe))),
+       "binary": built,
        "ingest_docs_per_min": sum(p["documents"] for p in phases) / total_s * 60 if total_s else 0,
        "samples": len(rows), "max_pg_backends": max(col("pg_backends") or [0]), "max_pg_clients": max(pgc or [0]),
        "max_pgbouncer_server": max(sv or [0]), "max_waiting": max(col("cl_waiting") or [0]),
