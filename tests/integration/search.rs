@@ -374,6 +374,22 @@ async fn a_keyword_reindex_rebuilds_from_postgres_without_a_new_run() {
     p.cleanup().await;
 }
 
+/// The plan PostgreSQL ran for `sql` with `params`, as `EXPLAIN (ANALYZE, FORMAT JSON)` gives
+/// it: its top node.
+pub(crate) async fn plan_of(
+    client: &impl docpipe_db::GenericClient,
+    sql: &str,
+    params: &[(&(dyn tokio_postgres::types::ToSql + Sync), docpipe_db::Type)],
+) -> serde_json::Value {
+    let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {sql}");
+    let plan: serde_json::Value = client
+        .query_typed_one(&explain, params)
+        .await
+        .unwrap()
+        .get(0);
+    plan[0]["Plan"].clone()
+}
+
 /// Rows the plan read from `relation`: kept and filtered out, over every loop.
 pub(crate) fn rows_read(plan: &serde_json::Value, relation: &str) -> f64 {
     let here = if plan["Relation Name"] == relation {
@@ -428,13 +444,7 @@ async fn the_keyword_live_check_reads_only_its_candidates() {
         if statistics == "after ANALYZE" {
             client.batch_execute("ANALYZE").await.unwrap();
         }
-        let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {}", statement.sql);
-        let row = client
-            .query_typed_one(&explain, &statement.params())
-            .await
-            .unwrap();
-        let plan: serde_json::Value = row.get(0);
-        let plan = &plan[0]["Plan"];
+        let plan = &plan_of(&**client, &statement.sql, &statement.params()).await;
         let read = rows_read(plan, "keyword_blocks");
         assert!(
             read > 0.0 && read <= candidates,
@@ -529,13 +539,7 @@ async fn a_two_thousand_character_query_reads_the_postings_of_at_most_the_capped
             &filters,
             docpipe_vector::VersionWindow::Any,
         );
-        let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {}", statement.sql);
-        let row = client
-            .query_typed_one(&explain, &statement.params())
-            .await
-            .unwrap();
-        let plan: serde_json::Value = row.get(0);
-        let plan = &plan[0]["Plan"];
+        let plan = &plan_of(&**client, &statement.sql, &statement.params()).await;
         let terms_read = lateral_runs(plan, "keyword_postings");
         assert!(
             terms_read > 0.0 && terms_read <= MAX_QUERY_TERMS as f64,

@@ -100,6 +100,21 @@ async fn first_article(p: &Pipeline, doc_id: &str) -> String {
         .get("text")
 }
 
+/// One pass of the sweeper's housekeeping over the test's stack, as the dev runner makes it.
+async fn housekeeping(p: &Pipeline) -> docpipe_pipeline::upkeep::housekeeping::HousekeepingReport {
+    docpipe_pipeline::upkeep::housekeeping::housekeeping(
+        &docpipe_pipeline::upkeep::housekeeping::HousekeepingDeps {
+            db: &p.db.db,
+            objects: &*p.store.objects,
+            vectors: &*p.milvus,
+            bucket: &p.aws.bucket,
+            clock: &p.aws.clock,
+        },
+        200,
+    )
+    .await
+}
+
 /// The day before `day` (YYYY-MM-DD), far enough for these tests: the first of the month goes
 /// back to the 28th of the month before.
 fn day_before(day: &str) -> String {
@@ -1571,17 +1586,7 @@ async fn the_milvus_projection_and_the_postgres_answer_agree_after_each_act_on_a
             .is_empty(),
         "astray, the vectors answer nothing"
     );
-    let report = docpipe_pipeline::upkeep::housekeeping::housekeeping(
-        &docpipe_pipeline::upkeep::housekeeping::HousekeepingDeps {
-            db: &p.db.db,
-            objects: &*p.store.objects,
-            vectors: &*p.milvus,
-            bucket: &p.aws.bucket,
-            clock: &p.aws.clock,
-        },
-        200,
-    )
-    .await;
+    let report = housekeeping(&p).await;
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(report.projection_changed, 1, "{report:?}");
     agree("the sweeper's audit", docs.clone(), days.clone()).await;
@@ -1603,17 +1608,7 @@ async fn the_milvus_projection_and_the_postgres_answer_agree_after_each_act_on_a
             .is_empty(),
         "astray, the vectors answer nothing"
     );
-    let report = docpipe_pipeline::upkeep::housekeeping::housekeeping(
-        &docpipe_pipeline::upkeep::housekeeping::HousekeepingDeps {
-            db: &p.db.db,
-            objects: &*p.store.objects,
-            vectors: &*p.milvus,
-            bucket: &p.aws.bucket,
-            clock: &p.aws.clock,
-        },
-        200,
-    )
-    .await;
+    let report = housekeeping(&p).await;
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(report.projection_changed, 0, "{report:?}");
     assert_eq!(report.projection_drifted, 1, "{report:?}");
@@ -1729,17 +1724,7 @@ async fn an_index_delivery_writes_the_version_state_onto_its_own_vectors_without
     );
     // A read that could not tell at once that it found the whole run left the write to the
     // sweeper, which may wait: one pass carries it.
-    let report = docpipe_pipeline::upkeep::housekeeping::housekeeping(
-        &docpipe_pipeline::upkeep::housekeeping::HousekeepingDeps {
-            db: &p.db.db,
-            objects: &*p.store.objects,
-            vectors: &*p.milvus,
-            bucket: &p.aws.bucket,
-            clock: &p.aws.clock,
-        },
-        200,
-    )
-    .await;
+    let report = housekeeping(&p).await;
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     // What Milvus holds says what PostgreSQL does, on the day each took effect.
     let milvus = docpipe_vector::MilvusIndex::connect_with(
@@ -1828,13 +1813,7 @@ async fn an_in_force_keyword_search_checks_its_scored_candidates_not_each_postin
         &Filters::default(),
         in_force,
     );
-    let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {}", statement.sql);
-    let row = client
-        .query_typed_one(&explain, &statement.params())
-        .await
-        .unwrap();
-    let plan: serde_json::Value = row.get(0);
-    let plan = &plan[0]["Plan"];
+    let plan = &crate::search::plan_of(&**client, &statement.sql, &statement.params()).await;
     for relation in ["keyword_blocks", "search_projection"] {
         let read = crate::search::rows_read(plan, relation);
         assert!(
@@ -1936,13 +1915,7 @@ async fn a_page_of_works_reads_its_own_works_not_the_library() {
         (&name, Type::VARCHAR),
         (&page, Type::INT8),
     ];
-    let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {}", works::list_sql());
-    let plan: serde_json::Value = client
-        .query_typed_one(&explain, &params)
-        .await
-        .unwrap()
-        .get(0);
-    let plan = &plan[0]["Plan"];
+    let plan = &crate::search::plan_of(&**client, &works::list_sql(), &params).await;
     // The page's 50 works have 100 versions; each is looked up a few times over.
     for relation in ["documents", "version_documents", "work_versions"] {
         let read = crate::search::rows_read(plan, relation);

@@ -467,6 +467,18 @@ pub struct LawTitle {
     pub indexed_at: chrono::DateTime<chrono::Utc>,
 }
 
+impl LawTitle {
+    /// A row of the titles' statements (`doc_id`, `title`, `title_key`, `indexed_at`).
+    fn from_row(r: &tokio_postgres::Row) -> LawTitle {
+        LawTitle {
+            doc_id: r.get("doc_id"),
+            title: r.get("title"),
+            title_key: r.get("title_key"),
+            indexed_at: r.get("indexed_at"),
+        }
+    }
+}
+
 /// The law `doc_id` is cited as (its keyword row's title), once it is indexed.
 pub async fn title_of(c: &impl GenericClient, doc_id: &str) -> Result<Option<String>, DbError> {
     let row = c
@@ -491,15 +503,7 @@ pub async fn law_titles(c: &impl GenericClient) -> Result<Vec<LawTitle>, DbError
             &[],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| LawTitle {
-            doc_id: r.get("doc_id"),
-            title: r.get("title"),
-            title_key: r.get("title_key"),
-            indexed_at: r.get("indexed_at"),
-        })
-        .collect())
+    Ok(rows.iter().map(LawTitle::from_row).collect())
 }
 
 /// As [`law_titles`], for one law: the documents whose title key is `key`, or `key` followed by
@@ -526,15 +530,7 @@ pub async fn law_titles_of(c: &impl GenericClient, key: &str) -> Result<Vec<LawT
             ],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| LawTitle {
-            doc_id: r.get("doc_id"),
-            title: r.get("title"),
-            title_key: r.get("title_key"),
-            indexed_at: r.get("indexed_at"),
-        })
-        .collect())
+    Ok(rows.iter().map(LawTitle::from_row).collect())
 }
 
 /// Documents whose keyword rows an analyzer other than `current` wrote, or that are indexed
