@@ -170,4 +170,4 @@ for name, secs, what in rows:
 PY
 
 echo
-echo "== demo done in $(since "$started") s. Try: docpipe ls · docpipe status <doc_id> · docpipe tree <doc_id> --depth 2"
+echo "== demo done in $(since "$started") s. Try: docpipe ls · docpipe status <doc_id> · docpipe tree <doc_id> --depth 2 · docpipe events tail (then upload again)"

@@ -3,7 +3,8 @@
 #
 #   make deploy PARAMS="DatabaseUrl=… DatabaseSecretArn=… VpcId=… SubnetIds=a,b SecurityGroupIds=sg-…
 #                       PathToS3=create PrivateRouteTableIds=rtb-…,rtb-… PathToSqs=create
-#                       PathToSecretsManager=create PathToBedrock=create BucketName=… MilvusUrl=…"
+#                       PathToSecretsManager=create PathToBedrock=create PathToEvents=create BucketName=…
+#                       MilvusUrl=…"
 #   make deploy                      a later deploy: CloudFormation keeps every parameter's previous value
 #   make deploy STACK=docpipe-test   another stack name than samconfig.toml's
 #   make deploy QUOTAS="memory=10240,concurrency=1000"

@@ -149,8 +149,8 @@ RULES: dict[str, tuple[str, list[str]]] = {
         "each AWS service a function in a VPC calls (what its role grants; a custom resource's handler also answers "
         "CloudFormation's presigned S3 URL) has a path: a VPC endpoint in the template (interface endpoints with private "
         "DNS and a security group admitting the functions on 443; the S3 gateway endpoint on route tables), or a path the "
-        "operator confirms for that service (PathToS3, PathToSqs, PathToSecretsManager, PathToBedrock, PathToLogs: existing "
-        "or nat)",
+        "operator confirms for that service (PathToS3, PathToSqs, PathToSecretsManager, PathToBedrock, PathToEvents, "
+        "PathToLogs: existing or nat)",
         ["https://docs.aws.amazon.com/lambda/latest/dg/configuration-vpc-internet.html",
          "https://docs.aws.amazon.com/lambda/latest/dg/configuration-vpc-endpoints.html",
          "https://docs.aws.amazon.com/vpc/latest/privatelink/create-interface-endpoint.html",
@@ -222,6 +222,7 @@ PLACEHOLDERS = {
     "PathToSqs": "create",
     "PathToSecretsManager": "create",
     "PathToBedrock": "create",
+    "PathToEvents": "create",
 }
 # Placeholders that replace a default: the S3 gateway endpoint needs route tables (a template Rule
 # refuses PathToS3=create without them), and the check must see that path.
@@ -229,7 +230,7 @@ PLACEHOLDERS_OVER_DEFAULT = {"PrivateRouteTableIds": "rtb-0example1,rtb-0example
 # The parameter that chooses each endpoint service's network path, and the values by which the
 # operator confirms a path the template does not create (the parameters' Descriptions say so).
 PATH_PARAMS = {"s3": "PathToS3", "sqs": "PathToSqs", "secretsmanager": "PathToSecretsManager",
-               "bedrock-runtime": "PathToBedrock", "logs": "PathToLogs"}
+               "bedrock-runtime": "PathToBedrock", "events": "PathToEvents", "logs": "PathToLogs"}
 CONFIRMED_PATH_VALUES = {"existing", "nat"}
 # Parameters whose values are checked one parameter at a time (each value with the others at the
 # base set's), not in every combination: each chooses the path of its own service only.
@@ -1116,7 +1117,7 @@ def rule_alarms(ctx: Ctx, emitted_ns: str, emitted: dict[str, list[dict]]) -> li
 
 # IAM service prefix -> the endpoint service name (com.amazonaws.<region>.<name>) its API answers on.
 ENDPOINT_SERVICE = {"s3": "s3", "sqs": "sqs", "secretsmanager": "secretsmanager", "bedrock": "bedrock-runtime",
-                    "logs": "logs", "kms": "kms", "sns": "sns", "dynamodb": "dynamodb", "ssm": "ssm"}
+                    "events": "events", "logs": "logs", "kms": "kms", "sns": "sns", "dynamodb": "dynamodb", "ssm": "ssm"}
 # Calls Lambda's own poller makes with the function's role, outside the function's network.
 POLLER_ACTIONS = {"sqs:receivemessage", "sqs:deletemessage", "sqs:getqueueattributes"}
 # Calls Lambda makes with the role on the function's behalf (ENIs, log delivery, traces).
@@ -1680,6 +1681,8 @@ def self_test(sam: dict, cfn: dict, base_params: dict[str, str]) -> int:
         ("network-path", "PathToSqs=create without the SQS endpoint", lambda t: strip_endpoint(t, "sqs"), None, {"PathToSqs": "create"}),
         ("network-path", "the Bedrock embedder with PathToBedrock=none (and the template's Rule left out)",
          lambda t: t.get("Rules", {}).pop("BedrockNeedsAPath", None), None, {"PathToBedrock": "none", "Embedder": "bedrock"}),
+        ("network-path", "PathToEvents=create without the EventBridge endpoint (the functions' PutEvents)",
+         lambda t: strip_endpoint(t, "events"), None, {"PathToEvents": "create"}),
         ("network-path", "PathToS3=create without the S3 gateway (the originals and artifacts among others)",
          lambda t: strip_endpoint(t, "s3"), None, {"PathToS3": "create"}),
         ("network-path", "interface endpoints without private DNS",

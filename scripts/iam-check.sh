@@ -7,8 +7,9 @@
 #
 # 1. A moto server of this check's own, with its request recorder on (the shared one is left
 #    alone), holds the template's bucket (as CloudFormation names it for stack docpipe-iam), the
-#    queues, DLQs and the upload notification, and three secrets (the database's credentials, a
-#    Milvus token, the webhook token), so every grant the functions use is exercised.
+#    queues, DLQs and the upload notification, the event bus (docpipe-iam-events, the template's
+#    ${AWS::StackName}-events), and three secrets (the database's credentials, a Milvus token, the
+#    webhook token), so every grant the functions use is exercised.
 # 2. scripts/iam/drill.py runs the migrate Lambda binary with CloudFormation's custom-resource
 #    events (under a stand-in of Lambda's runtime API), then a dev runner with one access key per
 #    function (DOCPIPE_DEV_ROLE_KEYS=1: docpipe-store, docpipe-parse, …) and the API as a process of
@@ -24,8 +25,11 @@
 #    to it, and its managed policies, allowed only from scripts/iam/managed-policies.json's
 #    allowlist. S3 answers 403, not 404, for a missing key when the caller may not list the bucket
 #    under it (moto always answers 404), so every GetObject must also be covered by s3:ListBucket
-#    with s3:prefix = the key. Any denial, any request it cannot map, a managed policy off the
-#    allowlist, or a function with no recorded call fails the check.
+#    with s3:prefix = the key. EventBridge is also probed, role by role: events:PutEvents allowed on
+#    the stack's bus (DOCPIPE_EVENT_BUS) and denied on the default bus, another bus and another
+#    account's; every other events action denied; no PutEvents for a function without the variable.
+#    Any denial, any request it cannot map, a wrong probe, a managed policy off the allowlist, or a
+#    function with no recorded call fails the check.
 #
 # Installs what it needs into .local/ (the npm packages pinned by scripts/iam/package-lock.json;
 # the template tools' venv for samtranslator); offline once installed.

@@ -43,7 +43,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INTERFACE_SERVICES = {"PathToSqs": "sqs", "PathToSecretsManager": "secretsmanager", "PathToLogs": "logs",
-                      "PathToBedrock": "bedrock-runtime"}
+                      "PathToBedrock": "bedrock-runtime", "PathToEvents": "events"}
 UNRESERVED_MINIMUM = 100
 DEFAULT_SECRET_KEYS = {"", "alias/aws/secretsmanager"}
 

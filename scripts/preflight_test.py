@@ -95,10 +95,11 @@ def main() -> int:
                 f"BucketName=docpipe-free-documents Embedder=bedrock BedrockModelId=amazon.titan-embed-text-v2:0 ")
         cases += [
             ("every endpoint created, nothing in the way",
-             base + f"PathToS3=create PrivateRouteTableIds={rt_private} PathToSqs=create PathToSecretsManager=create PathToBedrock=create",
-             0, {"subnets": "ok", "security-groups": "ok", "vpc-dns": "ok", "endpoint-zones": ["ok"] * 3, "endpoint-dns": ["ok"] * 3,
+             base + f"PathToS3=create PrivateRouteTableIds={rt_private} PathToSqs=create PathToSecretsManager=create PathToBedrock=create "
+             "PathToEvents=create",
+             0, {"subnets": "ok", "security-groups": "ok", "vpc-dns": "ok", "endpoint-zones": ["ok"] * 4, "endpoint-dns": ["ok"] * 4,
                  "s3-gateway": "ok", "bucket-name": "ok", "secret-key": "ok", "bedrock-model": "??", "lambda-quota": "??"}),
-            ("a NAT for everything", base + "PathToS3=nat PathToSqs=nat PathToSecretsManager=nat PathToBedrock=nat",
+            ("a NAT for everything", base + "PathToS3=nat PathToSqs=nat PathToSecretsManager=nat PathToBedrock=nat PathToEvents=nat",
              0, {"nat-route": "ok"}),
             ("a subnet whose default route is an internet gateway, with nat",
              base.replace(f"{sub_a},{sub_b}", f"{sub_a},{sub_a2}") + "PathToS3=nat PathToSqs=nat PathToSecretsManager=nat PathToBedrock=nat",
@@ -123,9 +124,9 @@ def main() -> int:
             ("PathToS3=create on a route table that has an S3 gateway endpoint; PathToSqs=create beside one with private DNS",
              base + f"PathToS3=create PrivateRouteTableIds={rt_private} PathToSqs=create PathToSecretsManager=nat PathToBedrock=nat",
              1, {"s3-gateway": "FAIL", "endpoint-dns": "FAIL", "vpc-dns": "FAIL"}),
-            ("existing where they exist (S3, SQS); existing where none does (Secrets Manager)",
-             base + "PathToS3=existing PathToSqs=existing PathToSecretsManager=existing PathToBedrock=nat",
-             1, {"s3-gateway": "ok", "endpoint-dns": ["ok", "FAIL"]}),
+            ("existing where they exist (S3, SQS); existing where none does (Secrets Manager, EventBridge)",
+             base + "PathToS3=existing PathToSqs=existing PathToSecretsManager=existing PathToBedrock=nat PathToEvents=existing",
+             1, {"s3-gateway": "ok", "endpoint-dns": ["ok", "FAIL", "FAIL"]}),
         ]
 
         def check(cases):

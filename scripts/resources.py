@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Create docpipe's S3 + SQS resources on the local moto server, idempotently.
+"""Create docpipe's S3 + SQS + EventBridge resources on the local moto server, idempotently.
 
 Default set (what `scripts/stack.sh up` creates):
   bucket  docpipe-local
@@ -8,18 +8,20 @@ Default set (what `scripts/stack.sh up` creates):
           retention and redrive policy when it starts, as CloudFormation does in AWS; see
           shared/core/src/clock.rs)
   bucket notification: s3:ObjectCreated:* with key prefix uploads/ -> docpipe-store-events
+  event bus  docpipe-events (<queue prefix>events, as the template's <stack>-events; the functions
+          publish docpipe's events to it: DOCPIPE_EVENT_BUS)
 
 CLI:
   python scripts/resources.py                                   # the default set
   python scripts/resources.py --bucket b1 --queue-prefix t1-    # a separate set for a test
   python scripts/resources.py --verify                          # + prove a put reaches the queue
   python scripts/resources.py --format env|json                 # print URLs (default: human summary)
-  python scripts/resources.py --delete --bucket b1 --queue-prefix t1-   # remove a set
+  python scripts/resources.py --delete --bucket b1 --queue-prefix t1-   # remove a set (its bus too)
 
 Library:
   from resources import ensure_resources
   res = ensure_resources(bucket="b1", queue_prefix="t1-")
-  res["queues"]["parse"]["url"], res["queues"]["parse"]["dlq_url"], ...
+  res["queues"]["parse"]["url"], res["queues"]["parse"]["dlq_url"], res["event_bus"]["name"], ...
 
 Endpoint / credentials come from the arguments, else AWS_ENDPOINT_URL / AWS_REGION, else
 http://127.0.0.1:5000, us-east-1, test/test.
@@ -51,10 +53,17 @@ QUEUES = {
     "index": "index",
 }
 DLQ_RETENTION_SECONDS = 14 * 24 * 3600
+# The set's event bus: <queue prefix>events (docpipe-events by default; t1-events for a test's set).
+EVENT_BUS_SUFFIX = "events"
 
 
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _QUEUE_RE = re.compile(r"^[A-Za-z0-9_-]{0,60}$")
+_EVENT_BUS_RE = re.compile(r"^[/.\-_A-Za-z0-9]{1,256}$")
+
+
+def event_bus_name(queue_prefix: str) -> str:
+    return f"{queue_prefix}{EVENT_BUS_SUFFIX}"
 
 
 def check_names(bucket: str, queue_prefix: str) -> None:
@@ -64,20 +73,43 @@ def check_names(bucket: str, queue_prefix: str) -> None:
                          "(starting and ending with a letter or digit)")
     if not _QUEUE_RE.match(queue_prefix):
         raise ValueError(f"invalid queue prefix {queue_prefix!r}: letters, digits, - and _ only")
+    if not _EVENT_BUS_RE.match(event_bus_name(queue_prefix)) or event_bus_name(queue_prefix) == "default":
+        raise ValueError(f"invalid event bus name {event_bus_name(queue_prefix)!r}")
+
+
+def _client_args(endpoint: str | None, region: str | None) -> dict:
+    return dict(
+        endpoint_url=endpoint or os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_ENDPOINT,
+        region_name=region or os.environ.get("AWS_REGION") or DEFAULT_REGION,
+        aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "test"),
+        aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "test"),
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3, "mode": "standard"},
+                      connect_timeout=5, read_timeout=30),
+    )
 
 
 def clients(endpoint: str | None = None, region: str | None = None):
-    endpoint = endpoint or os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_ENDPOINT
-    region = region or os.environ.get("AWS_REGION") or DEFAULT_REGION
-    kw = dict(
-        endpoint_url=endpoint,
-        region_name=region,
-        aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "test"),
-        aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "test"),
-    )
-    cfg = Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3, "mode": "standard"},
-                 connect_timeout=5, read_timeout=30)
-    return boto3.client("s3", config=cfg, **kw), boto3.client("sqs", config=cfg, **kw), region
+    kw = _client_args(endpoint, region)
+    return boto3.client("s3", **kw), boto3.client("sqs", **kw), kw["region_name"]
+
+
+def events_client(endpoint: str | None = None, region: str | None = None):
+    return boto3.client("events", **_client_args(endpoint, region))
+
+
+def _ensure_event_bus(events, name: str) -> str:
+    """Create the custom event bus unless it exists. Returns its ARN."""
+    try:
+        return events.describe_event_bus(Name=name)["Arn"]
+    except ClientError as e:
+        if e.response["Error"]["Code"] != "ResourceNotFoundException":
+            raise
+    try:
+        return events.create_event_bus(Name=name)["EventBusArn"]
+    except ClientError as e:  # created meanwhile by another caller
+        if e.response["Error"]["Code"] != "ResourceAlreadyExistsException":
+            raise
+        return events.describe_event_bus(Name=name)["Arn"]
 
 
 def _ensure_queue(sqs, name: str, attributes: dict[str, str]) -> tuple[str, str]:
@@ -173,8 +205,11 @@ def ensure_resources(bucket: str = DEFAULT_BUCKET, queue_prefix: str = DEFAULT_Q
                            "dlq_name": f"{name}-dlq", "dlq_url": dlq_url, "dlq_arn": dlq_arn}
     _ensure_bucket(s3, bucket, region)
     rewritten = _ensure_notification(s3, bucket, queues["store"]["arn"], key_prefix)
+    bus = event_bus_name(queue_prefix)
+    bus_arn = _ensure_event_bus(events_client(endpoint, region), bus)
     return {"bucket": bucket, "key_prefix": key_prefix, "region": region,
-            "endpoint": s3.meta.endpoint_url, "queues": queues, "notification_written": rewritten}
+            "endpoint": s3.meta.endpoint_url, "queues": queues, "notification_written": rewritten,
+            "event_bus": {"name": bus, "arn": bus_arn}}
 
 
 def delete_resources(bucket: str = DEFAULT_BUCKET, queue_prefix: str = DEFAULT_QUEUE_PREFIX,
@@ -197,6 +232,19 @@ def delete_resources(bucket: str = DEFAULT_BUCKET, queue_prefix: str = DEFAULT_Q
             except ClientError as e:
                 if "NonExistentQueue" not in e.response["Error"]["Code"]:
                     raise
+    events = events_client(endpoint, region)
+    bus = event_bus_name(queue_prefix)
+    try:
+        # DeleteEventBus wants the bus's rules deleted first (a test's set may have put some on it).
+        for rule in events.list_rules(EventBusName=bus).get("Rules", []):
+            ids = [t["Id"] for t in events.list_targets_by_rule(Rule=rule["Name"], EventBusName=bus).get("Targets", [])]
+            if ids:
+                events.remove_targets(Rule=rule["Name"], EventBusName=bus, Ids=ids)
+            events.delete_rule(Name=rule["Name"], EventBusName=bus)
+        events.delete_event_bus(Name=bus)
+    except ClientError as e:
+        if e.response["Error"]["Code"] != "ResourceNotFoundException":
+            raise
 
 
 def verify_delivery(res: dict, endpoint: str | None = None, region: str | None = None,
@@ -237,6 +285,7 @@ def env_lines(res: dict) -> list[str]:
         stem = logical.upper()
         lines.append(f"export DOCPIPE_{stem}_QUEUE_URL={q[logical]['url']}")
         lines.append(f"export DOCPIPE_{stem}_DLQ_URL={q[logical]['dlq_url']}")
+    lines.append(f"export DOCPIPE_EVENT_BUS={res['event_bus']['name']}")
     return lines
 
 
@@ -246,7 +295,8 @@ def main(argv=None) -> int:
     p.add_argument("--region", default=None, help=f"default $AWS_REGION or {DEFAULT_REGION}")
     p.add_argument("--bucket", default=DEFAULT_BUCKET)
     p.add_argument("--queue-prefix", default=DEFAULT_QUEUE_PREFIX,
-                   help="queue names are <prefix>store-events, <prefix>parse, <prefix>index (+ -dlq)")
+                   help="queue names are <prefix>store-events, <prefix>parse, <prefix>index (+ -dlq); "
+                        "the event bus is <prefix>events")
     p.add_argument("--prefix", "--key-prefix", dest="key_prefix", default=DEFAULT_KEY_PREFIX,
                    help="key prefix that triggers the store-events notification")
     p.add_argument("--verify", action="store_true", help="put a probe object and wait for its event")
@@ -271,7 +321,8 @@ def _run(a) -> int:
 
     if a.delete:
         delete_resources(a.bucket, a.queue_prefix, a.endpoint, a.region)
-        print(f"deleted bucket {a.bucket} and queues {a.queue_prefix}*", file=sys.stderr)
+        print(f"deleted bucket {a.bucket}, queues {a.queue_prefix}* and event bus {event_bus_name(a.queue_prefix)}",
+              file=sys.stderr)
         return 0
 
     res = ensure_resources(a.bucket, a.queue_prefix, a.key_prefix, a.endpoint, a.region)
@@ -288,6 +339,7 @@ def _run(a) -> int:
           + ("  (notification written)" if res["notification_written"] else ""), file=out)
     for q in res["queues"].values():
         print(f"queue  {q['url']}  (dlq {q['dlq_name']})", file=out)
+    print(f"bus    {res['event_bus']['arn']}", file=out)
     if a.verify:
         print(f"verify put {res['key_prefix']}... -> S3 event on {res['queues']['store']['name']} "
               f"in {res['verified_seconds']}s", file=out)

@@ -264,7 +264,8 @@ write_env_vars() {
     "MILVUS_URL": "http://$GW:$MILVUS_PORT",
     "DOCPIPE_MILVUS_TOKEN_SECRET_ARN": "",
     "DOCPIPE_EMBEDDER": "${DOCPIPE_SAM_EMBEDDER:-hash}",
-    "DOCPIPE_MILVUS_COLLECTION": "${DOCPIPE_SAM_COLLECTION:-docpipe_sam_local}"
+    "DOCPIPE_MILVUS_COLLECTION": "${DOCPIPE_SAM_COLLECTION:-docpipe_sam_local}",
+    "DOCPIPE_EVENT_BUS": "docpipe-events"
   },
   "ParseFunction": {
     "DOCPIPE_PDFIUM_LIB": "/opt/lib/libpdfium.so",

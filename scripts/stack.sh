@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # docpipe's local stack, as plain processes (no Docker): PostgreSQL + PgBouncer (the RDS Proxy
-# stand-in), moto (S3 + SQS + bucket notifications) and Milvus 2.3.5 standalone.
+# stand-in), moto (S3 + SQS + bucket notifications + EventBridge) and Milvus 2.3.5 standalone.
 #
 #   bash scripts/stack.sh up        install what is missing, start what is down, (re)create resources
 #   bash scripts/stack.sh prepare   only what a build needs: apt packages, the venv, the e5 engine's source
@@ -40,6 +40,8 @@ DB_USER=docpipe DB_PASS=docpipe DB_NAME=docpipe
 AWS_ACCOUNT=123456789012
 BUCKET=docpipe-local
 QUEUE_PREFIX=docpipe-
+# The bus the functions publish docpipe's events to (scripts/resources.py names it <queue prefix>events).
+EVENT_BUS="${QUEUE_PREFIX}events"
 
 VENV="$LOCAL/venv"
 REQS="$ROOT/scripts/requirements-stack.txt"
@@ -384,7 +386,7 @@ phase_resources() {
     "$VENV/bin/python" "$ROOT/scripts/resources.py" "${args[@]}" --format env 2> >(sed 's/^/    /' >&2))" ||
     die "scripts/resources.py failed"
   # `env` computes the URLs instead of asking moto: check that they are the real ones.
-  want="$(cmd_env | grep -E '^export DOCPIPE_(BUCKET|[A-Z]+_(QUEUE|DLQ)_URL)=' | sort)"
+  want="$(cmd_env | grep -E '^export DOCPIPE_(BUCKET|EVENT_BUS|[A-Z]+_(QUEUE|DLQ)_URL)=' | sort)"
   got="$(sort <<< "$got")"
   [[ "$got" == "$want" ]] || die "resources.py and 'stack.sh env' disagree:"$'\n'"$got"$'\n'"vs"$'\n'"$want"
 }
@@ -702,6 +704,7 @@ cmd_env() {
     _e "DOCPIPE_${q%%:*}_QUEUE_URL" "$(queue_url "$QUEUE_PREFIX${q#*:}")"
     _e "DOCPIPE_${q%%:*}_DLQ_URL" "$(queue_url "$QUEUE_PREFIX${q#*:}-dlq")"
   done
+  _e DOCPIPE_EVENT_BUS "$EVENT_BUS"
   _e MILVUS_URL "http://$HOST:$MILVUS_PORT"
   _e DOCPIPE_API_URL "http://$HOST:8080"
   _e DOCPIPE_PDFIUM_LIB "$LOCAL/lib/libpdfium.so"

@@ -82,6 +82,7 @@ async fn assert_consistent(p: &Pipeline, doc_id: &str) {
     let mut keys = keys;
     keys.sort();
     assert_eq!(keys, rows, "every artifact object has its row and no more");
+    helpers::assert_outcomes_announced(p, &[doc_id.to_string()]).await;
 }
 
 /// Runs `fault` once, the first time a key ending with `suffix` has been written.
@@ -277,6 +278,7 @@ async fn moto_frozen_in_the_middle_of_a_store_batch() {
         objects: p.store.objects.clone(),
         queue,
         config: p.aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
+        events: p.store.events.clone(),
     };
     let bodies: Vec<String> = keys
         .iter()

@@ -324,6 +324,7 @@ fn failing_after_one_insert(p: &Pipeline) -> docpipe_pipeline::services::IndexSe
             down
         }),
         config: p.index.config.clone(),
+        events: p.index.events.clone(),
     }
 }
 
@@ -368,6 +369,7 @@ async fn assert_given_up(
     assert_eq!(count("attempt"), clock.max_receive_count, "{kinds:?}");
     assert_eq!(count("backoff"), clock.max_receive_count, "{kinds:?}");
     assert_eq!(count("gave_up"), 1, "{kinds:?}");
+    helpers::assert_outcomes_announced(p, std::slice::from_ref(&job.doc_id)).await;
 }
 
 /// Every document of the batch ends `indexed`, each history shows it queued and then running.
@@ -383,6 +385,7 @@ async fn assert_all_indexed(p: &Pipeline, doc_ids: &[String], limit: Duration) {
         "every upload became a document"
     );
     assert!(not_indexed.is_empty(), "not indexed: {not_indexed:?}");
+    helpers::assert_outcomes_announced(p, doc_ids).await;
 }
 
 #[tokio::test]

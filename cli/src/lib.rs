@@ -6,6 +6,7 @@ pub mod auth;
 pub mod client;
 pub mod commands;
 pub mod dev_runner;
+pub mod events;
 pub mod model;
 pub mod template;
 pub mod text;

@@ -50,8 +50,17 @@ enum Command {
     /// Load legacy document records (a JSON array of `documents` rows); idempotent: each gets a
     /// run failed at `import` until it is retried.
     Import(ops::ImportArgs),
+    /// docpipe's events (EventBridge): `tail` prints them live.
+    #[command(subcommand)]
+    Events(EventsCommand),
     #[command(flatten)]
     Api(Box<docpipe_cli::ApiCommand>),
+}
+
+#[derive(Subcommand)]
+enum EventsCommand {
+    /// Subscribe to the bus and print every docpipe event as it arrives.
+    Tail(docpipe_cli::events::TailArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -87,6 +96,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Reconcile(args) => ops::reconcile(args).await,
         Command::ReindexKeywords(args) => ops::reindex_keywords(args).await,
         Command::Import(args) => ops::import(args).await,
+        Command::Events(EventsCommand::Tail(args)) => docpipe_cli::events::tail(args).await,
         Command::Api(cmd) => {
             let mut out = std::io::stdout();
             if let Err(e) = docpipe_cli::run(*cmd, &mut out).await {

@@ -24,10 +24,18 @@
 // Bedrock: POST /model/<modelId>/invoke is bedrock:InvokeModel on
 // arn:aws:bedrock:<region>::foundation-model/<modelId>.
 //
+// EventBridge: each entry of a PutEvents is events:PutEvents on its bus (EventBusName, a name or an
+// ARN; none is the account's default bus), with events:source and events:detail-type as context.
+// Beside the recorded calls, probes evaluate each role as IAM would for calls no function should
+// make: a function with DOCPIPE_EVENT_BUS may PutEvents on that bus (the stack's, as the template
+// resolves it, which must be the drill's bus), and not on the default bus, another bus, or the same
+// name in another account; no other events action (PutRule, PutTargets, DeleteEventBus, …) on it;
+// a function without the variable may not PutEvents on the bus at all.
+//
 // Exit status 1 when a function made a call its role does not allow, a GET/HEAD the 403 rule
 // catches, a request this script cannot map to an IAM action, a role carries a managed policy off
-// the allowlist, or when a function made no call at all (its key was not applied, or the drill did
-// not run it).
+// the allowlist, an EventBridge probe has the wrong answer, or when a function made no call at all
+// (its key was not applied, or the drill did not run it).
 
 import { createRequire } from 'node:module'
 import fs from 'node:fs'
@@ -97,7 +105,9 @@ function queueName (id) {
 }
 const arn = {
   queue: (id) => `arn:aws:sqs:${values.region}:${values.account_id}:${queueName(id)}`,
-  fn: (id) => `arn:aws:lambda:${values.region}:${values.account_id}:function:${id}`
+  fn: (id) => `arn:aws:lambda:${values.region}:${values.account_id}:function:${id}`,
+  bus: (name, account = values.account_id) =>
+    name.startsWith('arn:') ? name : `arn:aws:events:${values.region}:${account}:event-bus/${name}`
 }
 
 function refOf (id) {
@@ -110,6 +120,8 @@ function refOf (id) {
       return `${values.endpoint}/${values.account_id}/${queueName(id)}`
     case 'AWS::S3::Bucket':
       return evaluate(r.Properties.BucketName)
+    case 'AWS::Events::EventBus':
+      return evaluate(r.Properties.Name) // Ref is the bus's name
     default:
       return id
   }
@@ -126,6 +138,8 @@ function getAtt (id, attr) {
   if (r.Type === 'AWS::Lambda::Function' && attr === 'Arn') return arn.fn(id)
   if (r.Type === 'AWS::IAM::Role' && attr === 'Arn') return `arn:aws:iam::${values.account_id}:role/${id}`
   if (r.Type === 'AWS::S3::Bucket' && attr === 'Arn') return `arn:aws:s3:::${refOf(id)}`
+  if (r.Type === 'AWS::Events::EventBus' && attr === 'Name') return refOf(id)
+  if (r.Type === 'AWS::Events::EventBus' && attr === 'Arn') return arn.bus(refOf(id))
   throw new Error(`!GetAtt ${id}.${attr}: not modelled by this check`)
 }
 
@@ -227,7 +241,8 @@ for (const [id, r] of Object.entries(resources)) {
   if (!binary) throw new Error(`${id} has no Metadata.BuildProperties.Binary (translate with passthrough_metadata)`)
   const { roleId, statements, refused } = roleStatements(id)
   refusedManaged.push(...refused.map((x) => ({ function: id, ...x })))
-  functions[`docpipe-${binary}`] = { id, binary, role: roleId, statements }
+  const bus = r.Properties.Environment?.Variables?.DOCPIPE_EVENT_BUS
+  functions[`docpipe-${binary}`] = { id, binary, role: roleId, statements, eventBus: bus === undefined ? '' : String(evaluate(bus)) }
 }
 
 // ───────────────────────────── the recording, as IAM actions ─────────────────────────────
@@ -338,6 +353,17 @@ function actionsOf (req, cred) {
     const resource = id.startsWith('arn:') ? id : `arn:aws:secretsmanager:${values.region}:${values.account_id}:secret:${id}`
     return [{ action: `secretsmanager:${op}`, resource, context: {}, label: op }]
   }
+  if (cred.service === 'events') {
+    if (op !== 'PutEvents') throw new Error(`EventBridge ${op} is not modelled by this check`)
+    const entries = input.Entries || []
+    if (!entries.length) throw new Error('EventBridge PutEvents with no Entries')
+    return entries.map((e) => {
+      const context = {}
+      if (e.Source !== undefined) context['events:source'] = e.Source
+      if (e.DetailType !== undefined) context['events:detail-type'] = e.DetailType
+      return { action: 'events:PutEvents', resource: arn.bus(e.EventBusName || 'default'), context, label: 'PutEvents', event: e.DetailType }
+    })
+  }
   throw new Error(`service ${cred.service} (${op}) is not modelled by this check`)
 }
 
@@ -386,6 +412,7 @@ const perFunction = {}
 const others = {}
 const unknown = []
 const findings = new Map()
+const published = {} // detail-type -> entries recorded (every function's PutEvents)
 for (const f of Object.values(functions)) perFunction[f.id] = { binary: f.binary, calls: 0, actions: {}, denied: 0 }
 
 /// Findings grouped by function, kind, call and the key's first segment (`uploads/…`), with a count,
@@ -435,6 +462,7 @@ for (const [n, line] of lines.entries()) {
   const statements = fn.statements.map((s) => s.statement)
   for (const call of calls) {
     stats.actions[call.label] = (stats.actions[call.label] || 0) + 1
+    if (call.event !== undefined) published[call.event] = (published[call.event] || 0) + 1
     if (!(await allowed(statements, call.action, call.resource, call.context))) {
       stats.denied += 1
       finding(fn.id, 'denied', call, `${call.action} is not allowed by the role`)
@@ -449,6 +477,50 @@ for (const [n, line] of lines.entries()) {
     }
   }
 }
+
+// ───────────────────────────── EventBridge, probed ─────────────────────────────
+// The recording shows the calls made; these show what each role grants beyond them on the bus.
+
+const stackBus = values.event_bus || Object.values(functions).map((f) => f.eventBus).find(Boolean) || ''
+const probes = [] // { function, what, want, got }
+async function probe (fn, statements, what, action, resource, context, want) {
+  const got = (await allowed(statements, action, resource, context)) ? 'allowed' : 'denied'
+  probes.push({ function: fn.id, what, want, got, action, resource })
+}
+const OTHER_EVENTS_ACTIONS = [
+  // [action, resource]: rules and targets on the bus, the bus itself, and account-wide calls
+  ['events:PutRule', (b) => `arn:aws:events:${values.region}:${values.account_id}:rule/${b}/docpipe-probe`],
+  ['events:PutTargets', (b) => `arn:aws:events:${values.region}:${values.account_id}:rule/${b}/docpipe-probe`],
+  ['events:DeleteRule', (b) => `arn:aws:events:${values.region}:${values.account_id}:rule/${b}/docpipe-probe`],
+  ['events:DescribeEventBus', (b) => arn.bus(b)],
+  ['events:DeleteEventBus', (b) => arn.bus(b)],
+  ['events:CreateEventBus', (b) => arn.bus(b)],
+  ['events:PutPermission', () => '*'],
+  ['events:ListRules', () => '*']
+]
+if (stackBus) {
+  for (const fn of Object.values(functions)) {
+    const statements = fn.statements.map((s) => s.statement)
+    const event = { 'events:source': 'docpipe', 'events:detail-type': 'DocumentIndexed' }
+    if (!fn.eventBus) {
+      await probe(fn, statements, `PutEvents on ${stackBus} (no DOCPIPE_EVENT_BUS)`, 'events:PutEvents', arn.bus(stackBus), event, 'denied')
+      continue
+    }
+    if (values.event_bus && fn.eventBus !== values.event_bus) {
+      probes.push({ function: fn.id, what: `DOCPIPE_EVENT_BUS is ${fn.eventBus} as the template resolves it, the drill's bus is ${values.event_bus}`, want: 'the same bus', got: 'another' })
+    }
+    await probe(fn, statements, `PutEvents on its bus ${fn.eventBus}`, 'events:PutEvents', arn.bus(fn.eventBus), event, 'allowed')
+    await probe(fn, statements, 'PutEvents on the default bus', 'events:PutEvents', arn.bus('default'), event, 'denied')
+    await probe(fn, statements, `PutEvents on another bus (${fn.eventBus}-other)`, 'events:PutEvents', arn.bus(`${fn.eventBus}-other`), event, 'denied')
+    await probe(fn, statements, 'PutEvents on a bus of that name in another account', 'events:PutEvents', arn.bus(fn.eventBus, '210987654321'), event, 'denied')
+    for (const [action, resource] of OTHER_EVENTS_ACTIONS) {
+      await probe(fn, statements, `${action.split(':')[1]} on ${resource(fn.eventBus)}`, action, resource(fn.eventBus), {}, 'denied')
+    }
+  }
+} else {
+  probes.push({ function: '(template)', what: 'no function has DOCPIPE_EVENT_BUS and the values file names no event_bus', want: 'a bus', got: 'none' })
+}
+const probeFailures = probes.filter((p) => p.want !== p.got)
 
 // Statements (and their actions) that no recorded call needed: what the drill did not exercise,
 // or what the role could do without.
@@ -491,6 +563,19 @@ for (const [id, s] of Object.entries(perFunction)) {
   const actions = Object.entries(s.actions).map(([a, c]) => `${a} ${c}`).join(', ')
   console.log(`  ${id.padEnd(20)} ${String(s.calls).padStart(4)} calls  ${s.denied ? `${s.denied} DENIED` : 'all allowed'}  (${actions || 'none'})`)
 }
+const byFn = {}
+for (const p of probes) (byFn[p.function] = byFn[p.function] || []).push(p)
+console.log(`[iam-check] EventBridge probes (each role as IAM evaluates it; the stack's bus is ${stackBus || 'unknown'}):`)
+for (const [id, list] of Object.entries(byFn)) {
+  const bad = list.filter((p) => p.want !== p.got)
+  const allowedOnes = list.filter((p) => p.got === 'allowed').map((p) => p.what)
+  console.log(`  ${id.padEnd(20)} ${bad.length ? `${bad.length} WRONG` : 'as expected'}: ${list.length} probes; allowed: ${allowedOnes.join(', ') || 'none'}`)
+}
+for (const p of probeFailures) console.log(`  PROBE ${p.function}: ${p.what}: ${p.got}, must be ${p.want}`)
+const publishedLine = Object.entries(published).map(([t, n]) => `${t} ${n}`).join(', ')
+console.log(publishedLine
+  ? `  events published in the drill (PutEvents entries, each checked above against its function's role): ${publishedLine}`
+  : '  no function published an event in the drill: events:PutEvents is covered by the probes only')
 const otherLine = Object.entries(others).map(([who, ops]) => `${who}: ${Object.values(ops).reduce((a, b) => a + b, 0)}`).join(', ')
 if (otherLine) console.log(`  not a function's calls (the drill's client, the runner's queue set-up), not checked: ${otherLine}`)
 for (const f of list) {
@@ -505,11 +590,11 @@ if (unused.length) {
   for (const u of unused) console.log(`  ${u.function}: ${u.action} on ${JSON.stringify(u.resource)} (${u.source})`)
 }
 if (args.report) {
-  fs.writeFileSync(args.report, JSON.stringify({ perFunction, findings: list, unknown, silent, refusedManaged, others, unused, roles: Object.fromEntries(Object.values(functions).map((f) => [f.id, { role: f.role, statements: f.statements }])) }, null, 2))
+  fs.writeFileSync(args.report, JSON.stringify({ perFunction, findings: list, unknown, silent, refusedManaged, others, unused, probes, published, roles: Object.fromEntries(Object.values(functions).map((f) => [f.id, { role: f.role, statements: f.statements }])) }, null, 2))
 }
-const failed = list.length + unknown.length + silent.length + refusedManaged.length
+const failed = list.length + unknown.length + silent.length + refusedManaged.length + probeFailures.length
 if (failed) {
-  console.log(`[iam-check] FAILED: ${list.length} denied or 403 finding(s), ${unknown.length} unmapped request(s), ${silent.length} silent function(s), ${refusedManaged.length} managed polic(ies) off the allowlist`)
+  console.log(`[iam-check] FAILED: ${list.length} denied or 403 finding(s), ${unknown.length} unmapped request(s), ${silent.length} silent function(s), ${refusedManaged.length} managed polic(ies) off the allowlist, ${probeFailures.length} EventBridge probe(s) wrong`)
   process.exit(1)
 }
-console.log(`[iam-check] every call of every function is allowed by its role, and every GET/HEAD of a key that may be missing answers 404`)
+console.log(`[iam-check] every call of every function is allowed by its role, every GET/HEAD of a key that may be missing answers 404, and events:PutEvents is allowed on the stack's bus only`)

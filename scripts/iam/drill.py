@@ -34,6 +34,11 @@ What it makes every function do (each step names the calls it is there for):
     URL and an artifact URL fetched (presigned GETs under the API's role), two deletes (DeleteObject, ListObjectsV2 + DeleteObjects); a store-events
     message dead-lettered (the DLQ function); an artifact no row vouches for; a few sweeps (their
     housekeeping lists the artifacts and removes such an orphan)
+  throughout
+    every function that changes a document publishes docpipe's events (PutEvents) to the set's bus,
+    docpipe-iam-events (DOCPIPE_EVENT_BUS; the template's ${AWS::StackName}-events for this stack);
+    a rule of the drill's on that bus copies them to a queue, and the drill names the detail types
+    that arrived
 
 Every request is signed: the functions with docpipe-<binary>, this script with docpipe-drill,
 the resources' set-up with docpipe-setup, the runner's queue set-up with docpipe-dev-runner.
@@ -282,6 +287,8 @@ class Drill:
         res = resources.ensure_resources(bucket=BUCKET, queue_prefix=QUEUE_PREFIX,
                                          endpoint=self.endpoint, region=REGION)
         self.queues = res["queues"]
+        self.event_bus = res["event_bus"]["name"]
+        self.tap_events()
         sm = boto3.client("secretsmanager", endpoint_url=self.endpoint, region_name=REGION,
                           aws_access_key_id="docpipe-setup", aws_secret_access_key="test")
         self.webhook_token = uuid.uuid4().hex
@@ -298,6 +305,8 @@ class Drill:
             "account_id": ACCOUNT,
             "region": REGION,
             "endpoint": self.endpoint,
+            # The bus the functions publish to; the template's must resolve to the same name.
+            "event_bus": self.event_bus,
             "queues": {
                 "StoreEventsQueue": q["store"]["name"], "StoreEventsDeadLetterQueue": q["store"]["dlq_name"],
                 "ParseQueue": q["parse"]["name"], "ParseDeadLetterQueue": q["parse"]["dlq_name"],
@@ -322,6 +331,25 @@ class Drill:
         milvus = os.environ.get("MILVUS_URL", "http://127.0.0.1:19530")
         post_json(f"{milvus}/v1/vector/collections/drop", {"collectionName": COLLECTION}, ok_errors=True)
 
+    def tap_events(self) -> None:
+        """A rule on the bus (source docpipe) with a queue as its target, so that the drill can name
+        the events that reached the bus. Set up under docpipe-setup, like the resources."""
+        kw = dict(endpoint_url=self.endpoint, region_name=REGION, aws_access_key_id="docpipe-setup",
+                  aws_secret_access_key="test")
+        sqs, events = boto3.client("sqs", **kw), boto3.client("events", **kw)
+        name = f"{QUEUE_PREFIX}events-tap"
+        self.tap_url = sqs.create_queue(QueueName=name)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=self.tap_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        events.put_rule(Name=name, EventBusName=self.event_bus, EventPattern=json.dumps({"source": ["docpipe"]}))
+        events.put_targets(Rule=name, EventBusName=self.event_bus, Targets=[{"Id": "tap", "Arn": arn}])
+
+    def events_seen(self) -> dict[str, int]:
+        seen: dict[str, int] = {}
+        for m in self.drain(self.tap_url):
+            kind = json.loads(m["Body"]).get("detail-type", "?")
+            seen[kind] = seen.get(kind, 0) + 1
+        return seen
+
     def custom_resource_migrations(self) -> None:
         """The Migrations custom resource's create, update and delete, as CloudFormation sends them,
         through the migrate binary under the runtime API stand-in; the schema is what it creates."""
@@ -340,7 +368,9 @@ class Drill:
                 payload["OldResourceProperties"] = {"ServiceToken": token, "ServiceTimeout": "900", "RunId": "iam-drill-0"}
             events.append({"id": str(uuid.uuid4()), "payload": payload, "n": str(n), "kind": kind})
         out = open(os.path.join(self.work, "migrate.log"), "a")
-        env = {**self.function_env(), "AWS_ACCESS_KEY_ID": "docpipe-migrate",
+        # As in the template, the migrations' function has no bus to publish to.
+        env = {k: v for k, v in self.function_env().items() if k != "DOCPIPE_EVENT_BUS"}
+        env = {**env, "AWS_ACCESS_KEY_ID": "docpipe-migrate",
                "AWS_LAMBDA_RUNTIME_API": self.local.url.removeprefix("http://"),
                "AWS_LAMBDA_FUNCTION_NAME": f"{STACK}-MigrateFunction", "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512", "AWS_LAMBDA_LOG_GROUP_NAME": f"/docpipe/{STACK}/migrate",
@@ -404,6 +434,7 @@ class Drill:
             "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": self.local.url,
             "DOCPIPE_API_URL": self.api,
             "DOCPIPE_WEBHOOK_TOKEN_SECRET_ARN": self.secret_arns["webhook-token"],
+            "DOCPIPE_EVENT_BUS": self.event_bus,
             "DOCPIPE_LOG": "warn",
         })
         for var in ("DOCPIPE_PDFIUM_LIB", "DOCPIPE_OCR_DIR"):
@@ -599,6 +630,9 @@ class Drill:
             log(f"  {doc_id}: {self.sql(f'SELECT status, error_message FROM documents WHERE doc_id = {sql_str(doc_id)}')}")
         calls = self.local.invocations
         log(f"done; the runner started {self.runner_starts} time(s); InvokeModel by {calls}")
+        seen = self.events_seen()
+        log("events on the bus: " + (", ".join(f"{k} {n}" for k, n in sorted(seen.items())) if seen else
+                                     "none (is DOCPIPE_EVENT_BUS read? scripts/iam/check.mjs probes the grant regardless)"))
         if self.local.refused:
             raise SystemExit(f"[iam-drill] Bedrock requests the stand-in refused: {self.local.refused[:5]}")
         for who in ("docpipe-index", "docpipe-api"):

@@ -1213,6 +1213,7 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
                     clock: helpers::template_clock(1.0),
                     release: Default::default(),
                 },
+                events: clients.events.clone(),
             };
             let (job, _) = current_job(db.clone(), doc_id.clone()).await?;
             match index_job(&service.deps(), &job).await? {

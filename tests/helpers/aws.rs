@@ -14,6 +14,7 @@ pub fn aws_config() -> AwsConfig {
         endpoint_url: Some(env_or("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")),
         region: env_or("AWS_REGION", "us-east-1"),
         attempt_timeout_secs: 5,
+        event_bus: None,
     }
 }
 
@@ -32,6 +33,11 @@ pub struct TestAws {
     /// The template's clock at the tests' scale; the queues carry its visibility timeouts,
     /// retention and redrive policy.
     pub clock: docpipe_core::clock::Clock,
+    /// The test's own EventBridge bus, which its functions publish to, and a consumer's queue
+    /// subscribed to every docpipe event on it.
+    pub events_bus: String,
+    pub events: docpipe_cli::events::Subscription,
+    pub eventbridge: aws_sdk_eventbridge::Client,
 }
 
 impl TestAws {
@@ -41,9 +47,27 @@ impl TestAws {
 
     /// A bucket and queues whose clock is the template's at `scale`.
     pub async fn with_scale(scale: f64) -> TestAws {
-        let config = aws_config();
-        let clients = AwsClients::new(&config).await;
+        let mut config = aws_config();
         let prefix = unique("t");
+        let events_bus = format!("{prefix}-events");
+        let sdk = docpipe_pipeline::adapters::aws::sdk_config(&config).await;
+        let eventbridge = aws_sdk_eventbridge::Client::new(&sdk);
+        eventbridge
+            .create_event_bus()
+            .name(&events_bus)
+            .send()
+            .await
+            .expect("create the test's event bus");
+        config.event_bus = Some(events_bus.clone());
+        let clients = AwsClients::new(&config).await;
+        let events = docpipe_cli::events::subscribe(
+            &eventbridge,
+            &clients.sqs,
+            &events_bus,
+            &format!("{prefix}-events-consumer"),
+        )
+        .await
+        .expect("subscribe a queue to the test's bus");
         let bucket = format!("{prefix}-bucket");
         clients
             .s3
@@ -122,6 +146,26 @@ impl TestAws {
             parse_dlq,
             index_dlq,
             clock,
+            events_bus,
+            events,
+            eventbridge,
+        }
+    }
+
+    /// Every event that reached the test's consumer queue within `quiet` of the last one, as
+    /// EventBridge delivered them.
+    pub async fn delivered_events(&self, quiet: std::time::Duration) -> Vec<serde_json::Value> {
+        let mut all = Vec::new();
+        loop {
+            let batch = self
+                .events
+                .receive(&self.clients.sqs, quiet)
+                .await
+                .expect("receive events");
+            if batch.is_empty() {
+                return all;
+            }
+            all.extend(batch);
         }
     }
 

@@ -7,6 +7,7 @@ mod aws;
 mod clock;
 mod corpus;
 mod database;
+mod downstream;
 mod faults;
 mod pipeline;
 
@@ -15,6 +16,7 @@ pub use aws::*;
 pub use clock::*;
 pub use corpus::*;
 pub use database::*;
+pub use downstream::*;
 pub use faults::*;
 pub use pipeline::*;
 

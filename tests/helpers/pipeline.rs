@@ -74,6 +74,7 @@ impl Pipeline {
                 clock: aws.clock.clone(),
                 release: Default::default(),
             },
+            events: aws.clients.events.clone(),
         };
         Pipeline {
             db,
@@ -309,6 +310,7 @@ impl Pipeline {
             index_queue_url: self.aws.index_queue.clone(),
             clock: self.aws.clock.clone(),
             lease: self.aws.clock.store.function_timeout,
+            events: self.aws.clients.events.clone(),
         }
     }
 
@@ -481,6 +483,7 @@ impl DevRunner {
             .env("DOCPIPE_STORE_DLQ_URL", &p.aws.store_dlq)
             .env("DOCPIPE_PARSE_DLQ_URL", &p.aws.parse_dlq)
             .env("DOCPIPE_INDEX_DLQ_URL", &p.aws.index_dlq)
+            .env("DOCPIPE_EVENT_BUS", &p.aws.events_bus)
             .env("MILVUS_URL", milvus_url())
             .env(
                 "DOCPIPE_MILVUS_COLLECTION",

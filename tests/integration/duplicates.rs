@@ -222,6 +222,7 @@ async fn store_redelivered_after_the_send_failed(p: &Pipeline, key: &str) -> Job
         objects: p.store.objects.clone(),
         queue: flaky,
         config: p.aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
+        events: p.store.events.clone(),
     };
     let err = docpipe_pipeline::handlers::store::handle_notification(&store, &event)
         .await

@@ -551,6 +551,7 @@ async fn a_500_mb_object_fails_at_store_with_the_size_message_without_being_read
         objects: watched.clone(),
         queue: f.store.queue.clone(),
         config: f.aws.store_config(MAX),
+        events: f.store.events.clone(),
     };
     let key = "uploads/huge.pdf";
     let size: u64 = 500 * 1024 * 1024;

@@ -3,6 +3,7 @@
 //! [`helpers`]), so they run in parallel. The suites that stop shared services or start dev runners
 //! of their own are binaries apart: `faults` (run alone, one test at a time) and `liveness`.
 
+mod announcements;
 mod api;
 mod cli;
 mod deploy;

@@ -317,6 +317,7 @@ async fn a_queue_outage_returns_the_message_and_redelivery_heals_it() {
         objects: f.store.objects.clone(),
         queue: flaky.clone(),
         config: f.aws.store_config(MAX),
+        events: f.store.events.clone(),
     };
     let key = "uploads/outage.txt";
     f.aws.put(key, b"sent during an outage").await;

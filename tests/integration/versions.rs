@@ -12,7 +12,7 @@ const MODES: [Mode; 3] = [Mode::Dense, Mode::Keyword, Mode::Hybrid];
 
 /// One row of `corpus/versions/INDEX.tsv`.
 #[derive(Debug, Clone)]
-struct Version {
+pub(crate) struct Version {
     file: String,
     published: String,
 }
@@ -45,7 +45,7 @@ fn two_version_laws() -> Vec<(String, [Version; 2])> {
         .collect()
 }
 
-async fn ingest(p: &Pipeline, v: &Version, suffix: &[u8]) -> String {
+pub(crate) async fn ingest(p: &Pipeline, v: &Version, suffix: &[u8]) -> String {
     let mut body = std::fs::read(corpus_dir().join("versions").join(&v.file)).unwrap();
     body.extend_from_slice(suffix);
     let key = format!("uploads/versions/{}{}", suffix.len(), v.file);
@@ -55,7 +55,7 @@ async fn ingest(p: &Pipeline, v: &Version, suffix: &[u8]) -> String {
 }
 
 /// 保守国家秘密法 in its two versions of `corpus/versions`, oldest first.
-fn secrets_law() -> (String, [Version; 2]) {
+pub(crate) fn secrets_law() -> (String, [Version; 2]) {
     two_version_laws()
         .into_iter()
         .find(|(law, _)| law == "保守国家秘密法")
@@ -68,7 +68,7 @@ async fn sha_of(p: &Pipeline, doc_id: &str) -> String {
 }
 
 /// A document's version as recorded: (work id, label, effective from).
-async fn version_of(p: &Pipeline, doc_id: &str) -> (i64, String, String) {
+pub(crate) async fn version_of(p: &Pipeline, doc_id: &str) -> (i64, String, String) {
     let row =
         p.db.client()
             .await

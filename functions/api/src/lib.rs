@@ -184,12 +184,43 @@ pub fn router(state: Arc<ApiState>) -> Router {
     }
     router
         .fallback(no_route)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            publish_after_writes,
+        ))
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             context::middleware,
         ))
         .with_state(state)
+}
+
+/// After a request that may have changed something (a release, a repeal, a delete, a webhook's
+/// upload), the events it recorded go onto the bus before it answers, so a consumer hears of a
+/// change about when its caller does; what is not sent stays in the outbox for the sweeper.
+async fn publish_after_writes(
+    axum::extract::State(state): axum::extract::State<Arc<ApiState>>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let writes = !matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    );
+    let response = next.run(request).await;
+    if writes && !response.status().is_client_error() {
+        state
+            .store
+            .events
+            .flush(
+                &state.db,
+                &state.store.config.clock,
+                docpipe_pipeline::publish::AFTER_BATCH,
+            )
+            .await;
+    }
+    response
 }
 
 /// Serves the router on a bound listener until `shutdown` completes (the dev runner, tests).

@@ -49,6 +49,9 @@ pub struct AwsConfig {
     pub region: String,
     /// How long one attempt of an S3 or SQS call may take.
     pub attempt_timeout_secs: u64,
+    /// The EventBridge bus docpipe's events go to (`DOCPIPE_EVENT_BUS`); none: they stay in the
+    /// outbox until a process that has one publishes them.
+    pub event_bus: Option<String>,
 }
 
 impl AwsConfig {
@@ -62,6 +65,7 @@ impl AwsConfig {
                 .or_else(|| env.optional("AWS_DEFAULT_REGION"))
                 .unwrap_or_else(|| "us-east-1".to_string()),
             attempt_timeout_secs: env.parsed_or("DOCPIPE_AWS_ATTEMPT_TIMEOUT_SECS", 20u64),
+            event_bus: env.optional("DOCPIPE_EVENT_BUS"),
         }
     }
 }

@@ -107,6 +107,18 @@ pub fn housekeeping(cleanups: usize, reconciled: usize, tombstones: usize) {
     );
 }
 
+/// How far the events' publication is behind, after a sweep published what it could: events not
+/// yet taken by the bus, and the age of the oldest. The events-backlog alarm watches the age.
+pub fn events_backlog(unsent: i64, oldest_secs: f64) {
+    emit(
+        &[("stage", "sweep")],
+        &[
+            ("EventsUnsent", "Count", unsent as f64),
+            ("EventsOldestUnsentAge", "Seconds", oldest_secs),
+        ],
+    );
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

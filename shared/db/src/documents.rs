@@ -207,10 +207,26 @@ pub async fn mark_deleting(c: &impl GenericClient, doc_id: &str) -> Result<bool,
     Ok(marked.is_some())
 }
 
-/// Removes the row; its runs, history, nodes and blocks go with it (foreign keys cascade).
+/// Removes the row; its runs, history, nodes and blocks go with it (foreign keys cascade). The
+/// removal is announced (`DocumentDeleted`, crate::outbox) in the same statement, with the
+/// version the document was a rendition of, read before the cascade takes it.
 pub async fn remove(c: &impl GenericClient, doc_id: &str) -> Result<(), DbError> {
     c.execute_typed(
-        "DELETE FROM documents WHERE doc_id = $1",
+        "WITH rendition AS (
+             SELECT vd.version_id, v.work_id FROM version_documents vd
+             JOIN work_versions v ON v.version_id = vd.version_id WHERE vd.doc_id = $1),
+         gone AS (
+             DELETE FROM documents WHERE doc_id = $1
+             RETURNING doc_id, file_name, object_name,
+                       (EXTRACT(EPOCH FROM COALESCE(deleting_at, NOW())) * 1000)::int8 AS at_ms)
+         INSERT INTO event_outbox (event_id, detail_type, doc_id, work_id, detail)
+         SELECT 'DocumentDeleted:' || gone.doc_id || ':' || gone.at_ms::text, 'DocumentDeleted',
+                gone.doc_id, r.work_id,
+                jsonb_build_object('doc_id', gone.doc_id, 'file_name', gone.file_name,
+                                   'key', gone.object_name, 'work_id', r.work_id,
+                                   'version_id', r.version_id)
+         FROM gone LEFT JOIN rendition r ON TRUE
+         ON CONFLICT (event_id) DO NOTHING",
         &[(&doc_id, Type::VARCHAR)],
     )
     .await?;

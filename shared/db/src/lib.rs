@@ -22,7 +22,9 @@
 //! | `audit_log` | [`audit`] |
 //! | `intake_failures` | [`intake`] |
 //! | `upkeep_leases` | [`upkeep`] |
+//! | `event_outbox` | [`outbox`]: recorded by [`announce`] (versions, works), [`transitions`] (indexed, failed) and [`documents`] (removed); sent and pruned by the publishers |
 
+pub mod announce;
 pub mod articles;
 pub mod audit;
 pub mod authority;
@@ -33,6 +35,7 @@ pub mod idempotency;
 pub mod intake;
 pub mod keyword;
 pub mod migrate;
+pub mod outbox;
 pub mod projection;
 pub mod reconcile;
 pub mod references;

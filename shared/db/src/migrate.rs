@@ -118,6 +118,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0021_law_title_prefix",
         sql: include_str!("../../../migrations/0021_law_title_prefix.sql"),
     },
+    Migration {
+        version: 22,
+        name: "0022_event_outbox",
+        sql: include_str!("../../../migrations/0022_event_outbox.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

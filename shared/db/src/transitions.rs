@@ -164,7 +164,16 @@ pub async fn fail_run(
                  INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
                  SELECT $1, $2, COALESCE((SELECT status FROM prev), ''), 'failed', $3, $4
                  FROM doc
-                 RETURNING event_id)
+                 RETURNING event_id),
+             -- Announced with the document's change, as its history row is (crate::outbox).
+             announced AS (
+                 INSERT INTO event_outbox (event_id, detail_type, doc_id, detail)
+                 SELECT 'DocumentFailed:' || $1 || ':' || $2::text, 'DocumentFailed', $1,
+                        jsonb_build_object('doc_id', $1::text, 'run_id', $2::int8,
+                                           'stage', $3::text, 'reason', left($4::text, 2000),
+                                           'from_status', COALESCE((SELECT status FROM prev), ''))
+                 FROM doc
+                 ON CONFLICT (event_id) DO NOTHING)
              SELECT run_id FROM run",
             &[
                 (&doc_id, Type::VARCHAR),
@@ -390,7 +399,17 @@ pub async fn mark_indexed(
                  UPDATE documents SET status = 'indexed', chunk_count = $3, index_name = $4,
                         error_message = '', updated_at = NOW()
                  WHERE doc_id = $1 AND EXISTS (SELECT 1 FROM run)
-                 RETURNING doc_id)
+                 RETURNING doc_id, file_name, object_name, content_sha256),
+             -- Announced in the commit that makes it true (crate::outbox).
+             announced AS (
+                 INSERT INTO event_outbox (event_id, detail_type, doc_id, detail)
+                 SELECT 'DocumentIndexed:' || $1 || ':' || $2::text, 'DocumentIndexed', $1,
+                        jsonb_build_object('doc_id', $1::text, 'run_id', $2::int8,
+                                           'file_name', doc.file_name, 'key', doc.object_name,
+                                           'sha256', doc.content_sha256, 'chunks', $3::int4,
+                                           'index_name', $4::text, 'embedding_model', $5::text)
+                 FROM doc
+                 ON CONFLICT (event_id) DO NOTHING)
              INSERT INTO document_status_history (doc_id, run_id, from_status, to_status, stage, message)
              SELECT $1, $2, 'parsed', 'indexed', 'index', $3::text || ' chunks in ' || $4 || ' (' || $5 || ')'
              FROM doc, run

@@ -126,8 +126,20 @@ pub async fn assign(
     let was = super::projection::works_of(c, &docs).await?;
     let work_id = upsert_work(c, a).await?;
     let version_id = upsert_version(c, work_id, a).await?;
-    record_rendition(c, doc_id, run_id, version_id, release).await?;
+    let released = record_rendition(c, doc_id, run_id, version_id, release).await?;
     super::projection::refresh_works_of(c, &docs, &was).await?;
+    super::announce::version_indexed(c, doc_id, run_id, version_id, released.is_some()).await?;
+    if let Some(sha256) = released {
+        super::announce::version_released(
+            c,
+            work_id,
+            version_id,
+            doc_id,
+            &sha256,
+            RELEASED_BY_COMMIT,
+        )
+        .await?;
+    }
     Ok(version_id)
 }
 
@@ -217,21 +229,25 @@ async fn upsert_version(
     Ok(version_id)
 }
 
-/// `doc_id` becomes a rendition of `version_id`, released when `release`.
+/// Who released a rendition the index commit released itself (`RELEASE_MODE=auto`).
+const RELEASED_BY_COMMIT: &str = "index commit";
+
+/// `doc_id` becomes a rendition of `version_id`, released when `release`: the content released
+/// now, if any.
 async fn record_rendition(
     c: &impl GenericClient,
     doc_id: &str,
     run_id: i64,
     version_id: i64,
     release: bool,
-) -> Result<(), DbError> {
+) -> Result<Option<String>, DbError> {
     // A release travels with its content: released now when `release`; kept when the document
     // stays a rendition of the same version (its content is compared at every read); else none.
-    c.execute_typed(
+    let row = c.query_typed_one(
         "INSERT INTO version_documents (doc_id, version_id, run_id, released_sha256, released_by,
                                         released_at)
          SELECT $1, $2, $3, CASE WHEN $4 THEN d.content_sha256 END,
-                CASE WHEN $4 THEN 'index commit' END, CASE WHEN $4 THEN NOW() END
+                CASE WHEN $4 THEN $5 END, CASE WHEN $4 THEN NOW() END
          FROM documents d WHERE d.doc_id = $1
          ON CONFLICT (doc_id) DO UPDATE SET version_id = EXCLUDED.version_id,
              run_id = EXCLUDED.run_id, assigned_at = NOW(),
@@ -243,12 +259,14 @@ async fn record_rendition(
                                     THEN version_documents.released_by END,
              released_at = CASE WHEN $4 THEN EXCLUDED.released_at
                                 WHEN version_documents.version_id = EXCLUDED.version_id
-                                    THEN version_documents.released_at END",
+                                    THEN version_documents.released_at END
+         RETURNING CASE WHEN $4 THEN released_sha256 END AS released_now",
         &[
             (&doc_id, Type::VARCHAR),
             (&version_id, Type::INT8),
             (&run_id, Type::INT8),
             (&release, Type::BOOL),
+            (&RELEASED_BY_COMMIT, Type::VARCHAR),
         ],
     )
     .await?;
@@ -260,7 +278,7 @@ async fn record_rendition(
         )
         .await?;
     }
-    Ok(())
+    Ok(row.get("released_now"))
 }
 
 /// A version as recorded, for an upload that names it: its dates, and the documents of it that
@@ -385,6 +403,8 @@ pub async fn release(
     )
     .await?;
     super::projection::refresh_works_of(c, &[], &[work_id]).await?;
+    super::announce::version_released(c, work_id, version_id, doc_id, &current, released_by)
+        .await?;
     Ok(Released::Now {
         label,
         sha256: current,
@@ -878,6 +898,9 @@ pub async fn repeal(
         )
         .await?;
     super::projection::refresh_works_of(c, &[], &[work_id]).await?;
+    if let (1, Some(on)) = (moved, on) {
+        super::announce::work_repealed(c, work_id, on, successor).await?;
+    }
     Ok(if moved == 1 {
         Repealed::Done
     } else {

@@ -10,6 +10,9 @@ pub mod article_ref;
 mod blocks;
 mod chunk;
 mod detect;
+/// What changed between two versions of a law, article by article: read by search (the diff
+/// route, what replaced an article) and by the index commit (the `ArticlesChanged` event).
+pub mod diff;
 mod docx;
 mod error;
 mod html;

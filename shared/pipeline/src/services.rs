@@ -1,6 +1,8 @@
 //! The clients a function builds once per container, in `main`, and keeps for every invocation.
 
+use crate::adapters::event_bus::EventBridgeBus;
 use crate::adapters::{aws, JobQueue, ObjectStore, S3ObjectStore, SqsJobQueue};
+use crate::publish::Publisher;
 use crate::stages::index::IndexDeps;
 use crate::stages::parse::ParseDeps;
 use crate::stages::store::StoreDeps;
@@ -173,14 +175,24 @@ pub(crate) fn require_tls(pg_config: &mut tokio_postgres::Config) -> Result<(), 
 pub struct AwsClients {
     pub s3: aws_sdk_s3::Client,
     pub sqs: aws_sdk_sqs::Client,
+    /// Where events go: the configured bus, or none.
+    pub events: Publisher,
 }
 
 impl AwsClients {
     pub async fn new(config: &AwsConfig) -> Self {
         let sdk = aws::sdk_config(config).await;
+        let events = match &config.event_bus {
+            Some(bus) => Publisher::new(Arc::new(EventBridgeBus::new(
+                aws::eventbridge_client(&sdk),
+                bus.clone(),
+            ))),
+            None => Publisher::none(),
+        };
         AwsClients {
             s3: aws::s3_client(&sdk, config),
             sqs: aws::sqs_client(&sdk),
+            events,
         }
     }
 }
@@ -219,6 +231,7 @@ pub struct StoreService {
     pub objects: Arc<dyn ObjectStore>,
     pub queue: Arc<dyn JobQueue>,
     pub config: StoreConfig,
+    pub events: Publisher,
 }
 
 #[async_trait::async_trait]
@@ -241,6 +254,7 @@ impl StoreService {
             objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
             queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
             config,
+            events: clients.events.clone(),
         }
     }
 
@@ -259,6 +273,7 @@ pub struct ParseService {
     pub objects: Arc<dyn ObjectStore>,
     pub queue: Arc<dyn JobQueue>,
     pub config: ParseConfig,
+    pub events: Publisher,
 }
 
 #[async_trait::async_trait]
@@ -281,6 +296,7 @@ impl ParseService {
             objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
             queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
             config,
+            events: clients.events.clone(),
         }
     }
 
@@ -302,6 +318,7 @@ pub struct IndexService {
     pub embedder: Arc<dyn Embedder>,
     pub vectors: Arc<dyn VectorIndex>,
     pub config: IndexConfig,
+    pub events: Publisher,
 }
 
 /// The index function's own variables: Milvus, the stage's, and the embedder (built as it is read,
@@ -343,6 +360,7 @@ impl Service for IndexService {
             embedder,
             vectors,
             config: config.index,
+            events: clients.events.clone(),
         })
     }
 }
@@ -373,6 +391,8 @@ pub struct SweepService {
     /// How long one run may hold the sweeper's lease: its function's timeout, after which Lambda
     /// has ended it for sure.
     pub lease: std::time::Duration,
+    /// Publishes what the functions did not.
+    pub events: Publisher,
 }
 
 /// The sweeper's own variables.
@@ -416,6 +436,7 @@ impl Service for SweepService {
             index_queue_url: config.index_queue_url,
             clock: config.clock,
             lease: config.lease,
+            events: clients.events.clone(),
         })
     }
 }
@@ -474,6 +495,15 @@ impl SweepService {
             ),
             Err(_) => None,
         };
+        // What the functions did not publish (a failed send, a function that died after its
+        // commit, a dead letter's failure), and the sent events past their keeping.
+        self.events
+            .flush(&self.db, &self.clock, crate::publish::PER_SWEEP)
+            .await;
+        if let Err(e) = crate::publish::prune(&self.db, crate::publish::PRUNED_PER_SWEEP).await {
+            tracing::warn!(error = %docpipe_core::error::chain(&e), "sent events were not pruned; the next sweep will");
+        }
+        crate::publish::report_backlog(&self.db).await;
         // Best effort: a lease not given back expires with the function's timeout.
         let released = match self.db.client().await {
             Ok(client) => docpipe_db::upkeep::release(&**client, SWEEPER_LEASE, &holder).await,

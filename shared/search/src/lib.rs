@@ -6,7 +6,7 @@
 //! before it is returned. Stale hits are dropped and counted.
 
 pub mod citations;
-pub mod diff;
+pub use docpipe_parse::diff;
 pub mod fusion;
 pub mod graph;
 pub mod law_names;

@@ -38,3 +38,7 @@ pub(crate) fn s3_client(sdk: &aws_config::SdkConfig, config: &AwsConfig) -> aws_
 pub(crate) fn sqs_client(sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
     aws_sdk_sqs::Client::new(sdk)
 }
+
+pub(crate) fn eventbridge_client(sdk: &aws_config::SdkConfig) -> aws_sdk_eventbridge::Client {
+    aws_sdk_eventbridge::Client::new(sdk)
+}

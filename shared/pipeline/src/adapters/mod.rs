@@ -3,6 +3,7 @@
 //! objects in memory, for unit tests of stage logic that needs no real service.
 
 pub mod aws;
+pub mod event_bus;
 pub(crate) mod lazy_vectors;
 #[cfg(any(test, feature = "testing"))]
 pub mod memory;

@@ -1,6 +1,6 @@
 //! The index function: index jobs in, indexed documents out.
 
-use super::sqs::{handle_jobs, Backoff, BatchReport, Ending, JobHandler, JobOutcome};
+use super::sqs::{handle_jobs, Announce, Backoff, BatchReport, Ending, JobHandler, JobOutcome};
 use crate::error::StageError;
 use crate::services::IndexService;
 use crate::stages::index::{index_job, IndexOutcome};
@@ -16,6 +16,14 @@ pub async fn handle_sqs(service: &IndexService, batch: SqsEvent) -> BatchReport<
 impl JobHandler for IndexService {
     type Outcome = IndexOutcome;
     const STAGE: Stage = Stage::Index;
+
+    fn events(&self) -> Option<Announce<'_>> {
+        Some(Announce {
+            db: &self.db,
+            publisher: &self.events,
+            clock: &self.config.clock,
+        })
+    }
 
     fn backoff(&self) -> Option<Backoff<'_>> {
         Some(Backoff {

@@ -1,6 +1,6 @@
 //! The parse function: parse jobs in, parsed documents (and index jobs) out.
 
-use super::sqs::{handle_jobs, Backoff, BatchReport, Ending, JobHandler, JobOutcome};
+use super::sqs::{handle_jobs, Announce, Backoff, BatchReport, Ending, JobHandler, JobOutcome};
 use crate::error::StageError;
 use crate::services::ParseService;
 use crate::stages::parse::{parse_job, ParseOutcome};
@@ -15,6 +15,14 @@ pub async fn handle_sqs(service: &ParseService, batch: SqsEvent) -> BatchReport<
 impl JobHandler for ParseService {
     type Outcome = ParseOutcome;
     const STAGE: Stage = Stage::Parse;
+
+    fn events(&self) -> Option<Announce<'_>> {
+        Some(Announce {
+            db: &self.db,
+            publisher: &self.events,
+            clock: &self.config.clock,
+        })
+    }
 
     fn backoff(&self) -> Option<Backoff<'_>> {
         Some(Backoff {

@@ -171,6 +171,27 @@ pub(crate) trait JobHandler: Sync {
     /// Where a job that failed transiently waits; `None` when nothing queued it.
     fn backoff(&self) -> Option<Backoff<'_>>;
     async fn run(&self, job: &JobMessage) -> Result<Self::Outcome, StageError>;
+    /// Where the events the batch recorded go once it is done.
+    fn events(&self) -> Option<Announce<'_>> {
+        None
+    }
+}
+
+/// A process's publisher, with what it publishes from.
+pub(crate) struct Announce<'a> {
+    pub db: &'a docpipe_db::Db,
+    pub publisher: &'a crate::publish::Publisher,
+    pub clock: &'a docpipe_core::clock::Clock,
+}
+
+impl Announce<'_> {
+    /// After a batch: its events (and some of any backlog) onto the bus, before the invocation
+    /// answers; what is not sent stays in the outbox for the next batch or the sweeper.
+    async fn after_batch(&self) {
+        self.publisher
+            .flush(self.db, self.clock, crate::publish::AFTER_BATCH)
+            .await;
+    }
 }
 
 /// Every job stage is a Lambda function the same way: its SQS batch through [`handle_jobs`], the
@@ -196,7 +217,7 @@ pub(crate) async fn handle_jobs<H: JobHandler>(
 ) -> BatchReport<H::Outcome> {
     let backoff = handler.backoff();
     let backoff = backoff.as_ref();
-    for_each_message(batch, |message| async move {
+    let report = for_each_message(batch, |message| async move {
         let delivery = Delivery::of(&message);
         let job = JobMessage::decode(message.body.as_deref().unwrap_or_default())
             .map_err(|e| StageError::failed(H::STAGE, e))?;
@@ -237,7 +258,11 @@ pub(crate) async fn handle_jobs<H: JobHandler>(
             }
         }
     })
-    .await
+    .await;
+    if let Some(events) = handler.events() {
+        events.after_batch().await;
+    }
+    report
 }
 
 /// Sends `job` again to the queue it came from, so its next delivery is a fresh message. A job
@@ -267,6 +292,10 @@ pub(crate) trait MessageHandler: Sync {
     /// visibility timeout.
     fn backoff(&self) -> Option<Backoff<'_>>;
     async fn handle(&self, message: &SqsMessage) -> Result<Self::Outcome, StageError>;
+    /// Where the events the batch recorded go once it is done.
+    fn events(&self) -> Option<Announce<'_>> {
+        None
+    }
     /// How long handling `message` may take at worst, for a batch that must end before its
     /// invocation's deadline; `None` when nothing says.
     fn time_needed(&self, _message: &SqsMessage) -> Option<std::time::Duration> {
@@ -298,7 +327,7 @@ pub(crate) async fn handle_messages_until<H: MessageHandler>(
     let started = std::sync::atomic::AtomicUsize::new(0);
     let out_of_time = std::sync::atomic::AtomicBool::new(false);
     let (started, out_of_time) = (&started, &out_of_time);
-    for_each_message(batch, |message| async move {
+    let report = for_each_message(batch, |message| async move {
         use std::sync::atomic::Ordering::SeqCst;
         let first = started.fetch_add(1, SeqCst) == 0;
         if let (Some(deadline), false) = (deadline, first) {
@@ -328,7 +357,11 @@ pub(crate) async fn handle_messages_until<H: MessageHandler>(
         }
         result
     })
-    .await
+    .await;
+    if let Some(events) = handler.events() {
+        events.after_batch().await;
+    }
+    report
 }
 
 /// A message a batch did not start, for want of time.

@@ -1,7 +1,7 @@
 //! The store function: every shape of upload notification in, stored documents out.
 
 use super::lambda::Function;
-use super::sqs::{handle_messages_until, Backoff, BatchReport, MessageHandler};
+use super::sqs::{handle_messages_until, Announce, Backoff, BatchReport, MessageHandler};
 use crate::error::StageError;
 use crate::services::StoreService;
 use crate::stages::store::{store_object, StoreOutcome};
@@ -58,6 +58,14 @@ pub(crate) fn time_to_store(body: &str) -> std::time::Duration {
 #[async_trait::async_trait]
 impl MessageHandler for StoreService {
     type Outcome = Notified;
+
+    fn events(&self) -> Option<Announce<'_>> {
+        Some(Announce {
+            db: &self.db,
+            publisher: &self.events,
+            clock: &self.config.clock,
+        })
+    }
 
     fn backoff(&self) -> Option<Backoff<'_>> {
         Some(Backoff {
