@@ -231,6 +231,11 @@ impl Client {
             .await
     }
 
+    pub async fn scan(&self, doc_id: &str) -> Result<Value, ClientError> {
+        self.get(&format!("/documents/{}/scan", segment(doc_id)), &[])
+            .await
+    }
+
     pub async fn structure(&self, doc_id: &str) -> Result<Value, ClientError> {
         self.get(&format!("/documents/{}/structure", segment(doc_id)), &[])
             .await

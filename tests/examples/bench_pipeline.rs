@@ -1175,6 +1175,7 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
                     chunk: Default::default(),
                     limits: Default::default(),
                     clock: helpers::template_clock(1.0),
+                    scan: Default::default(),
                 },
             );
             let (job, _) = current_job(db.clone(), doc_id.clone()).await?;

@@ -324,6 +324,7 @@ impl TestAws {
             chunk: Default::default(),
             limits: Default::default(),
             clock: self.clock.clone(),
+            scan: Default::default(),
         }
     }
 

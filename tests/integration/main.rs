@@ -18,6 +18,7 @@ mod ocr;
 mod parse;
 mod races;
 mod references;
+mod scan;
 mod search;
 mod store;
 mod versions;

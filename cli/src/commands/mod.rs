@@ -7,6 +7,7 @@ mod intake_failures;
 mod ls;
 mod retry;
 mod rm;
+mod scan;
 mod search;
 mod status;
 mod summary;
@@ -19,6 +20,7 @@ pub use intake_failures::{intake_failures, IntakeArgs};
 pub use ls::{ls, LsArgs};
 pub use retry::retry;
 pub use rm::rm;
+pub use scan::scan;
 pub use search::{search, SearchArgs};
 pub use status::status;
 pub use summary::{summary, summary_value, SummaryArgs};
@@ -45,6 +47,8 @@ pub enum ApiCommand {
     Retry(IdArgs),
     /// Delete a document, its objects and its vectors.
     Rm(IdArgs),
+    /// The sensitive-data scan of a document's current parse: risk, counts, findings (masked).
+    Scan(IdArgs),
     /// Search the indexed articles (hybrid by default: dense and keyword, fused).
     Search(SearchArgs),
     /// A document's heading tree.
@@ -72,6 +76,7 @@ pub async fn run(cmd: ApiCommand, out: &mut (dyn Write + Send)) -> anyhow::Resul
         ApiCommand::Watch(a) => crate::watch::watch(a, out).await,
         ApiCommand::Retry(a) => retry(a, out).await,
         ApiCommand::Rm(a) => rm(a, out).await,
+        ApiCommand::Scan(a) => scan(a, out).await,
         ApiCommand::Search(a) => search(a, out).await,
         ApiCommand::Tree(a) => tree(a, out).await,
         ApiCommand::Summary(a) => summary(a, out).await,

@@ -116,6 +116,11 @@ fn document_routes() -> Routes {
         ),
         (
             Method::GET,
+            "/documents/{doc_id}/scan",
+            get(documents::scan),
+        ),
+        (
+            Method::GET,
             "/documents/{doc_id}/articles/{address}",
             get(articles::get_article),
         ),

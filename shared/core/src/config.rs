@@ -110,6 +110,97 @@ pub struct ParseConfig {
     pub chunk: docpipe_parse::ChunkConfig,
     pub limits: docpipe_parse::Limits,
     pub clock: crate::clock::Clock,
+    /// What the sensitive-data scan of each parse does with what it finds.
+    pub scan: ScanPolicy,
+}
+
+/// What a finding of the sensitive-data scan does (`DOCPIPE_SCAN_POLICY`), and the deployment's
+/// own rules besides the built-in kinds (`DOCPIPE_SCAN_RULES`, a JSON object of name → regular
+/// expression).
+#[derive(Debug, Clone, Default)]
+pub struct ScanPolicy {
+    pub action: ScanAction,
+    pub rules: Vec<docpipe_parse::sensitive::CustomRule>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ScanAction {
+    /// Indexed as is; the findings are shown.
+    #[default]
+    Warn,
+    /// Indexed with every value masked in blocks, chunks and artifacts.
+    Mask,
+}
+
+impl ScanAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScanAction::Warn => "warn",
+            ScanAction::Mask => "mask",
+        }
+    }
+}
+
+impl ScanPolicy {
+    /// Longest pattern a rule may have, in bytes: a rule is configuration, not data.
+    pub const MAX_RULE_BYTES: usize = 512;
+    pub const MAX_RULES: usize = 32;
+
+    pub fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Self {
+        let set = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
+        let action = match set(env.optional("DOCPIPE_SCAN_POLICY")).as_deref() {
+            None | Some("warn") => ScanAction::Warn,
+            Some("mask") => ScanAction::Mask,
+            Some(other) => {
+                env.problems.push(format!(
+                    "DOCPIPE_SCAN_POLICY is {other:?}: it must be warn or mask"
+                ));
+                ScanAction::Warn
+            }
+        };
+        let rules = match set(env.optional("DOCPIPE_SCAN_RULES")) {
+            None => Vec::new(),
+            Some(json) => match Self::rules_of(&json) {
+                Ok(rules) => rules,
+                Err(why) => {
+                    env.problems.push(format!("DOCPIPE_SCAN_RULES: {why}"));
+                    Vec::new()
+                }
+            },
+        };
+        ScanPolicy { action, rules }
+    }
+
+    /// `{"name": "regex", …}`, each compiled with a bounded size.
+    pub fn rules_of(json: &str) -> Result<Vec<docpipe_parse::sensitive::CustomRule>, String> {
+        let map: std::collections::BTreeMap<String, String> = serde_json::from_str(json)
+            .map_err(|e| format!("a JSON object of rule name to regular expression: {e}"))?;
+        if map.len() > Self::MAX_RULES {
+            return Err(format!(
+                "at most {} rules, not {}",
+                Self::MAX_RULES,
+                map.len()
+            ));
+        }
+        map.into_iter()
+            .map(|(name, pattern)| {
+                if name.is_empty() || name.len() > 64 {
+                    return Err(format!("rule name {name:?} must be 1 to 64 bytes"));
+                }
+                if pattern.len() > Self::MAX_RULE_BYTES {
+                    return Err(format!(
+                        "rule {name}: a pattern of at most {} bytes",
+                        Self::MAX_RULE_BYTES
+                    ));
+                }
+                let pattern = regex::RegexBuilder::new(&pattern)
+                    .size_limit(1 << 20)
+                    .build()
+                    .map_err(|e| format!("rule {name}: {e}"))?;
+                Ok(docpipe_parse::sensitive::CustomRule { name, pattern })
+            })
+            .collect()
+    }
 }
 
 impl ParseConfig {
@@ -139,6 +230,7 @@ impl ParseConfig {
                 ..limit_defaults
             },
             clock: crate::clock::Clock::read(env),
+            scan: ScanPolicy::read(env),
         };
         if config.limits.max_chunks == 0 {
             env.problems.push(
@@ -251,6 +343,48 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         EnvReader::with_lookup(move |k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn the_scan_policy_and_rules_are_read_and_bad_ones_refused_with_why() {
+        let mut env = reader(&[
+            ("DOCPIPE_SCAN_POLICY", "mask"),
+            ("DOCPIPE_SCAN_RULES", r#"{"contract_number": "HT\\d{14}"}"#),
+        ]);
+        let policy = ScanPolicy::read(&mut env);
+        assert!(env.finish().is_ok());
+        assert_eq!(policy.action, ScanAction::Mask);
+        assert_eq!(policy.rules.len(), 1);
+        assert!(policy.rules[0].pattern.is_match("HT20240101000123"));
+
+        let mut env = reader(&[("DOCPIPE_SCAN_POLICY", ""), ("DOCPIPE_SCAN_RULES", "")]);
+        let policy = ScanPolicy::read(&mut env);
+        assert!(env.finish().is_ok());
+        assert_eq!((policy.action, policy.rules.len()), (ScanAction::Warn, 0));
+
+        let long = format!(r#"{{"x": "{}"}}"#, "a".repeat(600));
+        let many = format!(
+            "{{{}}}",
+            (0..40)
+                .map(|i| format!(r#""r{i}": "a""#))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        for (policy, rules, why) in [
+            ("block", "", "must be warn or mask"),
+            ("warn", "[1, 2]", "a JSON object of rule name"),
+            ("warn", r#"{"bad": "(unclosed"}"#, "rule bad:"),
+            ("warn", long.as_str(), "at most 512 bytes"),
+            ("warn", many.as_str(), "at most 32 rules"),
+        ] {
+            let mut env = reader(&[
+                ("DOCPIPE_SCAN_POLICY", policy),
+                ("DOCPIPE_SCAN_RULES", rules),
+            ]);
+            let _ = ScanPolicy::read(&mut env);
+            let err = env.finish().unwrap_err().to_string();
+            assert!(err.contains(why), "{policy} {rules}: {err}");
+        }
     }
 
     #[test]

@@ -22,6 +22,7 @@
 //! | `audit_log` | [`audit`] |
 //! | `intake_failures` | [`intake`] |
 //! | `upkeep_leases` | [`upkeep`] |
+//! | `security_scans`, `security_findings` | [`security`] (the parse commit's scan) |
 //! | `event_outbox` | [`outbox`]: recorded by [`announce`] (versions, works), [`transitions`] (indexed, failed) and [`documents`] (removed); sent and pruned by the publishers |
 
 pub mod announce;
@@ -41,6 +42,7 @@ pub mod reconcile;
 pub mod references;
 pub mod run_events;
 pub mod runs;
+pub mod security;
 pub mod snapshot;
 pub mod sweep;
 pub(crate) mod tls;

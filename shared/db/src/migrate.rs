@@ -123,6 +123,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0022_event_outbox",
         sql: include_str!("../../../migrations/0022_event_outbox.sql"),
     },
+    Migration {
+        version: 23,
+        name: "0023_security_scans",
+        sql: include_str!("../../../migrations/0023_security_scans.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

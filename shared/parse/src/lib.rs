@@ -24,6 +24,9 @@ mod pdf;
 mod quality;
 mod raw;
 pub mod references;
+/// Sensitive values (identity, mobile and card numbers, emails, a deployment's own rules) in
+/// text, each with a masked sample.
+pub mod sensitive;
 mod structure;
 mod text;
 pub mod version_dates;

@@ -9,7 +9,9 @@ mod retry;
 
 pub(crate) use delete::delete_document;
 pub(crate) use list::list_documents;
-pub(crate) use read::{artifacts, blocks, download, get_document, history, list_runs, structure};
+pub(crate) use read::{
+    artifacts, blocks, download, get_document, history, list_runs, scan, structure,
+};
 pub(crate) use register::register_document;
 pub(crate) use retry::retry_document;
 

@@ -96,6 +96,24 @@ pub async fn artifacts(
     Ok(served.answer(json!({ "doc_id": doc_id, "artifacts": items })))
 }
 
+/// Findings a scan answer shows at most (its `findings_count` is whole).
+const SCAN_FINDINGS_SHOWN: i64 = 200;
+
+/// The sensitive-data scan of the document's current run: status, risk, counts by kind, and the
+/// findings with their place and a masked sample (never the value). `scan` is null before the
+/// first parse commits.
+pub async fn scan(
+    State(state): AppState,
+    meta: RequestMeta,
+    DocId(doc_id): DocId,
+) -> Result<Response, ApiError> {
+    let client = state.db.client().await?;
+    // Where the findings are tells of the text: the same authority as the blocks.
+    let served = authority::check(&**client, &doc_id, Need::NotWithheld, meta.reviewer).await?;
+    let scan = docpipe_db::security::of_document(&**client, &doc_id, SCAN_FINDINGS_SHOWN).await?;
+    Ok(served.answer(json!({ "doc_id": doc_id, "scan": scan })))
+}
+
 pub async fn structure(
     State(state): AppState,
     meta: RequestMeta,

@@ -28,6 +28,7 @@ pub mod parse;
 pub mod references;
 pub mod register;
 pub mod retry;
+pub mod scan;
 pub mod store;
 pub mod version_claim;
 pub mod versions;

@@ -14,6 +14,7 @@ use docpipe_core::artifacts::{self, Artifact};
 use docpipe_core::config::ParseConfig;
 use docpipe_core::model::{DocStatus, JobMessage, Stage};
 use docpipe_db::cleanups::Kind;
+use docpipe_db::security::NewScan;
 use docpipe_db::transitions::{self, ParseCounts};
 use docpipe_db::{documents, snapshot, Db, DbError};
 use docpipe_parse::references::Reference;
@@ -141,10 +142,11 @@ async fn parse_stored(
         ));
     }
     let fetch_ms = started.elapsed().as_millis() as u64;
-    let (parsed, chunks, references) = match parse_and_chunk(deps, doc, original, started).await {
-        Ok(made) => made,
-        Err(reason) => return fail(deps, doc_id, run_id, reason).await,
-    };
+    let (parsed, chunks, references, scan) =
+        match parse_and_chunk(deps, doc, original, started).await {
+            Ok(made) => made,
+            Err(reason) => return fail(deps, doc_id, run_id, reason).await,
+        };
     let parse_ms = started.elapsed().as_millis() as u64 - fetch_ms;
     let writing = Instant::now();
     let written = match write_artifacts(deps, doc_id, run_id, &parsed, &chunks).await? {
@@ -162,6 +164,7 @@ async fn parse_stored(
         chunks: &chunks,
         references: &references,
         written: &written,
+        scan: &scan,
     };
     if !commit(deps, doc_id, run_id, &output, &timings).await? {
         return abandon(deps, doc_id, run_id).await;
@@ -219,23 +222,26 @@ async fn parse_and_chunk(
     doc: &docpipe_db::documents::Document,
     original: Vec<u8>,
     started: Instant,
-) -> Result<(ParsedDocument, Vec<VectorChunk>, Vec<Reference>), String> {
+) -> Result<(ParsedDocument, Vec<VectorChunk>, Vec<Reference>, NewScan), String> {
     let hint = Hint::new(doc.file_name.clone(), doc.content_type.clone());
     let limits = docpipe_parse::Limits {
         ocr_budget_ms: ocr_budget(deps.config.clock.parse.function_timeout, started.elapsed()),
         ..deps.config.limits
     };
     let chunk_config = deps.config.chunk;
+    let policy = deps.config.scan.clone();
     let parsed = tokio::task::spawn_blocking(move || {
-        let parsed = docpipe_parse::parse(&original, &hint, &limits)?;
+        let mut parsed = docpipe_parse::parse(&original, &hint, &limits)?;
         // A document over `DOCPIPE_MAX_CHUNKS` fails here, before any chunk is embedded.
-        let chunks = docpipe_parse::chunk_within(&parsed, &chunk_config, limits.max_chunks)?;
+        let mut chunks = docpipe_parse::chunk_within(&parsed, &chunk_config, limits.max_chunks)?;
         let references = docpipe_parse::references::extract(&parsed.semantic_blocks);
-        Ok::<_, docpipe_parse::ParseError>((parsed, chunks, references))
+        // Before anything is written: with the mask policy nothing stored or indexed holds a value.
+        let scan = super::scan::scan_parse(&mut parsed, &mut chunks, &policy);
+        Ok::<_, docpipe_parse::ParseError>((parsed, chunks, references, scan))
     })
     .await;
     match parsed {
-        Ok(Ok((_, chunks, _))) if chunks.is_empty() => {
+        Ok(Ok((_, chunks, _, _))) if chunks.is_empty() => {
             Err("the document has no text to index (no chunks)".to_string())
         }
         Ok(Ok(made)) => Ok(made),
@@ -299,6 +305,7 @@ struct Output<'a> {
     chunks: &'a [VectorChunk],
     references: &'a [Reference],
     written: &'a [Artifact],
+    scan: &'a NewScan,
 }
 
 /// Seed 000 §6.3 steps 1–7 in one transaction, the references between articles with the snapshot.
@@ -316,6 +323,7 @@ async fn commit(
         chunks,
         references,
         written,
+        scan,
     } = *output;
     let mut client = deps.db.client().await.map_err(db_err)?;
     let tx = client.transaction().await.map_err(|e| db_err(e.into()))?;
@@ -340,6 +348,9 @@ async fn commit(
     .await
     .map_err(db_err)?;
     snapshot::record_artifacts(&*tx, doc_id, run_id, written)
+        .await
+        .map_err(db_err)?;
+    docpipe_db::security::record(&*tx, doc_id, run_id, scan)
         .await
         .map_err(db_err)?;
     let metadata = run_metadata(parsed, timings);
