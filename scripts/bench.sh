@@ -9,6 +9,8 @@
 # Rows and how they are measured (BENCHMARKS.md says more):
 #   parse + chunk        scripts/bench-parse.sh: docpipe-parse (release) against pypdf, pdfminer.six
 #                        and langchain's Markdown splitters, plus the pdfium floor
+#   sensitive-data scan  bench_scan (docpipe-parse, release): precision/recall per kind on
+#                        tests/fixtures/sensitive, and ms per MB against parse on the same documents
 #   OCR                  scripts/bench-ocr.sh: docpipe-parse (release) on corpus/scanned against
 #                        rapidocr-onnxruntime on the same pages: pages/s, peak RSS, char accuracy
 #   snapshot writes      UNNEST (db::snapshot::replace) against one execute_typed per row, one
@@ -67,6 +69,11 @@ busy() { ps -eo comm= | grep -cE '^(rustc|cargo|cc1|cc1plus|ld|clippy-driver|pyt
 # 1. Parse + chunk against the Python baseline (its own script, its own table).
 log "parse + chunk: scripts/bench-parse.sh"
 BENCH_PARSE_JSON="$OUT/parse.json" bash scripts/bench-parse.sh >"$OUT/parse.md"
+
+# 1a. The sensitive-data scan on its labelled set: precision and recall per kind, and its cost per
+# MB beside parse's on the same documents (its own table).
+log "sensitive-data scan: bench_scan"
+cargo run --release -q -p docpipe-parse --example bench_scan >"$OUT/scan.md"
 
 # 1b. OCR on the scans against the Python pipeline with the same models (its own table).
 log "OCR: scripts/bench-ocr.sh"
@@ -174,4 +181,6 @@ fi
   cat "$OUT/retrieval.md"
   printf '\n## OCR\n\n'
   cat "$OUT/ocr.md"
+  printf '\n## Sensitive-data scan\n\n'
+  cat "$OUT/scan.md"
 } | tee "$OUT/latest.md"

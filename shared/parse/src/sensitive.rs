@@ -162,6 +162,9 @@ fn valid_domain(domain: &str) -> bool {
 struct Run {
     plus: bool,
     groups: Vec<(usize, usize)>,
+    /// The separator after each group but the last: a space may part two numbers written side by
+    /// side, a hyphen never does (it joins one number's groups).
+    seps: Vec<u8>,
     /// The byte offset of a trailing `X`/`x` right after the last group.
     check_x: Option<usize>,
 }
@@ -202,6 +205,7 @@ fn read_run(bytes: &[u8], start: usize) -> (Run, usize) {
     let plus = bytes[start] == b'+';
     let mut i = if plus { start + 1 } else { start };
     let mut groups = Vec::new();
+    let mut seps = Vec::new();
     loop {
         let g = i;
         while i < bytes.len() && bytes[i].is_ascii_digit() {
@@ -210,6 +214,7 @@ fn read_run(bytes: &[u8], start: usize) -> (Run, usize) {
         groups.push((g, i));
         // One space or hyphen, then a digit: the number goes on.
         if i + 1 < bytes.len() && matches!(bytes[i], b' ' | b'-') && bytes[i + 1].is_ascii_digit() {
+            seps.push(bytes[i]);
             i += 1;
             continue;
         }
@@ -224,20 +229,24 @@ fn read_run(bytes: &[u8], start: usize) -> (Run, usize) {
         Run {
             plus,
             groups,
+            seps,
             check_x,
         },
         end,
     )
 }
 
-/// The run whole, else its windows of groups, longest first, left to right, none overlapping.
+/// The run whole, else its windows of groups (parted at spaces only), longest first, left to
+/// right, none overlapping.
 fn judge(text: &str, run: &Run, out: &mut Vec<Finding>) {
     let n = run.groups.len();
     let mut covered = vec![false; n];
+    let parted = |after: usize| run.seps.get(after) == Some(&b' ');
     for len in (1..=n).rev() {
         for first in 0..=(n - len) {
             let last = first + len - 1;
-            if covered[first..=last].iter().any(|&c| c) {
+            let whole_number = (first == 0 || parted(first - 1)) && (last == n - 1 || parted(last));
+            if !whole_number || covered[first..=last].iter().any(|&c| c) {
                 continue;
             }
             let groups = &run.groups[first..=last];
@@ -445,6 +454,62 @@ fn mask_custom(value: &str) -> String {
         .collect()
 }
 
+/// Precision and recall of the scanner on one kind, over a labelled set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Score {
+    pub planted: usize,
+    pub found: usize,
+    pub correct: usize,
+}
+
+impl Score {
+    pub fn precision(&self) -> f64 {
+        if self.found == 0 {
+            1.0
+        } else {
+            self.correct as f64 / self.found as f64
+        }
+    }
+
+    pub fn recall(&self) -> f64 {
+        if self.planted == 0 {
+            1.0
+        } else {
+            self.correct as f64 / self.planted as f64
+        }
+    }
+}
+
+/// Scores the scanner on documents with the values planted in each, as (kind, value as written):
+/// a finding is correct when its kind and its text are a planted value's (each counted once).
+pub fn score<'a>(
+    documents: impl IntoIterator<Item = (&'a str, &'a [(String, String)])>,
+) -> std::collections::BTreeMap<String, Score> {
+    let mut scores: std::collections::BTreeMap<String, Score> = Default::default();
+    for (text, planted) in documents {
+        let mut left: Vec<(&str, &str)> = planted
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        for (kind, _) in planted {
+            scores.entry(kind.clone()).or_default().planted += 1;
+        }
+        for f in scan(text, &[]) {
+            let kind = f.kind.as_str();
+            let entry = scores.entry(kind.to_string()).or_default();
+            entry.found += 1;
+            if let Some(i) = left
+                .iter()
+                .position(|&(k, v)| k == kind && v == &text[f.start..f.end])
+            {
+                left.swap_remove(i);
+                entry.correct += 1;
+            }
+        }
+    }
+    scores
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,6 +557,12 @@ mod tests {
     }
 
     #[test]
+    fn a_hyphen_joins_one_number_whose_part_is_never_a_finding() {
+        // 19 digits in hyphened groups failing Luhn, whose first 16 pass it by chance.
+        assert_eq!(kinds("食堂饭卡卡号为5240-4740-3817-0748-516。"), vec![]);
+    }
+
+    #[test]
     fn two_numbers_side_by_side_are_two_findings() {
         let text = "联系 13812345678 6222021234567894 即可";
         assert_eq!(
@@ -524,6 +595,56 @@ mod tests {
             mask(text, &found),
             "110**************X 138****5678 6222********7894 l****@corp.cn"
         );
+    }
+
+    /// The labelled set of `tests/fixtures/sensitive` (200 real-looking documents, 740 planted
+    /// values, 770 look-alikes; `scripts/sensitive_set.py` makes it).
+    pub(crate) fn labelled_set() -> Vec<(String, Vec<(String, String)>)> {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/sensitive");
+        let labels: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("labels.json")).expect("the labelled set"),
+        )
+        .unwrap();
+        labels
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|doc| {
+                let text =
+                    std::fs::read_to_string(dir.join("docs").join(doc["file"].as_str().unwrap()))
+                        .unwrap();
+                let planted = doc["planted"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| {
+                        (
+                            p["kind"].as_str().unwrap().to_string(),
+                            p["value"].as_str().unwrap().to_string(),
+                        )
+                    })
+                    .collect();
+                (text, planted)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn on_the_labelled_set_each_kind_has_precision_and_recall_of_at_least_0_99() {
+        let set = labelled_set();
+        let scores = score(set.iter().map(|(t, p)| (t.as_str(), p.as_slice())));
+        for kind in ["id_card", "mobile", "bank_card", "email"] {
+            let s = scores[kind];
+            assert!(s.planted >= 100, "{kind}: {s:?}");
+            assert!(
+                s.precision() >= 0.99 && s.recall() >= 0.99,
+                "{kind}: precision {:.4}, recall {:.4} ({s:?})",
+                s.precision(),
+                s.recall()
+            );
+        }
+        assert_eq!(scores.len(), 4, "no other kind is found: {scores:?}");
     }
 
     #[test]
