@@ -160,3 +160,90 @@ async fn with_the_mask_policy_no_block_chunk_artifact_or_search_holds_a_value() 
     assert_eq!(scan.summary["masked"], true);
     p.cleanup().await;
 }
+
+#[tokio::test]
+async fn with_the_block_policy_nothing_answers_until_a_reviewer_resolves_the_findings() {
+    let mut p = Pipeline::new(Pipeline::hash()).await;
+    p.parse.config.scan.action = ScanAction::Block;
+    let doc = p
+        .ingest_indexed("uploads/scan/blocked.md", contract().as_bytes())
+        .await;
+    let clean = p
+        .ingest_indexed(
+            "uploads/scan/clean.md",
+            "# 劳务合同管理细则\n\n第一条 甲方联系人应当按时签署劳务合同。\n".as_bytes(),
+        )
+        .await;
+    let base = helpers::serve_api(&p).await;
+    let http = reqwest::Client::new();
+    let scan: serde_json::Value = http
+        .get(format!("{base}/documents/{}/scan", doc.doc_id))
+        .header("x-docpipe-role", "reviewer")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(scan["scan"]["status"], "blocked", "{scan}");
+    assert_eq!(scan["scan"]["policy"], "block");
+
+    let none = docpipe_core::filters::Filters::default();
+    let query = "甲方联系人 劳务合同";
+    let found = |r: &docpipe_search::SearchResult, id: &str| r.hits.iter().any(|h| h.doc_id == id);
+    let before = p
+        .search(query, 10, docpipe_search::Mode::Keyword, &none)
+        .await;
+    assert!(
+        !found(&before, &doc.doc_id),
+        "a blocked document answers nothing"
+    );
+    assert!(
+        found(&before, &clean.doc_id),
+        "a clean one under the same policy does"
+    );
+    let blocks = http
+        .get(format!("{base}/documents/{}/blocks", doc.doc_id))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(blocks.status(), 409);
+    let problem: serde_json::Value = blocks.json().await.unwrap();
+    assert!(
+        problem["type"].as_str().unwrap().ends_with("scan-blocked"),
+        "{problem}"
+    );
+
+    let resolve = |reviewer: bool| {
+        let mut req = http.post(format!("{base}/documents/{}/scan/resolve", doc.doc_id));
+        if reviewer {
+            req = req.header("x-docpipe-role", "reviewer");
+        }
+        req.send()
+    };
+    assert_eq!(resolve(false).await.unwrap().status(), 403);
+    let still = p
+        .search(query, 10, docpipe_search::Mode::Keyword, &none)
+        .await;
+    assert!(
+        !found(&still, &doc.doc_id),
+        "a refused resolve changes nothing"
+    );
+    assert_eq!(resolve(true).await.unwrap().status(), 200);
+    assert_eq!(
+        resolve(true).await.unwrap().status(),
+        409,
+        "nothing left to resolve"
+    );
+    let after = p
+        .search(query, 10, docpipe_search::Mode::Keyword, &none)
+        .await;
+    assert!(found(&after, &doc.doc_id), "resolved, it answers");
+    let scan = docpipe_db::security::of_document(&**p.db.client().await, &doc.doc_id, 10)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(scan.status, "warned");
+    assert!(scan.findings.iter().all(|f| f.resolution == "resolved"));
+    p.cleanup().await;
+}

@@ -63,7 +63,13 @@ pub(crate) async fn check(
             "document-deleting",
             format!("document {doc_id} is being deleted"),
         )),
-        (Some(Standing::Held), _) if reviewer => Ok(Served::HeldForReview),
+        (Some(Standing::Held | Standing::Blocked), _) if reviewer => Ok(Served::HeldForReview),
+        (Some(Standing::Blocked), _) => Err(ApiError::conflict(
+            "scan-blocked",
+            format!(
+                "document {doc_id} holds sensitive values its scan blocked: it answers once a reviewer resolves them (GET /documents/{doc_id}/scan)"
+            ),
+        )),
         (Some(Standing::Held), _) => Err(ApiError::conflict(
             "version-held",
             format!(

@@ -120,6 +120,11 @@ fn document_routes() -> Routes {
             get(documents::scan),
         ),
         (
+            Method::POST,
+            "/documents/{doc_id}/scan/resolve",
+            post(documents::resolve_scan),
+        ),
+        (
             Method::GET,
             "/documents/{doc_id}/articles/{address}",
             get(articles::get_article),

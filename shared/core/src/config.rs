@@ -130,6 +130,9 @@ pub enum ScanAction {
     Warn,
     /// Indexed with every value masked in blocks, chunks and artifacts.
     Mask,
+    /// Indexed as is but withheld: it answers nothing (and a version is not released) until a
+    /// reviewer resolves the findings.
+    Block,
 }
 
 impl ScanAction {
@@ -137,6 +140,7 @@ impl ScanAction {
         match self {
             ScanAction::Warn => "warn",
             ScanAction::Mask => "mask",
+            ScanAction::Block => "block",
         }
     }
 }
@@ -151,9 +155,10 @@ impl ScanPolicy {
         let action = match set(env.optional("DOCPIPE_SCAN_POLICY")).as_deref() {
             None | Some("warn") => ScanAction::Warn,
             Some("mask") => ScanAction::Mask,
+            Some("block") => ScanAction::Block,
             Some(other) => {
                 env.problems.push(format!(
-                    "DOCPIPE_SCAN_POLICY is {other:?}: it must be warn or mask"
+                    "DOCPIPE_SCAN_POLICY is {other:?}: it must be warn, mask or block"
                 ));
                 ScanAction::Warn
             }
@@ -371,7 +376,7 @@ mod tests {
                 .join(",")
         );
         for (policy, rules, why) in [
-            ("block", "", "must be warn or mask"),
+            ("hold", "", "must be warn, mask or block"),
             ("warn", "[1, 2]", "a JSON object of rule name"),
             ("warn", r#"{"bad": "(unclosed"}"#, "rule bad:"),
             ("warn", long.as_str(), "at most 512 bytes"),

@@ -29,6 +29,12 @@ pub(crate) const HELD: &str = "EXISTS (SELECT 1 FROM version_documents hv
                 WHERE hv.doc_id = d.doc_id
                   AND hv.released_sha256 IS DISTINCT FROM d.content_sha256)";
 
+/// The sensitive-data scan of the document's current run blocked it (policy `block`), and no
+/// reviewer has resolved its findings: it answers nothing (seed 004's `blocked`). One lookup by
+/// the run (`uq_security_scans_run`).
+pub(crate) const BLOCKED: &str = "EXISTS (SELECT 1 FROM security_scans bs
+                WHERE bs.run_id = d.current_run_id AND bs.status = 'blocked')";
+
 /// The document's version is not in force on the day `{day}` (a placeholder, `$n::text::date`):
 /// its work was repealed, it takes effect later, it ended, or a later released version of the
 /// work (one with an indexed rendition of released content) took effect by then. The order is the timeline's:
@@ -59,11 +65,11 @@ fn not_in_force(day: &str) -> String {
     )
 }
 
-/// The whole check as one predicate on `d`: indexed, not held, and, when `{in_force_only}` (a
+/// The whole check as one predicate on `d`: indexed, not held, not blocked by its scan, and, when `{in_force_only}` (a
 /// boolean placeholder) is true, in force on `{day}` (a date placeholder).
 pub(crate) fn answers(day: &str, in_force_only: &str) -> String {
     format!(
-        "({INDEXED} AND NOT {HELD} AND (NOT {in_force_only} OR NOT {}))",
+        "({INDEXED} AND NOT {HELD} AND NOT {BLOCKED} AND (NOT {in_force_only} OR NOT {}))",
         not_in_force(day)
     )
 }
@@ -79,6 +85,8 @@ pub enum Standing {
     NotIndexed(String),
     /// A version held for its release: it answers nothing until a reviewer releases it.
     Held,
+    /// Its scan blocked it: it answers nothing until a reviewer resolves the findings.
+    Blocked,
     /// A released version that is not in force on the day (superseded, not yet in force, ended
     /// or repealed).
     NotInForce,
@@ -96,7 +104,7 @@ pub async fn standing(
     }
     let sql = format!(
         "SELECT d.doc_id, d.status::text AS status, d.deleting_at IS NOT NULL AS deleting,
-                {HELD} AS held, {not_in_force} AS not_in_force
+                {HELD} AS held, {BLOCKED} AS blocked, {not_in_force} AS not_in_force
          FROM documents d
          WHERE d.doc_id = ANY($2)",
         not_in_force = not_in_force("$1::text::date"),
@@ -115,6 +123,8 @@ pub async fn standing(
                 Standing::Deleting
             } else if status != "indexed" {
                 Standing::NotIndexed(status)
+            } else if r.get::<_, bool>("blocked") {
+                Standing::Blocked
             } else if r.get::<_, bool>("held") {
                 Standing::Held
             } else if r.get::<_, bool>("not_in_force") {

@@ -7,7 +7,7 @@
 //! before they go, so `keyword_terms` counts exactly the postings that exist. Search reads it only
 //! through the live documents (indexed, not being deleted, this run), like every vector hit.
 
-use super::authority::{HELD, INDEXED};
+use super::authority::{BLOCKED, HELD, INDEXED};
 use super::{DbError, Type};
 use docpipe_core::analyzer::{BlockTerms, TermId};
 use docpipe_core::filters::Filters;
@@ -498,7 +498,7 @@ pub async fn law_titles(c: &impl GenericClient) -> Result<Vec<LawTitle>, DbError
             &format!(
                 "SELECT kd.doc_id, kd.title, kd.title_key, kd.indexed_at FROM keyword_documents kd
                  JOIN documents d ON d.doc_id = kd.doc_id AND d.current_run_id = kd.run_id
-                 WHERE {INDEXED} AND NOT {HELD}"
+                 WHERE {INDEXED} AND NOT {HELD} AND NOT {BLOCKED}"
             ),
             &[],
         )
@@ -521,7 +521,7 @@ pub async fn law_titles_of(c: &impl GenericClient, key: &str) -> Result<Vec<LawT
                 "SELECT kd.doc_id, kd.title, kd.title_key, kd.indexed_at FROM keyword_documents kd
                  JOIN documents d ON d.doc_id = kd.doc_id AND d.current_run_id = kd.run_id
                  WHERE (kd.title_key = $1 OR kd.title_key LIKE $2 OR kd.title_key LIKE $3)
-                   AND {INDEXED} AND NOT {HELD}"
+                   AND {INDEXED} AND NOT {HELD} AND NOT {BLOCKED}"
             ),
             &[
                 (&key, Type::TEXT),

@@ -175,3 +175,44 @@ pub async fn of_document(
         findings,
     }))
 }
+
+/// Whether the scan of `run_id` blocked it (and nobody resolved it yet).
+pub async fn blocked(c: &impl GenericClient, run_id: i64) -> Result<bool, DbError> {
+    Ok(c.query_typed_opt(
+        "SELECT 1 AS one FROM security_scans WHERE run_id = $1 AND status = 'blocked'",
+        &[(&run_id, Type::INT8)],
+    )
+    .await?
+    .is_some())
+}
+
+/// A reviewer resolved the blocking findings of the document's current run: they are marked
+/// resolved, by whom and when, and the scan no longer blocks (`warned`). The scan id, or none
+/// when the current run's scan blocks nothing.
+pub async fn resolve(
+    c: &impl GenericClient,
+    doc_id: &str,
+    resolved_by: &str,
+) -> Result<Option<i64>, DbError> {
+    let Some(row) = c
+        .query_typed_opt(
+            "UPDATE security_scans s SET status = 'warned'
+             FROM documents d
+             WHERE d.doc_id = $1 AND s.run_id = d.current_run_id AND s.status = 'blocked'
+             RETURNING s.scan_id",
+            &[(&doc_id, Type::VARCHAR)],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let scan_id: i64 = row.get("scan_id");
+    c.execute_typed(
+        "UPDATE security_findings SET resolution = 'resolved', resolved_by = $2,
+                resolved_at = NOW()
+         WHERE scan_id = $1 AND resolution = ''",
+        &[(&scan_id, Type::INT8), (&resolved_by, Type::VARCHAR)],
+    )
+    .await?;
+    Ok(Some(scan_id))
+}

@@ -5,6 +5,7 @@ mod delete;
 mod list;
 mod read;
 mod register;
+mod resolve;
 mod retry;
 
 pub(crate) use delete::delete_document;
@@ -13,6 +14,7 @@ pub(crate) use read::{
     artifacts, blocks, download, get_document, history, list_runs, scan, structure,
 };
 pub(crate) use register::register_document;
+pub(crate) use resolve::resolve_scan;
 pub(crate) use retry::retry_document;
 
 use crate::audit::{self, Audit};

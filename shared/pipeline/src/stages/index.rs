@@ -685,7 +685,9 @@ async fn commit(
         keyword::write(&*tx, lease.run_id, keywords).await?;
         match version {
             Some(v) => {
-                let release = deps.config.release == ReleaseMode::Auto;
+                // A run its scan blocked is held whatever the mode, until a reviewer resolves it.
+                let release = deps.config.release == ReleaseMode::Auto
+                    && !docpipe_db::security::blocked(&*tx, lease.run_id).await?;
                 works::assign(&*tx, doc_id, lease.run_id, &v.assignment(), release).await?;
             }
             None => {

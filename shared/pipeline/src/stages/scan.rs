@@ -39,6 +39,9 @@ pub fn scan_parse(
                 recommended_action: match policy.action {
                     ScanAction::Warn => "remove or mask the value before the document is shared",
                     ScanAction::Mask => "masked in the indexed text; the original still holds it",
+                    ScanAction::Block => {
+                        "withheld: a reviewer resolves the findings (POST /documents/{doc_id}/scan/resolve) before the document answers"
+                    }
                 }
                 .to_string(),
             });
@@ -94,10 +97,10 @@ pub fn scan_parse(
     NewScan {
         scanner_version: sensitive::SCANNER_VERSION.to_string(),
         policy: policy.action.as_str().to_string(),
-        status: if findings.is_empty() {
-            "passed"
-        } else {
-            "warned"
+        status: match (findings.is_empty(), policy.action) {
+            (true, _) => "passed",
+            (false, ScanAction::Block) => "blocked",
+            (false, _) => "warned",
         }
         .to_string(),
         risk_level: risk_level.to_string(),
