@@ -95,6 +95,9 @@ trap 'exit 130' INT TERM
 log "fresh database $DB_NAME, bucket $BUCKET, queues ${QUEUE_PREFIX}*, collection $COLLECTION"
 iso_create "$DOCPIPE" "$WORK/migrate.log"
 export DOCPIPE_EMBEDDER="$EMBEDDER" DOCPIPE_DB_POOL_SIZE="$POOL_SIZE"
+# LOAD_PUBLISH_EVENTS=0: the events are recorded but not published (no bus), the baseline of
+# publishing's cost.
+[[ "${LOAD_PUBLISH_EVENTS:-1}" == 1 ]] || export DOCPIPE_EVENT_BUS=
 
 # The connection bound (scripts/lib.sh): every function process and the dev runner hold a pool.
 iso_connection_bound "$WORKERS" "$POOL_SIZE" 0
@@ -142,6 +145,10 @@ done
 sleep 1
 kill "$SAMPLER_PID" 2>/dev/null; wait "$SAMPLER_PID" 2>/dev/null || true
 SAMPLER_PID=""
+# The events every outcome recorded, and how many reached the bus by now (the functions publish
+# after their batches; the sweeper the rest).
+log "events: $(sql_load "SELECT count(*) || ' recorded, ' || count(sent_at) || ' sent to ' ||
+                                 '${DOCPIPE_EVENT_BUS:-no bus}' FROM event_outbox" 2>/dev/null || echo 'unknown')"
 
 # The report, from PostgreSQL (the authority) and the samples.
 REPORT="$(sql_load "

@@ -65,7 +65,9 @@ impl AwsConfig {
                 .or_else(|| env.optional("AWS_DEFAULT_REGION"))
                 .unwrap_or_else(|| "us-east-1".to_string()),
             attempt_timeout_secs: env.parsed_or("DOCPIPE_AWS_ATTEMPT_TIMEOUT_SECS", 20u64),
-            event_bus: env.optional("DOCPIPE_EVENT_BUS"),
+            event_bus: env
+                .optional("DOCPIPE_EVENT_BUS")
+                .filter(|bus| !bus.trim().is_empty()),
         }
     }
 }
