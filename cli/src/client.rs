@@ -231,6 +231,19 @@ impl Client {
             .await
     }
 
+    pub async fn resolve_scan(&self, doc_id: &str) -> Result<Value, ClientError> {
+        self.send(
+            Method::POST,
+            &format!("/documents/{}/scan/resolve", segment(doc_id)),
+            &[],
+            None,
+            // A reviewer's act: the dev runner takes the role from this header; a deployed API
+            // ignores it and asks the caller's IAM policy or JWT scope.
+            &[("x-docpipe-role", "reviewer")],
+        )
+        .await
+    }
+
     pub async fn scan(&self, doc_id: &str) -> Result<Value, ClientError> {
         self.get(&format!("/documents/{}/scan", segment(doc_id)), &[])
             .await

@@ -332,3 +332,56 @@ async fn an_event_bridge_outage_loses_no_event_and_the_outbox_drains_after() {
     }
     p.cleanup().await;
 }
+
+#[tokio::test]
+async fn an_api_write_publishes_its_events_before_it_answers() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let (_, [older, _]) = secrets_law();
+    let law = ingest(&p, &older, b"").await;
+    let (work, _, _) = version_of(&p, &law).await;
+    let note = p
+        .ingest_indexed(
+            "uploads/api-note.md",
+            "# 说明\n\n一份经由接口删除的说明。\n".as_bytes(),
+        )
+        .await
+        .doc_id;
+    // What the ingest recorded goes first, so that only the API's own events are left.
+    p.index
+        .events
+        .flush(&p.db.db, &p.aws.clock, docpipe_pipeline::publish::PER_SWEEP)
+        .await;
+    p.aws.delivered_events(Duration::from_secs(1)).await;
+
+    let base = helpers::serve_api(&p).await;
+    let http = reqwest::Client::new();
+    let repeal = http
+        .post(format!("{base}/works/{work}/repeal"))
+        .header("x-docpipe-role", "reviewer")
+        .json(&serde_json::json!({ "repealed_on": "2031-01-01" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(repeal.status(), 200);
+    let delete = http
+        .delete(format!("{base}/documents/{note}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delete.status(), 204);
+    // No sweeper and no flush here: the API published them itself.
+    let delivered = p.aws.delivered_events(Duration::from_secs(2)).await;
+    EventSchemas::load().assert_valid(&delivered);
+    let kinds: BTreeSet<&str> = delivered
+        .iter()
+        .map(|e| e["detail-type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        BTreeSet::from(["WorkRepealed", "DocumentDeleted"]),
+        "{delivered:?}"
+    );
+    let unsent = outbox::backlog(&**p.db.client().await).await.unwrap();
+    assert_eq!(unsent.unsent, 0);
+    p.cleanup().await;
+}

@@ -29,6 +29,17 @@ async fn blocks_text(p: &Pipeline, doc_id: &str) -> String {
     texts.join("\n")
 }
 
+/// A GET of the API, as a reviewer or not: the status and the JSON body.
+async fn get_json(http: &reqwest::Client, url: String, reviewer: bool) -> (u16, serde_json::Value) {
+    let mut req = http.get(url);
+    if reviewer {
+        req = req.header("x-docpipe-role", "reviewer");
+    }
+    let answer = req.send().await.unwrap();
+    let status = answer.status().as_u16();
+    (status, answer.json().await.unwrap_or_default())
+}
+
 fn holds_a_value(text: &str) -> Vec<&'static str> {
     [ID, MOBILE, CARD, EMAIL, "6222021234567894"]
         .into_iter()
@@ -45,14 +56,12 @@ async fn a_parse_records_each_finding_by_its_article_with_a_masked_sample_and_wa
         .await;
     let base = helpers::serve_api(&p).await;
     let http = reqwest::Client::new();
-    let answer: serde_json::Value = http
-        .get(format!("{base}/documents/{}/scan", doc.doc_id))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, answer) = get_json(
+        &http,
+        format!("{base}/documents/{}/scan", doc.doc_id),
+        false,
+    )
+    .await;
     let scan = &answer["scan"];
     assert_eq!(scan["status"], "warned", "{answer}");
     assert_eq!(scan["policy"], "warn");
@@ -89,23 +98,20 @@ async fn a_parse_records_each_finding_by_its_article_with_a_masked_sample_and_wa
     // Warn: indexed as it is.
     assert_eq!(holds_a_value(&blocks_text(&p, &doc.doc_id).await).len(), 4);
 
-    let missing: serde_json::Value = http
-        .get(format!(
-            "{base}/documents/doc_00000000000000000000000000000000/scan"
-        ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(missing["status"], 404, "{missing}");
-    let bad = http
-        .get(format!("{base}/documents/{}/scan", "a".repeat(300)))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(bad.status(), 400);
+    let (status, missing) = get_json(
+        &http,
+        format!("{base}/documents/doc_00000000000000000000000000000000/scan"),
+        false,
+    )
+    .await;
+    assert_eq!(status, 404, "{missing}");
+    let (status, _) = get_json(
+        &http,
+        format!("{base}/documents/{}/scan", "a".repeat(300)),
+        false,
+    )
+    .await;
+    assert_eq!(status, 400);
     p.cleanup().await;
 }
 
@@ -176,15 +182,7 @@ async fn with_the_block_policy_nothing_answers_until_a_reviewer_resolves_the_fin
         .await;
     let base = helpers::serve_api(&p).await;
     let http = reqwest::Client::new();
-    let scan: serde_json::Value = http
-        .get(format!("{base}/documents/{}/scan", doc.doc_id))
-        .header("x-docpipe-role", "reviewer")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, scan) = get_json(&http, format!("{base}/documents/{}/scan", doc.doc_id), true).await;
     assert_eq!(scan["scan"]["status"], "blocked", "{scan}");
     assert_eq!(scan["scan"]["policy"], "block");
 
@@ -202,13 +200,13 @@ async fn with_the_block_policy_nothing_answers_until_a_reviewer_resolves_the_fin
         found(&before, &clean.doc_id),
         "a clean one under the same policy does"
     );
-    let blocks = http
-        .get(format!("{base}/documents/{}/blocks", doc.doc_id))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(blocks.status(), 409);
-    let problem: serde_json::Value = blocks.json().await.unwrap();
+    let (status, problem) = get_json(
+        &http,
+        format!("{base}/documents/{}/blocks", doc.doc_id),
+        false,
+    )
+    .await;
+    assert_eq!(status, 409);
     assert!(
         problem["type"].as_str().unwrap().ends_with("scan-blocked"),
         "{problem}"

@@ -20,7 +20,7 @@ pub use intake_failures::{intake_failures, IntakeArgs};
 pub use ls::{ls, LsArgs};
 pub use retry::retry;
 pub use rm::rm;
-pub use scan::scan;
+pub use scan::{scan, ScanArgs};
 pub use search::{search, SearchArgs};
 pub use status::status;
 pub use summary::{summary, summary_value, SummaryArgs};
@@ -48,7 +48,7 @@ pub enum ApiCommand {
     /// Delete a document, its objects and its vectors.
     Rm(IdArgs),
     /// The sensitive-data scan of a document's current parse: risk, counts, findings (masked).
-    Scan(IdArgs),
+    Scan(ScanArgs),
     /// Search the indexed articles (hybrid by default: dense and keyword, fused).
     Search(SearchArgs),
     /// A document's heading tree.

@@ -1,12 +1,34 @@
 //! `docpipe scan`: what the sensitive-data scan of a document's current parse found, each finding
-//! by its place and a masked sample.
+//! by its place and a masked sample; `--resolve` (a reviewer) resolves the findings a `block`
+//! policy withheld it for.
 
 use super::{print_json, IdArgs};
 use serde_json::Value;
 use std::io::Write;
 
-pub async fn scan(args: IdArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
-    let v = args.conn.client()?.scan(&args.doc_id).await?;
+#[derive(clap::Args, Debug)]
+pub struct ScanArgs {
+    #[command(flatten)]
+    pub id: IdArgs,
+    /// Resolve the findings the scan blocked the document for (a reviewer's act), then show it.
+    #[arg(long)]
+    pub resolve: bool,
+}
+
+pub async fn scan(args: ScanArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
+    let ScanArgs { id: args, resolve } = args;
+    let client = args.conn.client()?;
+    if resolve {
+        let resolved = client.resolve_scan(&args.doc_id).await?;
+        if !args.conn.json {
+            writeln!(
+                out,
+                "{}  findings resolved (scan {})",
+                args.doc_id, resolved["scan_id"]
+            )?;
+        }
+    }
+    let v = client.scan(&args.doc_id).await?;
     if args.conn.json {
         return print_json(out, &v);
     }

@@ -387,15 +387,7 @@ fn birth_date(d: &str) -> bool {
     ) else {
         return false;
     };
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let days = match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return false,
-    };
-    (1900..=2100).contains(&y) && (1..=days).contains(&day)
+    (1900..=2100).contains(&y) && crate::version_dates::Day::new(y, m, day).is_some()
 }
 
 /// The digits (and an X) of `span` starred but the first `keep_head` and the last `keep_tail`;
