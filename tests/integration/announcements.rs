@@ -385,3 +385,47 @@ async fn an_api_write_publishes_its_events_before_it_answers() {
     assert_eq!(unsent.unsent, 0);
     p.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_search_is_a_read_and_publishes_nothing_though_it_is_a_post() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    p.ingest_indexed(
+        "uploads/read.md",
+        "# 说明\n\n第一条 只读的查询不发布事件。\n".as_bytes(),
+    )
+    .await;
+    // Ingested through the stages, not a batch: its events are due and unsent.
+    let before = outbox::backlog(&**p.db.client().await).await.unwrap();
+    assert!(before.unsent >= 1);
+    let base = helpers::serve_api(&p).await;
+    let http = reqwest::Client::new();
+    for (path, body) in [
+        (
+            "/search",
+            serde_json::json!({ "query": "只读的查询", "mode": "keyword" }),
+        ),
+        (
+            "/citations/verify",
+            serde_json::json!({ "passage": "依照《中华人民共和国民法典》第一条。" }),
+        ),
+    ] {
+        let answer = http
+            .post(format!("{base}{path}"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200, "{path}");
+    }
+    let after = outbox::backlog(&**p.db.client().await).await.unwrap();
+    assert_eq!(
+        after.unsent, before.unsent,
+        "a read leaves the outbox to the writers"
+    );
+    assert!(p
+        .aws
+        .delivered_events(Duration::from_secs(1))
+        .await
+        .is_empty());
+    p.cleanup().await;
+}

@@ -214,10 +214,7 @@ async fn publish_after_writes(
     request: Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    let writes = !matches!(
-        *request.method(),
-        Method::GET | Method::HEAD | Method::OPTIONS
-    );
+    let writes = may_write(request.method(), request.uri().path());
     let response = next.run(request).await;
     if writes && !response.status().is_client_error() {
         state
@@ -231,6 +228,14 @@ async fn publish_after_writes(
             .await;
     }
     response
+}
+
+/// Whether a request may change something: not a GET, nor a search or a citation check, which
+/// are POSTs for their bodies only (each search would otherwise pay a read of the outbox).
+fn may_write(method: &Method, path: &str) -> bool {
+    let reads = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+        || (*method == Method::POST && (path == "/search" || path.starts_with("/citations/")));
+    !reads
 }
 
 /// Serves the router on a bound listener until `shutdown` completes (the dev runner, tests).
@@ -263,6 +268,24 @@ pub fn listen_addr(url: &str) -> Result<std::net::SocketAddr, String> {
 
 #[cfg(test)]
 mod tests {
+    use axum::http::Method;
+
+    #[test]
+    fn searches_and_citation_checks_are_reads_though_they_are_posts() {
+        for (method, path, writes) in [
+            (Method::POST, "/search", false),
+            (Method::POST, "/citations/verify", false),
+            (Method::POST, "/citations/resolve", false),
+            (Method::GET, "/documents/doc_x/scan", false),
+            (Method::POST, "/works/1/repeal", true),
+            (Method::POST, "/documents/doc_x/scan/resolve", true),
+            (Method::DELETE, "/documents/doc_x", true),
+            (Method::POST, "/notifications/s3", true),
+        ] {
+            assert_eq!(super::may_write(&method, path), writes, "{method} {path}");
+        }
+    }
+
     #[test]
     fn listen_addresses() {
         assert_eq!(
