@@ -307,22 +307,24 @@ async fn a_poison_job_backs_off_reaches_the_dlq_after_max_receive_count_deliveri
 /// The pipeline's index service over a Milvus whose first insert succeeds and every later one
 /// fails.
 fn failing_after_one_insert(p: &Pipeline) -> docpipe_pipeline::services::IndexService {
+    let vectors: Arc<dyn docpipe_vector::VectorIndex> = Arc::new({
+        let mut down = HookedVectorIndex::new(p.milvus.clone());
+        down.before_insert = Box::new(|n| {
+            if n > 1 {
+                Err(vector_outage("insert"))
+            } else {
+                Ok(())
+            }
+        });
+        down
+    });
     docpipe_pipeline::services::IndexService {
         db: p.db.db.clone(),
         objects: p.index.objects.clone(),
         queue: p.index.queue.clone(),
         embedder: p.index.embedder.clone(),
-        vectors: Arc::new({
-            let mut down = HookedVectorIndex::new(p.milvus.clone());
-            down.before_insert = Box::new(|n| {
-                if n > 1 {
-                    Err(vector_outage("insert"))
-                } else {
-                    Ok(())
-                }
-            });
-            down
-        }),
+        generations: p.generations_over(vectors.clone()),
+        vectors,
         config: p.index.config.clone(),
         events: p.index.events.clone(),
     }

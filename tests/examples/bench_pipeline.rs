@@ -1205,6 +1205,13 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
                 queue: Arc::new(docpipe_pipeline::adapters::SqsJobQueue::new(
                     clients.sqs.clone(),
                 )),
+                generations: Arc::new(docpipe_pipeline::adapters::generations::Generations::new(
+                    db.clone(),
+                    milvus.clone(),
+                    embedder.clone(),
+                    helpers::open_collection(),
+                    docpipe_pipeline::adapters::generations::Generations::embedders_from_env(),
+                )),
                 embedder,
                 vectors: milvus,
                 config: IndexConfig {
@@ -1213,6 +1220,7 @@ async fn stage_rss(args: Args) -> AnyResult<()> {
                     embed_batch: 32,
                     clock: helpers::template_clock(1.0),
                     release: Default::default(),
+                    rebuild_batch: docpipe_core::config::DEFAULT_REBUILD_BATCH_CHUNKS,
                 },
                 events: clients.events.clone(),
             };

@@ -448,6 +448,7 @@ async fn http_latency(
             dev_sigv4_keys: None,
             bucket: aws.bucket.clone(),
             parse_queue_url: aws.parse_queue.clone(),
+            index_queue_url: aws.index_queue.clone(),
             upload_url_ttl: std::time::Duration::from_secs(600),
             download_url_ttl: std::time::Duration::from_secs(300),
             webhook_token: None,

@@ -11,6 +11,7 @@ pub fn api_config(p: &Pipeline) -> docpipe_api_fn::ApiConfig {
         dev_sigv4_keys: None,
         bucket: p.aws.bucket.clone(),
         parse_queue_url: p.aws.parse_queue.clone(),
+        index_queue_url: p.aws.index_queue.clone(),
         upload_url_ttl: Duration::from_secs(600),
         download_url_ttl: Duration::from_secs(300),
         webhook_token: None,
@@ -29,15 +30,18 @@ pub async fn serve_api(p: &Pipeline) -> String {
 
 /// Serves the API over the pipeline with `config` (the dev runner's signed mode, for one).
 pub async fn serve_api_with(p: &Pipeline, config: docpipe_api_fn::ApiConfig) -> String {
-    serve_state(Arc::new(docpipe_api_fn::ApiState::new(
-        p.db.db.clone(),
-        &p.aws.clients,
-        p.index.embedder.clone(),
-        p.milvus.clone(),
-        p.aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
-        config,
-        docpipe_api_fn::ActorSource::Local,
-    )))
+    serve_state(Arc::new(
+        docpipe_api_fn::ApiState::new(
+            p.db.db.clone(),
+            &p.aws.clients,
+            p.index.embedder.clone(),
+            p.milvus.clone(),
+            p.aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
+            config,
+            docpipe_api_fn::ActorSource::Local,
+        )
+        .with_collections(open_collection()),
+    ))
     .await
 }
 

@@ -251,6 +251,9 @@ impl docpipe_vector::VectorIndex for HookedVectorIndex {
     fn collection(&self) -> &str {
         self.inner.collection()
     }
+    async fn drop_collection(&self) -> Result<(), docpipe_vector::VectorError> {
+        self.inner.drop_collection().await
+    }
     async fn ensure_collection(
         &self,
         dim: usize,

@@ -17,6 +17,8 @@ pub struct Pipeline {
     pub parse: docpipe_pipeline::services::ParseService,
     pub index: docpipe_pipeline::services::IndexService,
     pub milvus: std::sync::Arc<docpipe_vector::MilvusIndex>,
+    /// Which collection search reads (the pipeline's own until a rebuild switches it).
+    pub generations: std::sync::Arc<docpipe_pipeline::adapters::generations::Generations>,
 }
 
 impl Pipeline {
@@ -57,6 +59,14 @@ impl Pipeline {
             &aws.clients,
             aws.parse_config(),
         );
+        let generations =
+            std::sync::Arc::new(docpipe_pipeline::adapters::generations::Generations::new(
+                db.db.clone(),
+                milvus.clone(),
+                embedder.clone(),
+                open_collection(),
+                docpipe_pipeline::adapters::generations::Generations::embedders_from_env(),
+            ));
         let index = docpipe_pipeline::services::IndexService {
             db: db.db.clone(),
             objects: std::sync::Arc::new(docpipe_pipeline::adapters::S3ObjectStore::new(
@@ -67,12 +77,14 @@ impl Pipeline {
             )),
             embedder,
             vectors: milvus.clone(),
+            generations: generations.clone(),
             config: docpipe_core::config::IndexConfig {
                 bucket: aws.bucket.clone(),
                 index_queue_url: aws.index_queue.clone(),
                 embed_batch: 32,
                 clock: aws.clock.clone(),
                 release: Default::default(),
+                rebuild_batch: rebuild_batch(),
             },
             events: aws.clients.events.clone(),
         };
@@ -83,6 +95,7 @@ impl Pipeline {
             parse,
             index,
             milvus,
+            generations,
         }
     }
 
@@ -286,11 +299,32 @@ impl Pipeline {
             .unwrap()
     }
 
+    /// Generations over another handle on the pipeline's collection (a fault-injecting one).
+    pub fn generations_over(
+        &self,
+        vectors: std::sync::Arc<dyn docpipe_vector::VectorIndex>,
+    ) -> std::sync::Arc<docpipe_pipeline::adapters::generations::Generations> {
+        std::sync::Arc::new(docpipe_pipeline::adapters::generations::Generations::new(
+            self.db.db.clone(),
+            vectors,
+            self.index.embedder.clone(),
+            open_collection(),
+            docpipe_pipeline::adapters::generations::Generations::embedders_from_env(),
+        ))
+    }
+
+    /// Every collection still written to, as the sweeper and the DLQ function hold them.
+    pub fn live_vectors(&self) -> std::sync::Arc<dyn docpipe_vector::VectorIndex> {
+        std::sync::Arc::new(docpipe_pipeline::adapters::generations::LiveVectors::new(
+            self.generations.clone(),
+        ))
+    }
+
     /// The DLQ function's service over this pipeline's database and collection.
     pub fn dead_letters(&self) -> docpipe_pipeline::services::DeadLetterService {
         docpipe_pipeline::services::DeadLetterService {
             db: self.db.db.clone(),
-            vectors: self.milvus.clone(),
+            vectors: self.live_vectors(),
         }
     }
 
@@ -304,7 +338,8 @@ impl Pipeline {
             objects: std::sync::Arc::new(docpipe_pipeline::adapters::S3ObjectStore::new(
                 self.aws.clients.s3.clone(),
             )),
-            vectors: self.milvus.clone(),
+            vectors: self.live_vectors(),
+            generations: self.generations.clone(),
             bucket: self.aws.bucket.clone(),
             parse_queue_url: self.aws.parse_queue.clone(),
             index_queue_url: self.aws.index_queue.clone(),
@@ -550,4 +585,36 @@ pub async fn wait_terminal(
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
+}
+
+/// Opens a collection of the test Milvus by name, on first use (a rebuild's).
+pub fn open_collection() -> docpipe_pipeline::adapters::generations::OpenCollection {
+    std::sync::Arc::new(|name: &str| {
+        let name = name.to_string();
+        std::sync::Arc::new(docpipe_pipeline::adapters::LazyVectorIndex::new(
+            name.clone(),
+            move || {
+                let name = name.clone();
+                async move {
+                    docpipe_vector::MilvusIndex::connect(&milvus_url(), None, &name)
+                        .await
+                        .map(|i| {
+                            std::sync::Arc::new(i)
+                                as std::sync::Arc<dyn docpipe_vector::VectorIndex>
+                        })
+                }
+            },
+        )) as std::sync::Arc<dyn docpipe_vector::VectorIndex>
+    })
+}
+
+/// A rebuild step's batch on the tests' clock: the template's, scaled down as its times are.
+pub fn rebuild_batch() -> usize {
+    let template = docpipe_cli::template::Template::load(&workspace_root().join("template.yaml"))
+        .expect("template.yaml");
+    let chunks: f64 = template
+        .parameter_default("RebuildBatchChunks")
+        .and_then(|v| v.parse().ok())
+        .expect("the template's RebuildBatchChunks");
+    ((chunks * TEST_TIME_SCALE).round() as usize).max(1)
 }

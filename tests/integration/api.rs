@@ -37,6 +37,7 @@ fn config_for(p: &Pipeline) -> ApiConfig {
         dev_sigv4_keys: None,
         bucket: p.aws.bucket.clone(),
         parse_queue_url: p.aws.parse_queue.clone(),
+        index_queue_url: p.aws.index_queue.clone(),
         upload_url_ttl: Duration::from_secs(600),
         download_url_ttl: Duration::from_secs(300),
         webhook_token: Some(Secret::new(TOKEN)),

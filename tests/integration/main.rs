@@ -17,6 +17,7 @@ mod migrations;
 mod ocr;
 mod parse;
 mod races;
+mod reembed;
 mod references;
 mod scan;
 mod search;

@@ -98,6 +98,9 @@ impl VectorIndex for LazyMilvus {
     async fn count(&self, doc_id: &str, run_id: Option<i64>) -> Result<usize, VectorError> {
         self.get().await?.count(doc_id, run_id).await
     }
+    async fn drop_collection(&self) -> Result<(), VectorError> {
+        VectorIndex::drop_collection(self.get().await?).await
+    }
     async fn chunk_page(
         &self,
         after: &str,

@@ -36,6 +36,7 @@ pub mod progress;
 pub mod search;
 pub mod sigv4;
 pub mod state;
+pub mod vector_index;
 pub mod views;
 mod works;
 
@@ -66,6 +67,14 @@ fn table() -> Routes {
             post(notifications::s3_notification),
         ),
         (Method::GET, "/healthz", get(health::healthz)),
+        (Method::GET, "/index", get(vector_index::show)),
+        (Method::POST, "/index/rebuild", post(vector_index::start)),
+        (
+            Method::POST,
+            "/index/rebuild/cancel",
+            post(vector_index::cancel),
+        ),
+        (Method::POST, "/index/switch", post(vector_index::switch)),
     ]);
     routes
 }

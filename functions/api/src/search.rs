@@ -34,6 +34,10 @@ pub struct SearchRequest {
     /// `"references"`: each hit carries what its article cites, with the targets' texts.
     #[serde(default)]
     pub expand: Option<String>,
+    /// `active` (the default): the collection search reads; `next`: the one a rebuild fills, to
+    /// compare before its switch.
+    #[serde(default)]
+    pub index: Option<String>,
 }
 
 fn versions_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Versions>, D::Error> {
@@ -154,11 +158,30 @@ pub(crate) async fn search_chunks(
     let as_of = crate::works::as_of_date(request.as_of.as_deref())
         .map_err(|e| ApiError::validation("as_of", e))?;
     let filters = request.filters.unwrap_or_default();
+    // One snapshot: the query is embedded by the embedder of the collection it reads.
+    let snapshot = state
+        .generations
+        .snapshot()
+        .await
+        .map_err(|e| ApiError::unavailable("the vector generations", e))?;
+    let side = match request.index.as_deref() {
+        None | Some("active") => &snapshot.active,
+        Some("next") => match &snapshot.next {
+            Some((_, side)) => side,
+            None => {
+                return Err(ApiError::conflict(
+                    "no-rebuild",
+                    "no rebuild is under way: index \"next\" has no collection to read",
+                ))
+            }
+        },
+        Some(_) => return Err(ApiError::validation("index", "active or next")),
+    };
     let result = search(
         &SearchDeps {
             db: &state.db,
-            embedder: state.embedder.as_ref(),
-            vectors: state.vectors.as_ref(),
+            embedder: side.embedder.as_ref(),
+            vectors: side.vectors.as_ref(),
             cache: &state.search_cache,
         },
         &Query {

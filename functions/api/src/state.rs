@@ -7,6 +7,7 @@ use docpipe_core::config::{AwsConfig, DbConfig, MilvusConfig, Secret, StoreConfi
 use docpipe_core::env::{ConfigError, EnvReader};
 use docpipe_db::Db;
 use docpipe_embed::Embedder;
+use docpipe_pipeline::adapters::generations::{Generations, LiveVectors, OpenCollection};
 use docpipe_pipeline::adapters::{aws, secrets, JobQueue, ObjectStore, S3ObjectStore, SqsJobQueue};
 use docpipe_pipeline::services::{connect_db, AwsClients, InitError, StoreService};
 use docpipe_vector::VectorIndex;
@@ -30,6 +31,8 @@ pub struct ApiConfig {
     pub bucket: String,
     /// Where a retry sends its parse job (`DOCPIPE_PARSE_QUEUE_URL`).
     pub parse_queue_url: String,
+    /// Where a rebuild's first step goes (`DOCPIPE_INDEX_QUEUE_URL`).
+    pub index_queue_url: String,
     /// How long an upload URL works (`DOCPIPE_UPLOAD_URL_TTL_SECS`, default 900).
     pub upload_url_ttl: Duration,
     /// How long a download or artifact URL works (`DOCPIPE_DOWNLOAD_URL_TTL_SECS`, default 300).
@@ -73,6 +76,7 @@ impl ApiConfig {
         let config = ApiConfig {
             bucket: env.required("DOCPIPE_BUCKET"),
             parse_queue_url: env.url("DOCPIPE_PARSE_QUEUE_URL"),
+            index_queue_url: env.url("DOCPIPE_INDEX_QUEUE_URL"),
             upload_url_ttl: Duration::from_secs(upload),
             download_url_ttl: Duration::from_secs(download),
             webhook_token: env.optional("DOCPIPE_WEBHOOK_TOKEN").map(Secret::new),
@@ -142,8 +146,12 @@ pub struct ApiState {
     pub s3: aws_sdk_s3::Client,
     pub objects: Arc<dyn ObjectStore>,
     pub queue: Arc<dyn JobQueue>,
+    /// The configured embedder; search embeds with the active generation's.
     pub embedder: Arc<dyn Embedder>,
+    /// Every collection still written to (releases, deletes); search reads a snapshot's.
     pub vectors: Arc<dyn VectorIndex>,
+    /// Which collection search reads, with which embedder, and the rebuild under way.
+    pub generations: Arc<Generations>,
     /// Law titles and BM25's N, shared by searches for a few seconds.
     pub search_cache: docpipe_search::SearchCache,
     /// `/healthz`'s last answer, shared by callers for a few seconds.
@@ -191,8 +199,11 @@ impl ApiState {
                 .map_err(|p| ConfigError { problems: vec![p] })?;
         }
         let embedder = embedder.expect("finish reports an embedder that could not be built");
-        let vectors: Arc<dyn VectorIndex> =
-            Arc::new(LazyMilvus::new(milvus.url, milvus_token, milvus.collection));
+        let vectors: Arc<dyn VectorIndex> = Arc::new(LazyMilvus::new(
+            milvus.url.clone(),
+            milvus_token,
+            milvus.collection.clone(),
+        ));
         Ok(Self::new(
             db,
             &clients,
@@ -201,7 +212,8 @@ impl ApiState {
             store_config,
             config,
             actor_source,
-        ))
+        )
+        .with_collections(docpipe_pipeline::services::open_collections(milvus)))
     }
 
     /// Builds the state from clients the caller made (tests, the dev runner).
@@ -214,14 +226,22 @@ impl ApiState {
         config: ApiConfig,
         actor_source: ActorSource,
     ) -> Self {
+        let generations = Arc::new(Generations::new(
+            db.clone(),
+            vectors.clone(),
+            embedder.clone(),
+            Arc::new(unopened),
+            Generations::embedders_from_env(),
+        ));
         ApiState {
             store: StoreService::new(db.clone(), clients, store_config),
+            vectors: Arc::new(LiveVectors::new(generations.clone())),
+            generations,
             db,
             s3: clients.s3.clone(),
             objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
             queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
             embedder,
-            vectors,
             search_cache: Default::default(),
             health: Default::default(),
             signing: match (actor_source, &config.dev_sigv4_keys) {
@@ -234,4 +254,39 @@ impl ApiState {
             actor_source,
         }
     }
+}
+
+impl ApiState {
+    /// Opens other collections of the same Milvus (a rebuild's) with `open`; without it the state
+    /// reads and writes its configured collection only.
+    pub fn with_collections(mut self, open: OpenCollection) -> Self {
+        let configured = self.generations.configured().clone();
+        self.generations = Arc::new(Generations::new(
+            self.db.clone(),
+            configured.vectors,
+            configured.embedder,
+            open,
+            Generations::embedders_from_env(),
+        ));
+        self.vectors = Arc::new(LiveVectors::new(self.generations.clone()));
+        self
+    }
+}
+
+/// A collection a state built without [`ApiState::with_collections`] cannot reach: each call
+/// fails as unavailable, naming it.
+fn unopened(name: &str) -> Arc<dyn VectorIndex> {
+    let name = name.to_string();
+    Arc::new(docpipe_pipeline::adapters::LazyVectorIndex::new(
+        name.clone(),
+        move || {
+            let name = name.clone();
+            async move {
+                Err(docpipe_vector::VectorError::Unavailable {
+                    op: "open",
+                    source: format!("this API opens no collection but its own, not {name}").into(),
+                })
+            }
+        },
+    ))
 }

@@ -286,7 +286,13 @@ pub struct IndexConfig {
     /// the redelivery of a crashed worker's message can take over) and the backoff.
     pub clock: crate::clock::Clock,
     pub release: ReleaseMode,
+    /// Chunks one step of a rebuild (re-embedding into a new collection) copies at most
+    /// (`DOCPIPE_REBUILD_BATCH_CHUNKS`, the template's `RebuildBatchChunks`).
+    pub rebuild_batch: usize,
 }
+
+/// Chunks per rebuild step when the environment names none (the template's default).
+pub const DEFAULT_REBUILD_BATCH_CHUNKS: usize = 1_024;
 
 impl IndexConfig {
     pub fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Self {
@@ -296,6 +302,9 @@ impl IndexConfig {
             embed_batch: env.parsed_or("DOCPIPE_EMBED_BATCH", 32usize).max(1),
             clock: crate::clock::Clock::read(env),
             release: ReleaseMode::read(env),
+            rebuild_batch: env
+                .parsed_or("DOCPIPE_REBUILD_BATCH_CHUNKS", DEFAULT_REBUILD_BATCH_CHUNKS)
+                .max(1),
         }
     }
 }

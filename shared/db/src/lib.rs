@@ -32,6 +32,7 @@ pub mod authority;
 pub mod cleanups;
 pub mod credentials;
 pub mod documents;
+pub mod generations;
 pub mod idempotency;
 pub mod intake;
 pub mod keyword;

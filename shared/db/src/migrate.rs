@@ -128,6 +128,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0023_security_scans",
         sql: include_str!("../../../migrations/0023_security_scans.sql"),
     },
+    Migration {
+        version: 24,
+        name: "0024_vector_generations",
+        sql: include_str!("../../../migrations/0024_vector_generations.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

@@ -86,7 +86,7 @@ impl EmbedError {
         !self.is_transient()
     }
 
-    pub(crate) fn config(var: &str, message: impl Into<String>) -> Self {
+    pub fn config(var: &str, message: impl Into<String>) -> Self {
         EmbedError::Config {
             var: var.to_owned(),
             message: message.into(),

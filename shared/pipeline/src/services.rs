@@ -1,6 +1,7 @@
 //! The clients a function builds once per container, in `main`, and keeps for every invocation.
 
 use crate::adapters::event_bus::EventBridgeBus;
+use crate::adapters::generations::{Generations, LiveVectors};
 use crate::adapters::{aws, JobQueue, ObjectStore, S3ObjectStore, SqsJobQueue};
 use crate::publish::Publisher;
 use crate::stages::index::IndexDeps;
@@ -50,6 +51,16 @@ pub(crate) async fn connect_vectors(
 /// The Milvus collection, connected on first use (see [`crate::adapters::LazyVectorIndex`]), so
 /// that a function starts, and records what it can, while Milvus is away: the sweeper and the DLQ
 /// function, whose work mostly needs no Milvus, and the index function, whose jobs then back off.
+/// Opens any collection of the same Milvus by name (a generation's), connected on first use.
+pub fn open_collections(milvus: MilvusConfig) -> crate::adapters::generations::OpenCollection {
+    Arc::new(move |name: &str| {
+        lazy_vectors(MilvusConfig {
+            collection: name.to_string(),
+            ..milvus.clone()
+        })
+    })
+}
+
 pub(crate) fn lazy_vectors(milvus: MilvusConfig) -> Arc<dyn VectorIndex> {
     let collection = milvus.collection.clone();
     Arc::new(crate::adapters::LazyVectorIndex::new(
@@ -317,6 +328,8 @@ pub struct IndexService {
     pub queue: Arc<dyn JobQueue>,
     pub embedder: Arc<dyn Embedder>,
     pub vectors: Arc<dyn VectorIndex>,
+    /// Which collection search reads now, and the one being built.
+    pub generations: Arc<Generations>,
     pub config: IndexConfig,
     pub events: Publisher,
 }
@@ -352,13 +365,21 @@ impl Service for IndexService {
         // Connected on first use: an index function that could not start while Milvus is away
         // would leave its message hidden for the queue's whole visibility timeout, unrecorded,
         // where a job that fails on Milvus backs off on the clock and says why.
-        let vectors = lazy_vectors(config.milvus);
+        let vectors = lazy_vectors(config.milvus.clone());
+        let generations = Arc::new(Generations::new(
+            db.clone(),
+            vectors.clone(),
+            embedder.clone(),
+            open_collections(config.milvus),
+            Generations::embedders_from_env(),
+        ));
         Ok(IndexService {
             db,
             objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
             queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
             embedder,
             vectors,
+            generations,
             config: config.index,
             events: clients.events.clone(),
         })
@@ -366,12 +387,43 @@ impl Service for IndexService {
 }
 
 impl IndexService {
+    /// The configured collection and embedder, whatever the generations say (tests of the stage).
     pub fn deps(&self) -> IndexDeps<'_> {
         IndexDeps {
             db: &self.db,
             objects: self.objects.as_ref(),
             embedder: self.embedder.as_ref(),
             vectors: self.vectors.as_ref(),
+            config: &self.config,
+        }
+    }
+
+    /// An index job into the collection search reads now, with its embedder; removals reach the
+    /// collection being built too.
+    pub async fn run_job(
+        &self,
+        job: &docpipe_core::model::JobMessage,
+    ) -> Result<crate::stages::index::IndexOutcome, crate::error::StageError> {
+        let snapshot = self.generations.snapshot().await.map_err(|e| {
+            crate::error::StageError::transient(docpipe_core::model::Stage::Index, e)
+        })?;
+        let vectors = snapshot.vectors();
+        let deps = IndexDeps {
+            db: &self.db,
+            objects: self.objects.as_ref(),
+            embedder: snapshot.active.embedder.as_ref(),
+            vectors: &vectors,
+            config: &self.config,
+        };
+        crate::stages::index::index_job(&deps, job).await
+    }
+
+    pub fn rebuild_deps(&self) -> crate::stages::rebuild::RebuildDeps<'_> {
+        crate::stages::rebuild::RebuildDeps {
+            db: &self.db,
+            objects: self.objects.as_ref(),
+            generations: &self.generations,
+            queue: self.queue.as_ref(),
             config: &self.config,
         }
     }
@@ -382,7 +434,10 @@ pub struct SweepService {
     pub db: Db,
     pub queue: Arc<dyn JobQueue>,
     pub objects: Arc<dyn ObjectStore>,
+    /// Every collection still written to (see [`crate::adapters::generations::LiveVectors`]).
     pub vectors: Arc<dyn VectorIndex>,
+    /// Rebuilds to keep going, collections to drop.
+    pub generations: Arc<Generations>,
     /// The documents bucket: artifacts, and the originals a finished delete removes.
     pub bucket: String,
     pub parse_queue_url: String,
@@ -426,11 +481,17 @@ impl Service for SweepService {
 
     async fn connect(db: Db, aws: &AwsConfig, config: SweepSettings) -> Result<Self, InitError> {
         let clients = AwsClients::new(aws).await;
+        let generations = Arc::new(Generations::vectors_only(
+            db.clone(),
+            lazy_vectors(config.milvus.clone()),
+            open_collections(config.milvus),
+        ));
         Ok(SweepService {
             db,
             queue: Arc::new(SqsJobQueue::new(clients.sqs.clone())),
             objects: Arc::new(S3ObjectStore::new(clients.s3.clone())),
-            vectors: lazy_vectors(config.milvus),
+            vectors: Arc::new(LiveVectors::new(generations.clone())),
+            generations,
             bucket: config.bucket,
             parse_queue_url: config.parse_queue_url,
             index_queue_url: config.index_queue_url,
@@ -504,6 +565,7 @@ impl SweepService {
             tracing::warn!(error = %docpipe_core::error::chain(&e), "sent events were not pruned; the next sweep will");
         }
         crate::publish::report_backlog(&self.db).await;
+        crate::upkeep::rebuilds::tend(self).await;
         // Best effort: a lease not given back expires with the function's timeout.
         let released = match self.db.client().await {
             Ok(client) => docpipe_db::upkeep::release(&**client, SWEEPER_LEASE, &holder).await,
@@ -542,9 +604,14 @@ impl Service for DeadLetterService {
     }
 
     async fn connect(db: Db, _: &AwsConfig, milvus: MilvusConfig) -> Result<Self, InitError> {
+        let generations = Arc::new(Generations::vectors_only(
+            db.clone(),
+            lazy_vectors(milvus.clone()),
+            open_collections(milvus),
+        ));
         Ok(DeadLetterService {
             db,
-            vectors: lazy_vectors(milvus),
+            vectors: Arc::new(LiveVectors::new(generations)),
         })
     }
 }

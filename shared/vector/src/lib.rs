@@ -232,6 +232,10 @@ pub trait VectorIndex: Send + Sync {
     /// remove what a run opened after that wrote.
     async fn delete_runs_up_to(&self, doc_id: &str, max_run: i64) -> Result<(), VectorError>;
 
+    /// Drops the collection and everything in it: a rebuild's collection that was cancelled, or a
+    /// retired one past its grace period. A missing collection counts as success.
+    async fn drop_collection(&self) -> Result<(), VectorError>;
+
     /// Counts a document's vectors (optionally of one run) with Strong consistency, so it
     /// sees every write acknowledged before the call.
     async fn count(&self, doc_id: &str, run_id: Option<i64>) -> Result<usize, VectorError>;

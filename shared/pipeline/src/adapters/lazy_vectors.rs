@@ -108,6 +108,10 @@ impl VectorIndex for LazyVectorIndex {
         self.index().await?.count(doc_id, run_id).await
     }
 
+    async fn drop_collection(&self) -> Result<(), VectorError> {
+        self.index().await?.drop_collection().await
+    }
+
     async fn chunk_page(&self, after: &str, limit: usize) -> Result<Vec<ChunkKey>, VectorError> {
         self.index().await?.chunk_page(after, limit).await
     }

@@ -4,6 +4,7 @@
 
 pub mod aws;
 pub mod event_bus;
+pub mod generations;
 pub(crate) mod lazy_vectors;
 #[cfg(any(test, feature = "testing"))]
 pub mod memory;

@@ -3,7 +3,8 @@
 use super::sqs::{handle_jobs, Announce, Backoff, BatchReport, Ending, JobHandler, JobOutcome};
 use crate::error::StageError;
 use crate::services::IndexService;
-use crate::stages::index::{index_job, IndexOutcome};
+use crate::stages::index::IndexOutcome;
+use crate::stages::rebuild::{rebuild_step, RebuildMessage};
 use aws_lambda_events::event::sqs::SqsEvent;
 use docpipe_core::metrics;
 use docpipe_core::model::{JobMessage, Stage};
@@ -35,7 +36,20 @@ impl JobHandler for IndexService {
     }
 
     async fn run(&self, job: &JobMessage) -> Result<IndexOutcome, StageError> {
-        index_job(&self.deps(), job).await
+        self.run_job(job).await
+    }
+
+    fn is_other(&self, body: &str) -> bool {
+        RebuildMessage::decode(body).is_some()
+    }
+
+    async fn run_other(&self, body: &str) -> Option<Result<IndexOutcome, StageError>> {
+        let message = RebuildMessage::decode(body)?;
+        Some(
+            rebuild_step(&self.rebuild_deps(), message.rebuild)
+                .await
+                .map(IndexOutcome::Rebuild),
+        )
     }
 }
 
@@ -44,7 +58,9 @@ impl JobOutcome for IndexOutcome {
         match self {
             IndexOutcome::Indexed { .. } => Ending::Completed,
             IndexOutcome::Failed { .. } => Ending::Failed,
-            IndexOutcome::Stale { .. } | IndexOutcome::Continued { .. } => Ending::Neither,
+            IndexOutcome::Stale { .. }
+            | IndexOutcome::Continued { .. }
+            | IndexOutcome::Rebuild(_) => Ending::Neither,
         }
     }
 
@@ -80,6 +96,7 @@ impl std::fmt::Display for IndexOutcome {
                 f,
                 "{doc_id} run {run_id}: stale index message dropped: {why}"
             ),
+            IndexOutcome::Rebuild(outcome) => outcome.fmt(f),
             IndexOutcome::Continued {
                 doc_id,
                 run_id,

@@ -171,6 +171,15 @@ pub(crate) trait JobHandler: Sync {
     /// Where a job that failed transiently waits; `None` when nothing queued it.
     fn backoff(&self) -> Option<Backoff<'_>>;
     async fn run(&self, job: &JobMessage) -> Result<Self::Outcome, StageError>;
+    /// A message of the queue's that is no job (the index queue's rebuild steps): its outcome,
+    /// or `None` when the body is not one of those.
+    async fn run_other(&self, _body: &str) -> Option<Result<Self::Outcome, StageError>> {
+        None
+    }
+    /// Whether `body` is such a message (it is then armed against a dead worker as a job is).
+    fn is_other(&self, _body: &str) -> bool {
+        false
+    }
     /// Where the events the batch recorded go once it is done.
     fn events(&self) -> Option<Announce<'_>> {
         None
@@ -219,8 +228,21 @@ pub(crate) async fn handle_jobs<H: JobHandler>(
     let backoff = backoff.as_ref();
     let report = for_each_message(batch, |message| async move {
         let delivery = Delivery::of(&message);
-        let job = JobMessage::decode(message.body.as_deref().unwrap_or_default())
-            .map_err(|e| StageError::failed(H::STAGE, e))?;
+        let body = message.body.as_deref().unwrap_or_default();
+        if handler.is_other(body) {
+            if let Some(backoff) = backoff {
+                backoff.arm(&delivery, H::STAGE).await;
+            }
+        }
+        if let Some(result) = handler.run_other(body).await {
+            if let (Err(e), Some(backoff)) = (&result, backoff) {
+                if e.is_retryable() {
+                    backoff.after_failure(&delivery, None, e).await;
+                }
+            }
+            return result;
+        }
+        let job = JobMessage::decode(body).map_err(|e| StageError::failed(H::STAGE, e))?;
         if let Some(backoff) = backoff {
             backoff.arm(&delivery, H::STAGE).await;
         }

@@ -23,7 +23,7 @@ use docpipe_core::model::{DocStatus, JobMessage, Stage};
 use docpipe_db::cleanups::{self, Kind};
 use docpipe_db::keyword::{self, AnalysedDocument};
 use docpipe_db::transitions::{self, IndexCounts};
-use docpipe_db::{documents, runs, works, Db, DbError};
+use docpipe_db::{documents, generations, runs, works, Db, DbError};
 use docpipe_embed::{EmbedError, Embedder};
 use docpipe_parse::VectorChunk;
 use docpipe_vector::{ChunkRecord, VectorError, VectorIndex};
@@ -65,6 +65,8 @@ pub enum IndexOutcome {
         done: usize,
         total: usize,
     },
+    /// A step of a re-embedding, which the index queue carries too.
+    Rebuild(crate::stages::rebuild::RebuildOutcome),
 }
 
 fn db_err(e: DbError) -> StageError {
@@ -285,6 +287,7 @@ async fn finish_run(
                 format!("version-collides: {why}"),
             ))
         }
+        Committed::Switched(why) => return Err(StageError::transient(Stage::Index, why)),
     };
     info!(
         doc_id,
@@ -412,15 +415,21 @@ async fn load_chunks(
     doc_id: &str,
     run_id: i64,
 ) -> Result<Vec<VectorChunk>, StageError> {
+    read_chunks(deps.objects, &deps.config.bucket, doc_id, run_id).await
+}
+
+/// A run's chunks as its parse stored them (the index stage's input, and a rebuild's).
+pub(crate) async fn read_chunks(
+    objects: &dyn ObjectStore,
+    bucket: &str,
+    doc_id: &str,
+    run_id: i64,
+) -> Result<Vec<VectorChunk>, StageError> {
     let key = format!(
         "{}vector_chunks.json",
         artifacts::run_prefix(doc_id, run_id)
     );
-    let body = match deps
-        .objects
-        .get(&deps.config.bucket, &key, MAX_CHUNKS_ARTIFACT_BYTES)
-        .await
-    {
+    let body = match objects.get(bucket, &key, MAX_CHUNKS_ARTIFACT_BYTES).await {
         Ok(b) => b,
         Err(StorageError::NotFound { .. }) => {
             return Err(StageError::failed(
@@ -581,7 +590,7 @@ impl LeaseKeeper<'_> {
 }
 
 /// The document's tags, which every one of its vectors carries.
-fn document_tags(doc: &documents::Document) -> Vec<String> {
+pub(crate) fn document_tags(doc: &documents::Document) -> Vec<String> {
     doc.metadata
         .get("tags")
         .and_then(|t| t.as_array())
@@ -594,7 +603,7 @@ fn document_tags(doc: &documents::Document) -> Vec<String> {
 }
 
 /// One batch's Milvus rows; `first` is the batch's first chunk index in the run.
-fn chunk_records(
+pub(crate) fn chunk_records(
     doc: &documents::Document,
     run_id: i64,
     first: usize,
@@ -648,6 +657,8 @@ enum Committed {
     Lost,
     /// Another upload committed the same version with other dates first: nothing was written.
     VersionCollides(String),
+    /// Search switched to another collection while the run was written: nothing was committed.
+    Switched(String),
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -667,7 +678,16 @@ async fn commit(
             return Ok(Committed::VersionCollides(why));
         }
     }
-    let moved = documents::lock(&*tx, doc_id).await?.is_some()
+    let locked = documents::lock(&*tx, doc_id).await?.is_some();
+    if locked {
+        // Search reads another collection now: this run's vectors are written again, there.
+        if let Err(why) =
+            generations::committing_into(&*tx, deps.vectors.collection(), doc_id).await?
+        {
+            return Ok(Committed::Switched(why));
+        }
+    }
+    let moved = locked
         && transitions::mark_indexed(
             &*tx,
             doc_id,

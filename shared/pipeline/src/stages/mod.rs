@@ -13,6 +13,7 @@
 //! | 6.5 failure | run `failed` with `failure_stage` and `error_message`, document `failed`, history | [`docpipe_db::transitions::fail_run`] |
 //! | liveness | parse and index take the run's lease (counting the attempt) and renew it while they work; a transient failure backs off; the sweeper re-drives lost jobs | [`lease::HeldLease`], [`crate::handlers::sqs::Backoff`], [`crate::upkeep::sweep::sweep`] |
 //! | graph catch-up | the references of documents parsed before the graph (or by an older extractor) read from their stored blocks | [`references::reread`] |
+//! | re-embedding | a new collection filled from the stored chunks in bounded steps through the index queue (backlog, walk, check), then one compare-and-set switches search | [`rebuild::rebuild_step`] |
 //! | give-up | a dead-lettered job: its run's vectors removed, the run failed with its last error | [`crate::upkeep::give_up::give_up`] |
 //!
 //! Every status change goes through [`docpipe_db::transitions`], where each one is a single
@@ -25,6 +26,7 @@ pub mod index;
 pub mod keywords;
 pub mod lease;
 pub mod parse;
+pub mod rebuild;
 pub mod references;
 pub mod register;
 pub mod retry;

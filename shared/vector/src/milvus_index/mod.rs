@@ -239,6 +239,9 @@ impl VectorIndex for MilvusIndex {
         &self.collection
     }
 
+    async fn drop_collection(&self) -> Result<(), VectorError> {
+        MilvusIndex::drop_collection(self).await
+    }
     async fn ensure_collection(&self, dim: usize, model_id: &str) -> Result<(), VectorError> {
         self.ensure(dim, model_id).await
     }
