@@ -244,6 +244,24 @@ impl Client {
         .await
     }
 
+    /// `GET /index`: the active collection and the rebuild under way.
+    pub async fn index(&self) -> Result<Value, ClientError> {
+        self.get("/index", &[]).await
+    }
+
+    /// `POST /index/rebuild`, `/index/switch`, `/index/rebuild/cancel`: a reviewer's acts (the
+    /// dev runner takes the role from the header; a deployed API asks IAM or the JWT scope).
+    pub async fn index_act(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
+        self.send(
+            Method::POST,
+            path,
+            &[],
+            Some(body),
+            &[("x-docpipe-role", "reviewer")],
+        )
+        .await
+    }
+
     pub async fn scan(&self, doc_id: &str) -> Result<Value, ClientError> {
         self.get(&format!("/documents/{}/scan", segment(doc_id)), &[])
             .await

@@ -106,6 +106,19 @@ async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
     (status, answer.json().await.unwrap_or(Value::Null))
 }
 
+/// Runs `docpipe ARGS… --api-url BASE` as the binary does; what it printed.
+async fn cli(base: &str, args: &[&str]) -> String {
+    let mut argv = vec!["docpipe"];
+    argv.extend_from_slice(args);
+    argv.extend_from_slice(&["--api-url", base]);
+    let cmd = docpipe_cli::parse(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    let mut out = Vec::new();
+    if let Err(e) = docpipe_cli::run(cmd, &mut out).await {
+        panic!("{argv:?}: {}", docpipe_cli::error_line(&e));
+    }
+    String::from_utf8(out).unwrap()
+}
+
 async fn get_index(base: &str) -> Value {
     reqwest::get(format!("{base}/index"))
         .await
@@ -394,15 +407,24 @@ async fn a_rebuild_is_cancelled_and_a_manual_one_waits_for_its_switch() {
     let (status, _) = post(&base, "/index/rebuild/cancel", json!({ "generation": id })).await;
     assert_eq!(status, 409);
 
-    // A manual one: complete, checked, waiting; `index: next` reads it before the switch.
-    let (status, started) = post(
+    // A manual one, through the CLI: complete, checked, waiting; `index: next` reads it before
+    // the switch.
+    let started = cli(
         &base,
-        "/index/rebuild",
-        json!({ "embedder": other_embedder(0), "switch": "manual", "keep_old": true }),
+        &[
+            "reindex",
+            "--embedder",
+            "hash",
+            "--set",
+            "DOCPIPE_EMBED_DIM=256",
+            "--manual",
+            "--keep-old",
+            "--no-wait",
+        ],
     )
     .await;
-    assert_eq!(status, 202, "{started}");
-    let id = started["generation"].as_i64().unwrap();
+    assert!(started.starts_with("rebuild "), "{started}");
+    let id: i64 = started.split_whitespace().nth(1).unwrap().parse().unwrap();
     let g = pump_until(&p, &p.index, id, |g| g.state == State::Ready).await;
     assert_eq!(g.check_report.as_ref().unwrap()["missing"], 0);
     assert_eq!(
@@ -430,9 +452,13 @@ async fn a_rebuild_is_cancelled_and_a_manual_one_waits_for_its_switch() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let (status, switched) = post(&base, "/index/switch", json!({ "generation": id })).await;
-    assert_eq!(status, 200, "{switched}");
-    assert_eq!(switched["to"]["state"], "active");
+    let shown = cli(&base, &["index"]).await;
+    assert!(shown.contains(&format!("rebuild {id}  ready")), "{shown}");
+    let switched = cli(&base, &["reindex", "--switch", &id.to_string()]).await;
+    assert!(
+        switched.contains(&format!("search reads {next} now")),
+        "{switched}"
+    );
     let (status, _) = post(&base, "/index/switch", json!({ "generation": id })).await;
     assert_eq!(status, 409, "a second switch of the same generation");
     // Kept: the sweeper leaves it.

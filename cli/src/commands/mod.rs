@@ -5,6 +5,7 @@
 mod article;
 mod intake_failures;
 mod ls;
+mod reindex;
 mod retry;
 mod rm;
 mod scan;
@@ -18,6 +19,7 @@ mod works;
 pub use article::{article, ArticleArgs};
 pub use intake_failures::{intake_failures, IntakeArgs};
 pub use ls::{ls, LsArgs};
+pub use reindex::{index, reindex, IndexArgs, ReindexArgs};
 pub use retry::retry;
 pub use rm::rm;
 pub use scan::{scan, ScanArgs};
@@ -65,6 +67,11 @@ pub enum ApiCommand {
     Diff(DiffArgs),
     /// One article of a law: its paragraphs and items, what it cites and what cites it.
     Article(ArticleArgs),
+    /// Which collection search reads, with which embedder, and the rebuild under way.
+    Index(IndexArgs),
+    /// Re-embed every stored chunk with another embedder into a new collection (blue/green),
+    /// following its progress until search switches; --switch or --cancel a rebuild.
+    Reindex(ReindexArgs),
 }
 
 /// Runs one command, printing to `out`.
@@ -85,6 +92,8 @@ pub async fn run(cmd: ApiCommand, out: &mut (dyn Write + Send)) -> anyhow::Resul
         ApiCommand::Versions(a) => versions(a, out).await,
         ApiCommand::Diff(a) => diff(a, out).await,
         ApiCommand::Article(a) => article(a, out).await,
+        ApiCommand::Index(a) => index(a, out).await,
+        ApiCommand::Reindex(a) => reindex(a, out).await,
     }
 }
 
