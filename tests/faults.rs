@@ -402,3 +402,182 @@ async fn milvus_down_for_two_visibility_periods_while_documents_index() {
     drop(runner);
     p.cleanup().await;
 }
+
+/// A rebuild of `p`'s documents into a hash collection of 256 dimensions, its steps slowed (each
+/// passage 100 ms) so that each takes a while on the template's clock; returns its generation.
+async fn start_slow_rebuild(p: &Pipeline, base: &str) -> i64 {
+    let answer = reqwest::Client::new()
+        .post(format!("{base}/index/rebuild"))
+        .header("x-docpipe-role", "reviewer")
+        .json(&serde_json::json!({
+            "embedder": {
+                "DOCPIPE_EMBEDDER": "hash",
+                "DOCPIPE_EMBED_DIM": "256",
+                "DOCPIPE_HASH_DELAY_MS": "100",
+            },
+            "grace_secs": 3600,
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 202);
+    let started: serde_json::Value = answer.json().await.unwrap();
+    let id = started["generation"].as_i64().unwrap();
+    assert!(generation_of(p, id).await.chunks_total > 0);
+    id
+}
+
+async fn generation_of(p: &Pipeline, id: i64) -> docpipe_db::generations::Generation {
+    docpipe_db::generations::get(&**p.db.client().await, id)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// Polls the generation until `done` holds of it, or `limit` passes (then fails, with the dev
+/// runner's last lines).
+async fn wait_generation(
+    p: &Pipeline,
+    id: i64,
+    limit: Duration,
+    runner: Option<&helpers::DevRunner>,
+    done: impl Fn(&docpipe_db::generations::Generation) -> bool,
+) -> docpipe_db::generations::Generation {
+    let started = std::time::Instant::now();
+    loop {
+        let g = generation_of(p, id).await;
+        if done(&g) {
+            return g;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "{g:?}\n{}",
+            runner
+                .map(|r| r
+                    .log_text()
+                    .lines()
+                    .rev()
+                    .take(30)
+                    .collect::<Vec<_>>()
+                    .join("\n"))
+                .unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The new collection holds exactly each live document's chunks, once: no copy doubled by a
+/// redone step, none missing.
+async fn assert_whole(p: &Pipeline, collection: &str, doc_ids: &[String]) {
+    let index = docpipe_vector::MilvusIndex::connect(&helpers::milvus_url(), None, collection)
+        .await
+        .unwrap();
+    for doc_id in doc_ids {
+        let doc = p.doc(doc_id).await.unwrap();
+        assert_eq!(
+            index.count(doc_id, None).await.unwrap(),
+            doc.chunk_count as usize,
+            "{doc_id} in {collection}"
+        );
+    }
+    let _ = index.drop_collection().await;
+}
+
+async fn indexed_laws(p: &Pipeline, n: usize) -> Vec<String> {
+    let mut doc_ids = Vec::new();
+    for i in 0..n {
+        let (name, text) = law(i);
+        let key = format!("uploads/{name}");
+        doc_ids.push(p.ingest_indexed(&key, text.as_bytes()).await.doc_id);
+    }
+    doc_ids
+}
+
+/// The index function dies (SIGKILL, as Lambda ends one at its timeout or out of memory) in the
+/// middle of a rebuild step. Its message comes back after the backoff it was armed with, the
+/// step's lease has run out by then, and the next worker does the step again: the rebuild ends
+/// active with every chunk once.
+#[tokio::test]
+async fn the_index_function_killed_in_the_middle_of_a_rebuild_step() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let doc_ids = indexed_laws(&p, 3).await;
+    let base = helpers::serve_api(&p).await;
+    let batch = [(
+        "DOCPIPE_REBUILD_BATCH_CHUNKS",
+        helpers::rebuild_batch().to_string(),
+    )];
+    let runner = helpers::DevRunner::spawn(&p, helpers::TEST_TIME_SCALE, &batch);
+    let id = start_slow_rebuild(&p, &base).await;
+    // Killed while a step holds the generation, after one step was recorded.
+    let held = wait_generation(&p, id, Duration::from_secs(120), Some(&runner), |g| {
+        g.step >= 1
+    })
+    .await;
+    assert!(
+        !held.walked,
+        "one step did it all; the drill needs several: {held:?}"
+    );
+    wait_generation(&p, id, Duration::from_secs(60), Some(&runner), |g| {
+        g.updated_at > held.updated_at && g.step == held.step
+    })
+    .await;
+    drop(runner);
+    let killed_at = generation_of(&p, id).await;
+    let runner = helpers::DevRunner::spawn(&p, helpers::TEST_TIME_SCALE, &batch);
+    let g = wait_generation(&p, id, Duration::from_secs(300), Some(&runner), |g| {
+        g.state == docpipe_db::generations::State::Active
+    })
+    .await;
+    assert!(g.step > killed_at.step, "{killed_at:?} → {g:?}");
+    assert_eq!(g.check_report.as_ref().unwrap()["missing"], 0);
+    assert_eq!(g.chunks_done, g.chunks_total, "{g:?}");
+    drop(runner);
+    assert_whole(&p, &g.collection, &doc_ids).await;
+    p.cleanup().await;
+}
+
+/// Milvus stops in the middle of a rebuild: its steps fail, say why on the generation, and back
+/// off on the template's clock instead of failing anything; once Milvus is back the rebuild goes
+/// on from where it was and switches, whole.
+#[tokio::test]
+async fn milvus_stopped_in_the_middle_of_a_rebuild() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let doc_ids = indexed_laws(&p, 3).await;
+    let base = helpers::serve_api(&p).await;
+    let runner = helpers::DevRunner::spawn(
+        &p,
+        helpers::TEST_TIME_SCALE,
+        &[(
+            "DOCPIPE_REBUILD_BATCH_CHUNKS",
+            helpers::rebuild_batch().to_string(),
+        )],
+    );
+    let id = start_slow_rebuild(&p, &base).await;
+    let before = wait_generation(&p, id, Duration::from_secs(120), Some(&runner), |g| {
+        g.step >= 1
+    })
+    .await;
+    stack("stop", "milvus");
+    let failed = wait_generation(&p, id, Duration::from_secs(120), Some(&runner), |g| {
+        !g.last_error.is_empty()
+    })
+    .await;
+    tokio::time::sleep(p.aws.clock.index.visibility).await;
+    let during = generation_of(&p, id).await;
+    stack("up", "");
+    assert_eq!(during.state, docpipe_db::generations::State::Building);
+    assert!(
+        during.step <= failed.step + 1,
+        "no step was recorded while Milvus was down: {failed:?} → {during:?}"
+    );
+    let g = wait_generation(&p, id, Duration::from_secs(300), Some(&runner), |g| {
+        g.state == docpipe_db::generations::State::Active
+    })
+    .await;
+    assert!(g.step > before.step);
+    assert!(g.last_error.is_empty(), "{g:?}");
+    assert_eq!(g.check_report.as_ref().unwrap()["missing"], 0);
+    drop(runner);
+    assert_whole(&p, &g.collection, &doc_ids).await;
+    p.cleanup().await;
+}

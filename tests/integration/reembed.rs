@@ -83,12 +83,20 @@ async fn pump_until(
 
 /// A POST as a reviewer (the index's routes are a reviewer's acts).
 async fn send_step(p: &Pipeline, id: i64, step: i64) {
+    send_step_body(
+        p,
+        &docpipe_pipeline::stages::rebuild::RebuildMessage::new(id, step).encode(),
+    )
+    .await;
+}
+
+async fn send_step_body(p: &Pipeline, body: &str) {
     p.aws
         .clients
         .sqs
         .send_message()
         .queue_url(&p.aws.index_queue)
-        .message_body(docpipe_pipeline::stages::rebuild::RebuildMessage::new(id, step).encode())
+        .message_body(body)
         .send()
         .await
         .unwrap();
@@ -473,4 +481,64 @@ async fn a_rebuild_is_cancelled_and_a_manual_one_waits_for_its_switch() {
             .drop_collection()
             .await;
     }
+}
+
+/// A rebuild whose next step was lost (sent by nobody: a worker died between its commit and its
+/// send) is sent on by the sweeper once it has been quiet longer than any step can take, from the
+/// step PostgreSQL records; one that is not quiet yet is left alone.
+#[tokio::test]
+async fn the_sweeper_sends_a_quiet_rebuild_on() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    p.ingest_indexed("uploads/q.md", law("静默条例", 2).as_bytes())
+        .await;
+    let base = helpers::serve_api(&p).await;
+    let (status, started) = post(
+        &base,
+        "/index/rebuild",
+        json!({ "embedder": other_embedder(0) }),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let id = started["generation"].as_i64().unwrap();
+    assert_eq!(
+        p.aws.drain(&p.aws.index_queue, 10).await.len(),
+        1,
+        "the first step, lost"
+    );
+    p.sweeper().run_once().await.unwrap();
+    assert!(
+        p.aws.drain(&p.aws.index_queue, 10).await.is_empty(),
+        "not quiet yet: nothing sent"
+    );
+    let clock = &p.aws.clock;
+    let quiet = clock.index.visibility + clock.backoff_max + clock.index.function_timeout;
+    p.db.client()
+        .await
+        .execute_typed(
+            "UPDATE vector_generations SET updated_at = NOW() - make_interval(secs => $2)
+              WHERE generation_id = $1",
+            &[
+                (&id, docpipe_db::Type::INT8),
+                (&(quiet.as_secs_f64() + 1.0), docpipe_db::Type::FLOAT8),
+            ],
+        )
+        .await
+        .unwrap();
+    p.sweeper().run_once().await.unwrap();
+    let sent = p.aws.drain(&p.aws.index_queue, 10).await;
+    assert_eq!(
+        sent,
+        vec![docpipe_pipeline::stages::rebuild::RebuildMessage::new(id, 0).encode()]
+    );
+    for body in &sent {
+        send_step_body(&p, body).await;
+    }
+    let g = pump_until(&p, &p.index, id, |g| g.state == State::Active).await;
+    assert_eq!(g.check_report.unwrap()["missing"], 0);
+    p.cleanup().await;
+    let _ = docpipe_vector::MilvusIndex::connect(&helpers::milvus_url(), None, &g.collection)
+        .await
+        .unwrap()
+        .drop_collection()
+        .await;
 }
