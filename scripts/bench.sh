@@ -27,6 +27,9 @@
 #                        latency of dense, keyword and hybrid on corpus/questions, beside the
 #                        rank_bm25 baseline on the same blocks; bench_keyword_scale: the keyword
 #                        query at a million articles
+#   re-embedding         bench_reembed: corpus/questions/laws indexed with hash, rebuilt to e5-small
+#                        while a client searches: time, search p50 during against before, recall@10
+#                        of both collections, failed or empty searches across the switch
 #   end to end           scripts/load.sh: documents per minute through the local pipeline
 #   init, binary size    each function binary (release, stripped) started against a stand-in
 #                        runtime API: spawn to its first GET .../invocation/next, median of 5
@@ -96,10 +99,10 @@ PROFILE="${BENCH_PROFILE:-release}"
 log "building bench_pipeline ($PROFILE${FEATURES:+, e5})"
 if [[ "$PROFILE" == release ]]; then
   cargo build --release -q -p docpipe-tests --example bench_pipeline --example bench_retrieval \
-    --example bench_keyword_scale "${FEATURES[@]}"
+    --example bench_keyword_scale --example bench_reembed "${FEATURES[@]}"
 else
   cargo build -q -p docpipe-tests --example bench_pipeline --example bench_retrieval \
-    --example bench_keyword_scale "${FEATURES[@]}"
+    --example bench_keyword_scale --example bench_reembed "${FEATURES[@]}"
 fi
 BENCH="$CARGO_TARGET_DIR/$PROFILE/examples/bench_pipeline"
 echo "bench_profile=$PROFILE" >>"$OUT/machine.env"
@@ -131,6 +134,16 @@ log "keyword index at ${BENCH_KEYWORD_ARTICLES:-1000000} articles (from $RETRIEV
 "$CARGO_TARGET_DIR/$PROFILE/examples/bench_keyword_scale" --source "$RETRIEVAL_DB" \
   --articles "${BENCH_KEYWORD_ARTICLES:-1000000}" \
   --articles-jsonl "$OUT/retrieval/articles.jsonl" >>"$RESULTS"
+
+# 3c. Re-embedding: corpus/questions/laws indexed with hash, rebuilt to e5-small through the index
+#     queue while a client searches; the rebuild's time, search p50 during it against before, the
+#     recall@10 of both collections, the searches that failed or were empty across the switch.
+if [[ ${#FEATURES[@]} -gt 0 ]]; then
+  log "re-embedding: hash to e5-small on corpus/questions/laws"
+  DOCPIPE_LOG=warn "$CARGO_TARGET_DIR/$PROFILE/examples/bench_reembed" >"$OUT/reembed.md"
+else
+  echo "(the e5 engine is not fetched: no re-embedding row)" >"$OUT/reembed.md"
+fi
 
 # 4. Init time and size of every function. In AWS the index and API functions embed with Bedrock:
 #    that is the configuration they start with here (no call is made during init).
@@ -183,4 +196,6 @@ fi
   cat "$OUT/ocr.md"
   printf '\n## Sensitive-data scan\n\n'
   cat "$OUT/scan.md"
+  printf '\n## Re-embedding, blue/green\n\n'
+  grep '^|' "$OUT/reembed.md" || true
 } | tee "$OUT/latest.md"

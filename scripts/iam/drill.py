@@ -613,6 +613,14 @@ class Drill:
             found = post_json(f"{self.api}/search", {"query": "检查每个函数的调用", "mode": mode, "top_k": 3})
             if not found.get("results") and not found.get("hits"):
                 log(f"  search ({mode}) found nothing: {json.dumps(found, ensure_ascii=False)[:300]}")
+        # A re-embedding (hash, 256 dimensions): the API sends its first step to the index queue,
+        # the index function reads the stored chunks and fills the new collection, search switches.
+        started = post_json(f"{self.api}/index/rebuild",
+                            {"embedder": {"DOCPIPE_EMBEDDER": "hash", "DOCPIPE_EMBED_DIM": "256"},
+                             "grace_secs": 10},
+                            extra={"x-docpipe-role": "reviewer"})
+        self.wait("the re-embedding to switch",
+                  lambda: get_json(f"{self.api}/index")["active"].get("generation") == started["generation"], 120)
         download = get_json(f"{self.api}/documents/{d}/download")
         urllib.request.urlopen(download["url"], timeout=10).read()
         artifacts = get_json(f"{self.api}/documents/{d}/artifacts")["artifacts"]
@@ -659,8 +667,9 @@ def psql(url: str, query: str) -> str:
     return out.stdout.strip()
 
 
-def post_json(url: str, body: dict, token: str | None = None, ok_errors: bool = False) -> dict:
-    headers = {"content-type": "application/json"}
+def post_json(url: str, body: dict, token: str | None = None, ok_errors: bool = False,
+              extra: dict | None = None) -> dict:
+    headers = {"content-type": "application/json", **(extra or {})}
     if token:
         headers["authorization"] = f"Bearer {token}"
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers=headers)
