@@ -404,27 +404,32 @@ async fn milvus_down_for_two_visibility_periods_while_documents_index() {
 }
 
 /// A rebuild of `p`'s documents into a hash collection of 256 dimensions, its steps slowed (each
-/// passage 100 ms) so that each takes a while on the template's clock; returns its generation.
+/// passage 100 ms) so that the copy takes several steps on the template's clock; its generation.
 async fn start_slow_rebuild(p: &Pipeline, base: &str) -> i64 {
+    let id = start_rebuild(
+        base,
+        serde_json::json!({
+            "DOCPIPE_EMBEDDER": "hash",
+            "DOCPIPE_EMBED_DIM": "256",
+            "DOCPIPE_HASH_DELAY_MS": "100",
+        }),
+    )
+    .await;
+    assert!(generation_of(p, id).await.chunks_total > 0);
+    id
+}
+
+async fn start_rebuild(base: &str, embedder: serde_json::Value) -> i64 {
     let answer = reqwest::Client::new()
         .post(format!("{base}/index/rebuild"))
         .header("x-docpipe-role", "reviewer")
-        .json(&serde_json::json!({
-            "embedder": {
-                "DOCPIPE_EMBEDDER": "hash",
-                "DOCPIPE_EMBED_DIM": "256",
-                "DOCPIPE_HASH_DELAY_MS": "100",
-            },
-            "grace_secs": 3600,
-        }))
+        .json(&serde_json::json!({ "embedder": embedder, "grace_secs": 3600 }))
         .send()
         .await
         .unwrap();
     assert_eq!(answer.status(), 202);
     let started: serde_json::Value = answer.json().await.unwrap();
-    let id = started["generation"].as_i64().unwrap();
-    assert!(generation_of(p, id).await.chunks_total > 0);
-    id
+    started["generation"].as_i64().unwrap()
 }
 
 async fn generation_of(p: &Pipeline, id: i64) -> docpipe_db::generations::Generation {
@@ -493,45 +498,58 @@ async fn indexed_laws(p: &Pipeline, n: usize) -> Vec<String> {
     doc_ids
 }
 
-/// The index function dies (SIGKILL, as Lambda ends one at its timeout or out of memory) in the
-/// middle of a rebuild step. Its message comes back after the backoff it was armed with, the
-/// step's lease has run out by then, and the next worker does the step again: the rebuild ends
-/// active with every chunk once.
+/// The index function stops dead in the middle of a rebuild step: its embedder blocks its thread
+/// (as CPU-bound work past the timeout would) and the dev runner kills the function process at
+/// its timeout, as Lambda does. The step's message comes back after the backoff it was armed
+/// with, the step's lease has run out by then, and the next process does the step again: the
+/// rebuild ends active with every chunk once.
 #[tokio::test]
 async fn the_index_function_killed_in_the_middle_of_a_rebuild_step() {
     let p = Pipeline::new(Pipeline::hash()).await;
     let doc_ids = indexed_laws(&p, 3).await;
     let base = helpers::serve_api(&p).await;
-    let batch = [(
-        "DOCPIPE_REBUILD_BATCH_CHUNKS",
-        helpers::rebuild_batch().to_string(),
-    )];
-    let runner = helpers::DevRunner::spawn(&p, helpers::TEST_TIME_SCALE, &batch);
-    let id = start_slow_rebuild(&p, &base).await;
-    // Killed while a step holds the generation, after one step was recorded.
-    let held = wait_generation(&p, id, Duration::from_secs(120), Some(&runner), |g| {
+    // The first embedding call in a process that finds no file here blocks: present now, so the
+    // rebuild runs; removed once a step is recorded, so the next call, inside a step, blocks.
+    let marker = std::env::temp_dir().join(helpers::unique("rebuild-hang-"));
+    std::fs::write(&marker, b"").unwrap();
+    let runner = helpers::DevRunner::spawn(&p, helpers::TEST_TIME_SCALE, &[]);
+    let id = start_rebuild(
+        &base,
+        serde_json::json!({
+            "DOCPIPE_EMBEDDER": "hash",
+            "DOCPIPE_EMBED_DIM": "256",
+            "DOCPIPE_HASH_DELAY_MS": "100",
+            "DOCPIPE_HASH_HANG_ONCE": marker.to_string_lossy(),
+        }),
+    )
+    .await;
+    let before = wait_generation(&p, id, Duration::from_secs(120), Some(&runner), |g| {
         g.step >= 1
     })
     .await;
     assert!(
-        !held.walked,
-        "one step did it all; the drill needs several: {held:?}"
+        !before.walked,
+        "one step did it all; the drill needs several: {before:?}"
     );
-    wait_generation(&p, id, Duration::from_secs(60), Some(&runner), |g| {
-        g.updated_at > held.updated_at && g.step == held.step
-    })
-    .await;
-    drop(runner);
-    let killed_at = generation_of(&p, id).await;
-    let runner = helpers::DevRunner::spawn(&p, helpers::TEST_TIME_SCALE, &batch);
+    std::fs::remove_file(&marker).unwrap();
     let g = wait_generation(&p, id, Duration::from_secs(300), Some(&runner), |g| {
         g.state == docpipe_db::generations::State::Active
     })
     .await;
-    assert!(g.step > killed_at.step, "{killed_at:?} → {g:?}");
+    assert!(
+        marker.exists(),
+        "no embedding call blocked: the drill killed nothing"
+    );
+    let log = runner.log_text();
+    assert!(
+        log.contains("timed out after"),
+        "the dev runner did not stop the blocked invocation"
+    );
+    assert!(g.step > before.step, "{before:?} → {g:?}");
     assert_eq!(g.check_report.as_ref().unwrap()["missing"], 0);
     assert_eq!(g.chunks_done, g.chunks_total, "{g:?}");
     drop(runner);
+    let _ = std::fs::remove_file(&marker);
     assert_whole(&p, &g.collection, &doc_ids).await;
     p.cleanup().await;
 }
@@ -544,14 +562,7 @@ async fn milvus_stopped_in_the_middle_of_a_rebuild() {
     let p = Pipeline::new(Pipeline::hash()).await;
     let doc_ids = indexed_laws(&p, 3).await;
     let base = helpers::serve_api(&p).await;
-    let runner = helpers::DevRunner::spawn(
-        &p,
-        helpers::TEST_TIME_SCALE,
-        &[(
-            "DOCPIPE_REBUILD_BATCH_CHUNKS",
-            helpers::rebuild_batch().to_string(),
-        )],
-    );
+    let runner = helpers::DevRunner::spawn(&p, helpers::TEST_TIME_SCALE, &[]);
     let id = start_slow_rebuild(&p, &base).await;
     let before = wait_generation(&p, id, Duration::from_secs(120), Some(&runner), |g| {
         g.step >= 1

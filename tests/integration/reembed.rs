@@ -157,6 +157,16 @@ async fn a_rebuild_fills_a_new_collection_while_search_answers_and_switches_in_o
             .await;
         docs.push(doc);
     }
+    // One law longer than a step's batch: copied in parts, across steps.
+    let long = p
+        .ingest_indexed("uploads/long.md", law("长条例", 80).as_bytes())
+        .await;
+    assert!(
+        long.chunk_count as usize > 2 * p.index.config.embed_batch,
+        "{}",
+        long.chunk_count
+    );
+    docs.push(long);
     for d in &docs {
         p.wait_searchable(&d.doc_id).await;
     }
@@ -251,14 +261,23 @@ async fn a_rebuild_fills_a_new_collection_while_search_answers_and_switches_in_o
     let g = generation(&p, id).await;
     send_step(&p, id, g.step).await;
 
-    let g = pump_until(&p, &p.index, id, |g| g.state == State::Active).await;
+    let parted = std::cell::Cell::new(false);
+    let g = pump_until(&p, &p.index, id, |g| {
+        parted.set(parted.get() || g.partial.is_some());
+        g.state == State::Active
+    })
+    .await;
+    assert!(
+        parted.get(),
+        "the long law was never left in part by a step"
+    );
     stop.store(true, Ordering::SeqCst);
     searcher.await.unwrap();
     let report = g.check_report.clone().expect("the check's report");
     assert_eq!(report["missing"], 0, "{report}");
     assert_eq!(
-        report["docs"], 4,
-        "three left of the first four, and the late one: {report}"
+        report["docs"], 5,
+        "four left of the first five, and the late one: {report}"
     );
 
     // Everything live is in the new collection, with the new dimension; the deleted document in
@@ -541,4 +560,30 @@ async fn the_sweeper_sends_a_quiet_rebuild_on() {
         .unwrap()
         .drop_collection()
         .await;
+}
+
+/// A rebuild step that reached the index queue's dead-letter queue (a long outage) is no document
+/// to fail and no upload to record: the DLQ function acknowledges it, and the sweeper sends the
+/// quiet rebuild on.
+#[tokio::test]
+async fn a_dead_lettered_rebuild_step_is_acknowledged_with_nothing_to_record() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let body = docpipe_pipeline::stages::rebuild::RebuildMessage::new(7, 3).encode();
+    let report =
+        docpipe_pipeline::handlers::dlq::handle_sqs(&p.dead_letters(), sqs_batch(&[body])).await;
+    assert!(
+        matches!(report.outcomes[0], Handled::Done(_)),
+        "{:?}",
+        report.lines
+    );
+    assert!(report.response.batch_item_failures.is_empty());
+    let failures: i64 =
+        p.db.client()
+            .await
+            .query_typed_one("SELECT count(*) FROM intake_failures", &[])
+            .await
+            .unwrap()
+            .get(0);
+    assert_eq!(failures, 0, "a rebuild step is no upload");
+    p.cleanup().await;
 }

@@ -87,12 +87,26 @@ pub struct Generation {
     pub retired_at: Option<DateTime<Utc>>,
     pub drop_after: Option<DateTime<Utc>>,
     pub backlog: i64,
+    /// A document copied in part: the rest goes first in the next step.
+    pub partial: Option<Partial>,
+}
+
+/// A document a step copied in part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partial {
+    pub doc_id: String,
+    pub run_id: i64,
+    /// The first chunk not copied yet.
+    pub from: i32,
+    /// It came from the walk (the cursor moves past it once whole), not the backlog.
+    pub walk: bool,
 }
 
 const COLUMNS: &str = "g.generation_id, g.collection, g.embedder, g.model_id, g.dimension, g.state,
     g.auto_switch, g.keep, g.grace_secs, g.cursor, g.walked, g.step, g.docs_total, g.chunks_total, g.docs_done,
     g.chunks_done, g.last_error, g.check_report, g.requested_by, g.created_at, g.updated_at,
     g.ready_at, g.switched_at, g.retired_at, g.drop_after,
+    g.partial_doc, g.partial_run, g.partial_from, g.partial_walk,
     (SELECT count(*) FROM vector_generation_backlog b
       WHERE b.generation_id = g.generation_id) AS backlog";
 
@@ -124,6 +138,14 @@ fn from_row(row: &Row) -> Generation {
         retired_at: row.get("retired_at"),
         drop_after: row.get("drop_after"),
         backlog: row.get("backlog"),
+        partial: Some(row.get::<_, String>("partial_doc"))
+            .filter(|d| !d.is_empty())
+            .map(|doc_id| Partial {
+                doc_id,
+                run_id: row.get("partial_run"),
+                from: row.get("partial_from"),
+                walk: row.get("partial_walk"),
+            }),
     }
 }
 
@@ -421,8 +443,10 @@ pub struct Progress {
     pub walked: bool,
     pub docs: i32,
     pub chunks: i64,
-    /// Backlog entries this step copied (or found gone), created no later than `backlog_seen`.
+    /// Backlog entries this step copied (or found gone).
     pub backlog_done: Vec<String>,
+    /// The document this step left in part, if any (the next step goes on with it).
+    pub partial: Option<Partial>,
 }
 
 /// Records a step and moves the generation to its next one; false when the lease was lost (the
@@ -438,7 +462,8 @@ pub async fn advance(
             "UPDATE vector_generations
                 SET cursor = COALESCE($3, cursor), walked = walked OR $4,
                     docs_done = docs_done + $5, chunks_done = chunks_done + $6,
-                    step = step + 1, last_error = '', updated_at = NOW()
+                    step = step + 1, last_error = '', updated_at = NOW(),
+                    partial_doc = $7, partial_run = $8, partial_from = $9, partial_walk = $10
               WHERE generation_id = $1 AND lease_owner = $2 AND state = 'building'",
             &[
                 (&id, Type::INT8),
@@ -447,6 +472,19 @@ pub async fn advance(
                 (&progress.walked, Type::BOOL),
                 (&progress.docs, Type::INT4),
                 (&progress.chunks, Type::INT8),
+                (
+                    &progress.partial.as_ref().map_or("", |p| p.doc_id.as_str()),
+                    Type::VARCHAR,
+                ),
+                (
+                    &progress.partial.as_ref().map_or(0, |p| p.run_id),
+                    Type::INT8,
+                ),
+                (&progress.partial.as_ref().map_or(0, |p| p.from), Type::INT4),
+                (
+                    &progress.partial.as_ref().is_some_and(|p| p.walk),
+                    Type::BOOL,
+                ),
             ],
         )
         .await?
@@ -542,7 +580,7 @@ pub async fn switch(
         )));
     }
     let g = get(tx, id).await?.expect("locked above");
-    if !g.walked || g.backlog > 0 || g.check_report.is_none() {
+    if !g.walked || g.backlog > 0 || g.partial.is_some() || g.check_report.is_none() {
         return Ok(Switched::Refused(format!(
             "generation {id} is not complete: walked {}, backlog {}, checked {}",
             g.walked,
@@ -593,7 +631,7 @@ pub async fn mark_checked(
                     state = CASE WHEN auto_switch THEN state ELSE 'ready' END,
                     ready_at = NOW()
               WHERE generation_id = $1 AND lease_owner = $2 AND state = 'building'
-                AND walked
+                AND walked AND partial_doc = ''
                 AND NOT EXISTS (SELECT 1 FROM vector_generation_backlog b
                                  WHERE b.generation_id = $1)",
             &[

@@ -133,6 +133,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0024_vector_generations",
         sql: include_str!("../../../migrations/0024_vector_generations.sql"),
     },
+    Migration {
+        version: 25,
+        name: "0025_rebuild_partial_document",
+        sql: include_str!("../../../migrations/0025_rebuild_partial_document.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

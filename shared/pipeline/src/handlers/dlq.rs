@@ -209,6 +209,11 @@ async fn read_letter(
         .unwrap_or(0);
     let body = message.body.as_deref().unwrap_or_default();
     let mut last_error = None;
+    // A re-embedding's step names no document: the sweeper sends a quiet rebuild on from the step
+    // PostgreSQL records, so its dead letter has nothing to record.
+    if crate::stages::rebuild::RebuildMessage::decode(body).is_some() {
+        return Ok(None);
+    }
     if let Ok(job) = JobMessage::decode(body) {
         let target = Target {
             doc_id: job.doc_id,

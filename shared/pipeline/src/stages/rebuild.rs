@@ -6,7 +6,9 @@
 //! copies the documents on the backlog (indexed behind the walk: the index commit put them there)
 //! and then walks on in doc_id order, within a budget of chunks and of the function's time, records
 //! how far it got in one transaction and sends the next step. Copies are idempotent: a document's
-//! vectors in the new collection are replaced whole. When the walk and the backlog are done, the
+//! vectors in the new collection are replaced whole, or, for a document larger than one step,
+//! written on from the first chunk the last step did not record (what it inserted past that goes
+//! first). When the walk and the backlog are done, the
 //! check compares the new collection with PostgreSQL, document by document (every live chunk
 //! present, nothing else): what differs goes on the backlog; a clean check switches search (one
 //! compare-and-set) or waits, ready, for an operator.
@@ -17,7 +19,7 @@ use crate::error::StageError;
 use crate::stages::index::{chunk_records, document_tags, embedding_text, read_chunks};
 use docpipe_core::config::IndexConfig;
 use docpipe_core::model::Stage;
-use docpipe_db::generations::{self, Generation, Progress, State, Switched, ToCopy};
+use docpipe_db::generations::{self, Generation, Partial, Progress, State, Switched, ToCopy};
 use docpipe_db::{documents, projection, Db, DbError};
 use docpipe_vector::VectorError;
 use serde::{Deserialize, Serialize};
@@ -230,32 +232,77 @@ async fn work(
         .ensure_collection(side.embedder.dimension(), side.embedder.model_id())
         .await
         .map_err(vector_err)?;
-    let deadline = started + deps.config.clock.index.function_timeout.mul_f64(WORK_SHARE);
-    // A bounded batch whatever the library, besides the time the step has.
-    let budget = deps.config.rebuild_batch as i64;
+    let limit = Limit {
+        deadline: started + deps.config.clock.index.function_timeout.mul_f64(WORK_SHARE),
+        // A bounded batch whatever the library, besides the time the step has.
+        budget: deps.config.rebuild_batch as i64,
+    };
     let mut progress = Progress::default();
-    // The backlog first: documents indexed behind the walk.
+    let mut cursor = g.cursor.clone();
+    let mut walked = g.walked;
+    // A document an earlier step copied in part goes on first, from where it stopped.
+    if let Some(part) = &g.partial {
+        let copy = ToCopy {
+            doc_id: part.doc_id.clone(),
+            run_id: part.run_id,
+            chunks: 0,
+        };
+        match copy_document(
+            deps,
+            &side,
+            &copy,
+            part.from.max(0) as usize,
+            &limit,
+            &mut progress,
+        )
+        .await?
+        {
+            Copied::Whole => {
+                if part.walk {
+                    cursor = part.doc_id.clone();
+                    progress.docs += 1;
+                } else {
+                    progress.backlog_done.push(part.doc_id.clone());
+                }
+            }
+            Copied::UpTo(from) => {
+                progress.partial = Some(Partial {
+                    from: from as i32,
+                    ..part.clone()
+                });
+            }
+        }
+    }
+    // The backlog: documents indexed behind the walk.
     let client = deps.db.client().await.map_err(db_err)?;
     let backlog = generations::backlog(&**client, g.generation_id, DOCS_PER_READ)
         .await
         .map_err(db_err)?;
     drop(client);
     for (doc_id, copy) in backlog {
-        if progress.chunks >= budget || Instant::now() > deadline {
+        if progress.partial.is_some() || limit.reached(&progress) {
             break;
         }
         match copy {
             Some(copy) => {
-                progress.chunks += copy_document(deps, &side, &copy).await? as i64;
+                if let Copied::UpTo(from) =
+                    copy_document(deps, &side, &copy, 0, &limit, &mut progress).await?
+                {
+                    progress.partial = Some(Partial {
+                        doc_id: copy.doc_id.clone(),
+                        run_id: copy.run_id,
+                        from: from as i32,
+                        walk: false,
+                    });
+                    break;
+                }
             }
             None => side.vectors.delete_doc(&doc_id).await.map_err(vector_err)?,
         }
         progress.backlog_done.push(doc_id);
     }
     // Then the walk.
-    let mut cursor = g.cursor.clone();
-    let mut walked = g.walked;
-    while !walked && progress.chunks < budget && Instant::now() < deadline {
+    while !walked && progress.partial.is_none() && !limit.reached(&progress) {
         let client = deps.db.client().await.map_err(db_err)?;
         let page = generations::walk(&**client, &cursor, DOCS_PER_READ)
             .await
@@ -263,13 +310,26 @@ async fn work(
         drop(client);
         walked = (page.len() as i64) < DOCS_PER_READ;
         for copy in &page {
-            if progress.chunks >= budget || Instant::now() > deadline {
+            if limit.reached(&progress) {
                 walked = false;
                 break;
             }
-            progress.chunks += copy_document(deps, &side, copy).await? as i64;
-            progress.docs += 1;
-            cursor = copy.doc_id.clone();
+            match copy_document(deps, &side, copy, 0, &limit, &mut progress).await? {
+                Copied::Whole => {
+                    progress.docs += 1;
+                    cursor = copy.doc_id.clone();
+                }
+                Copied::UpTo(from) => {
+                    progress.partial = Some(Partial {
+                        doc_id: copy.doc_id.clone(),
+                        run_id: copy.run_id,
+                        from: from as i32,
+                        walk: true,
+                    });
+                    walked = false;
+                    break;
+                }
+            }
         }
     }
     progress.cursor = Some(cursor);
@@ -302,7 +362,7 @@ async fn work(
         ms = started.elapsed().as_millis() as u64,
         "rebuild step"
     );
-    if !walked || backlog_left > 0 {
+    if !walked || backlog_left > 0 || progress.partial.is_some() {
         send_next(deps, g.generation_id, g.step + 1).await?;
         return Ok(RebuildOutcome::Stepped {
             generation: g.generation_id,
@@ -325,14 +385,40 @@ async fn send_next(deps: &RebuildDeps<'_>, generation: i64, step: i64) -> Result
         .map_err(|e| StageError::transient(Stage::Index, e))
 }
 
-/// Copies one document's current run into the generation's collection; returns its chunks. Its
-/// vectors carry the version state PostgreSQL gives now. A document that moved on while it was
-/// copied (deleted, or indexed again) loses the copy again: its new run is on the backlog.
-pub(crate) async fn copy_document(
+/// What one step may copy: until its share of the function's time, or its batch of chunks.
+struct Limit {
+    deadline: Instant,
+    budget: i64,
+}
+
+impl Limit {
+    fn reached(&self, progress: &Progress) -> bool {
+        progress.chunks >= self.budget || Instant::now() >= self.deadline
+    }
+}
+
+/// How far a document's copy got in this step.
+enum Copied {
+    /// Every chunk (or nothing to copy: the document moved on).
+    Whole,
+    /// The chunks before this one are in; the rest goes on in the next step.
+    UpTo(usize),
+}
+
+/// Copies one document's current run into the generation's collection from chunk `from`, a batch
+/// of the embedder at a time, counting into `progress` and stopping at the step's limit (after at
+/// least one batch, so every step moves on). Its vectors carry the version state PostgreSQL gives
+/// now. From the start, whatever the collection held of the document goes first; from a later
+/// chunk, whatever an interrupted step inserted past it. A document that moved on (deleted, or
+/// indexed again) loses its copy again: its new run is on the backlog.
+async fn copy_document(
     deps: &RebuildDeps<'_>,
     side: &Side,
     copy: &ToCopy,
-) -> Result<usize, StageError> {
+    from: usize,
+    limit: &Limit,
+    progress: &mut Progress,
+) -> Result<Copied, StageError> {
     let (doc_id, run_id) = (copy.doc_id.as_str(), copy.run_id);
     let (doc, state) = {
         let client = deps.db.client().await.map_err(db_err)?;
@@ -343,13 +429,26 @@ pub(crate) async fn copy_document(
     let Some(doc) = doc.filter(|d| d.deleting_at.is_none() && d.current_run_id == Some(run_id))
     else {
         side.vectors.delete_doc(doc_id).await.map_err(vector_err)?;
-        return Ok(0);
+        return Ok(Copied::Whole);
     };
     let chunks = read_chunks(deps.objects, &deps.config.bucket, doc_id, run_id).await?;
-    side.vectors.delete_doc(doc_id).await.map_err(vector_err)?;
+    let from = from.min(chunks.len());
+    if from == 0 {
+        side.vectors.delete_doc(doc_id).await.map_err(vector_err)?;
+    } else {
+        side.vectors
+            .delete_run_from(doc_id, run_id, from as i64)
+            .await
+            .map_err(vector_err)?;
+    }
     let tags = document_tags(&doc);
     let size = deps.config.embed_batch.max(1);
-    for (n, batch) in chunks.chunks(size).enumerate() {
+    let mut next = from;
+    while next < chunks.len() {
+        if next > from && limit.reached(progress) {
+            break;
+        }
+        let batch = &chunks[next..(next + size).min(chunks.len())];
         let texts: Vec<String> = batch.iter().map(embedding_text).collect();
         let vectors = side
             .embedder
@@ -366,11 +465,13 @@ pub(crate) async fn copy_document(
                 ),
             ));
         }
-        let mut records = chunk_records(&doc, run_id, n * size, batch, vectors, &tags);
+        let mut records = chunk_records(&doc, run_id, next, batch, vectors, &tags);
         for r in &mut records {
             r.projection = state;
         }
         side.vectors.insert(&records).await.map_err(vector_err)?;
+        next += batch.len();
+        progress.chunks += batch.len() as i64;
     }
     // Moved on meanwhile? Then the copy goes again (a new run is on the backlog, a delete left
     // nothing to keep).
@@ -382,9 +483,13 @@ pub(crate) async fn copy_document(
             .delete_run(doc_id, run_id)
             .await
             .map_err(vector_err)?;
-        return Ok(0);
+        return Ok(Copied::Whole);
     }
-    Ok(chunks.len())
+    Ok(if next < chunks.len() {
+        Copied::UpTo(next)
+    } else {
+        Copied::Whole
+    })
 }
 
 /// The check: PostgreSQL's live documents against what the new collection holds, page by page of
