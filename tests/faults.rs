@@ -403,22 +403,7 @@ async fn milvus_down_for_two_visibility_periods_while_documents_index() {
     p.cleanup().await;
 }
 
-/// A rebuild of `p`'s documents into a hash collection of 256 dimensions, its steps slowed (each
-/// passage 100 ms) so that the copy takes several steps on the template's clock; its generation.
-async fn start_slow_rebuild(p: &Pipeline, base: &str) -> i64 {
-    let id = start_rebuild(
-        base,
-        serde_json::json!({
-            "DOCPIPE_EMBEDDER": "hash",
-            "DOCPIPE_EMBED_DIM": "256",
-            "DOCPIPE_HASH_DELAY_MS": "100",
-        }),
-    )
-    .await;
-    assert!(generation_of(p, id).await.chunks_total > 0);
-    id
-}
-
+/// Starts a rebuild of the pipeline's documents with `embedder`; its generation.
 async fn start_rebuild(base: &str, embedder: serde_json::Value) -> i64 {
     let answer = reqwest::Client::new()
         .post(format!("{base}/index/rebuild"))
@@ -563,7 +548,16 @@ async fn milvus_stopped_in_the_middle_of_a_rebuild() {
     let doc_ids = indexed_laws(&p, 3).await;
     let base = helpers::serve_api(&p).await;
     let runner = helpers::DevRunner::spawn(&p, helpers::TEST_TIME_SCALE, &[]);
-    let id = start_slow_rebuild(&p, &base).await;
+    // Slow enough (300 ms a passage, about 45 s in all) that Milvus is down before it is done.
+    let id = start_rebuild(
+        &base,
+        serde_json::json!({
+            "DOCPIPE_EMBEDDER": "hash",
+            "DOCPIPE_EMBED_DIM": "256",
+            "DOCPIPE_HASH_DELAY_MS": "300",
+        }),
+    )
+    .await;
     let before = wait_generation(&p, id, Duration::from_secs(120), Some(&runner), |g| {
         g.step >= 1
     })
