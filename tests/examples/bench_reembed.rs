@@ -72,39 +72,6 @@ fn record(s: &mut Searches, ms: f64, answer: &Option<Value>) {
     }
 }
 
-fn plain(s: &str) -> String {
-    s.replace(['《', '》', ' ', '\u{3000}'], "")
-        .replace("中华人民共和国", "")
-}
-
-/// Recall@10 of dense search against `index` (active or next): each question's relevant articles
-/// among its first ten hits, averaged.
-async fn recall(http: &reqwest::Client, base: &str, questions: &[Value], index: &str) -> f64 {
-    let mut sum = 0.0;
-    for q in questions {
-        let relevant: Vec<String> = q["relevant"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r.as_str().map(plain))
-            .collect();
-        let body = json!({ "query": q["question"], "mode": "dense", "top_k": 10, "index": index });
-        let (_, answer) = ask(http, base, &body).await;
-        let cited: Vec<String> = answer
-            .as_ref()
-            .and_then(|v| v["hits"].as_array().cloned())
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|h| h["citation"].as_str().map(plain))
-            .collect();
-        if !relevant.is_empty() {
-            sum += relevant.iter().filter(|r| cited.contains(r)).count() as f64
-                / relevant.len() as f64;
-        }
-    }
-    sum / questions.len().max(1) as f64
-}
-
 async fn run(sample: usize) -> AnyResult<()> {
     let dir = corpus_dir().join("questions");
     let questions: Vec<Value> = std::fs::read_to_string(dir.join("train.jsonl"))?
@@ -225,14 +192,7 @@ async fn run(sample: usize) -> AnyResult<()> {
             docpipe_pipeline::handlers::index::handle_sqs(&p.index, sqs_batch(&bodies)).await;
         for (body, outcome) in bodies.iter().zip(&report.outcomes) {
             if !matches!(outcome, Handled::Done(_)) {
-                p.aws
-                    .clients
-                    .sqs
-                    .send_message()
-                    .queue_url(&p.aws.index_queue)
-                    .message_body(body)
-                    .send()
-                    .await?;
+                helpers::return_after_backoff(&p.aws, &p.aws.index_queue, body).await;
             }
         }
     };
@@ -242,8 +202,14 @@ async fn run(sample: usize) -> AnyResult<()> {
 
     // 4. Recall of both collections, before the switch.
     let asked: Vec<Value> = questions.iter().take(sample).cloned().collect();
-    let recall_hash = recall(&http, &base, &asked, "active").await;
-    let recall_e5 = recall(&http, &base, &asked, "next").await;
+    let cli = docpipe_cli::client::Conn {
+        api_url: base.clone(),
+        auth: docpipe_cli::auth::AuthMode::None,
+        token: None,
+        json: false,
+    }
+    .client()?;
+    let (recall_hash, recall_e5) = docpipe_cli::commands::recall_at_10(&cli, &asked).await?;
 
     // 5. The switch, with the client still searching, then a while after it.
     switching.store(true, Ordering::SeqCst);

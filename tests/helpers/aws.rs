@@ -255,6 +255,21 @@ impl TestAws {
     }
 }
 
+/// Sends `body` back to `queue` hidden for the template clock's first backoff: how a delivery that
+/// failed transiently returns (for a test that drains the queue itself, without receipt handles).
+pub async fn return_after_backoff(aws: &TestAws, queue: &str, body: &str) {
+    let delay = aws.clock.backoff(1).as_secs_f64().ceil().min(900.0) as i32;
+    aws.clients
+        .sqs
+        .send_message()
+        .queue_url(queue)
+        .message_body(body)
+        .delay_seconds(delay)
+        .send()
+        .await
+        .expect("send the message back");
+}
+
 /// A queue with SQS's defaults; [`TestAws::new`] then gives it the template's clock.
 async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
     sqs.create_queue()

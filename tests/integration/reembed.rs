@@ -42,7 +42,8 @@ async fn generation(p: &Pipeline, id: i64) -> Generation {
 }
 
 /// Delivers the index queue to `service` until `done` holds of the generation; a message that
-/// failed goes back to the queue, as SQS returns it.
+/// failed comes back after the template's first backoff, as the index function's hold-back
+/// returns it.
 async fn pump_until(
     p: &Pipeline,
     service: &IndexService,
@@ -67,15 +68,7 @@ async fn pump_until(
             docpipe_pipeline::handlers::index::handle_sqs(service, sqs_batch(&bodies)).await;
         for (body, outcome) in bodies.iter().zip(&report.outcomes) {
             if !matches!(outcome, Handled::Done(_)) {
-                p.aws
-                    .clients
-                    .sqs
-                    .send_message()
-                    .queue_url(&p.aws.index_queue)
-                    .message_body(body)
-                    .send()
-                    .await
-                    .unwrap();
+                helpers::return_after_backoff(&p.aws, &p.aws.index_queue, body).await;
             }
         }
     }
@@ -136,12 +129,20 @@ async fn get_index(base: &str) -> Value {
         .unwrap()
 }
 
-/// The vectors one document holds in a collection, read at Strong consistency.
-async fn held(collection: &str, doc_id: &str) -> usize {
-    let index = docpipe_vector::MilvusIndex::connect(&helpers::milvus_url(), None, collection)
+async fn collection(name: &str) -> docpipe_vector::MilvusIndex {
+    docpipe_vector::MilvusIndex::connect(&helpers::milvus_url(), None, name)
         .await
-        .unwrap();
-    index.count(doc_id, None).await.unwrap()
+        .unwrap()
+}
+
+/// The vectors one document holds in a collection, read at Strong consistency.
+async fn held(name: &str, doc_id: &str) -> usize {
+    collection(name).await.count(doc_id, None).await.unwrap()
+}
+
+/// A rebuild's collection outlives the test's own (which `cleanup` drops).
+async fn drop_collection(name: &str) {
+    let _ = collection(name).await.drop_collection().await;
 }
 
 #[tokio::test]
@@ -359,11 +360,7 @@ async fn a_rebuild_fills_a_new_collection_while_search_answers_and_switches_in_o
     let old_row = retired.iter().find(|r| r.collection == old).unwrap();
     assert_eq!(old_row.state, State::Dropped, "{old_row:?}");
     p.cleanup().await;
-    let _ = docpipe_vector::MilvusIndex::connect(&helpers::milvus_url(), None, &new)
-        .await
-        .unwrap()
-        .drop_collection()
-        .await;
+    drop_collection(&new).await;
 }
 
 #[tokio::test]
@@ -493,13 +490,7 @@ async fn a_rebuild_is_cancelled_and_a_manual_one_waits_for_its_switch() {
     assert!(held(p.milvus.collection(), &doc.doc_id).await > 0);
     assert!(held(&next, &doc.doc_id).await > 0);
     p.cleanup().await;
-    for c in [next] {
-        let _ = docpipe_vector::MilvusIndex::connect(&helpers::milvus_url(), None, &c)
-            .await
-            .unwrap()
-            .drop_collection()
-            .await;
-    }
+    drop_collection(&next).await;
 }
 
 /// A rebuild whose next step was lost (sent by nobody: a worker died between its commit and its
@@ -555,11 +546,7 @@ async fn the_sweeper_sends_a_quiet_rebuild_on() {
     let g = pump_until(&p, &p.index, id, |g| g.state == State::Active).await;
     assert_eq!(g.check_report.unwrap()["missing"], 0);
     p.cleanup().await;
-    let _ = docpipe_vector::MilvusIndex::connect(&helpers::milvus_url(), None, &g.collection)
-        .await
-        .unwrap()
-        .drop_collection()
-        .await;
+    drop_collection(&g.collection).await;
 }
 
 /// A rebuild step that reached the index queue's dead-letter queue (a long outage) is no document

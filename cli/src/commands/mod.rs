@@ -19,7 +19,7 @@ mod works;
 pub use article::{article, ArticleArgs};
 pub use intake_failures::{intake_failures, IntakeArgs};
 pub use ls::{ls, LsArgs};
-pub use reindex::{index, reindex, IndexArgs, ReindexArgs};
+pub use reindex::{index, recall_at_10, reindex, IndexArgs, ReindexArgs};
 pub use retry::retry;
 pub use rm::rm;
 pub use scan::{scan, ScanArgs};

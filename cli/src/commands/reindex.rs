@@ -253,8 +253,8 @@ fn plain_citation(s: &str) -> String {
         .replace("中华人民共和国", "")
 }
 
-/// Recall@10 of dense search on the current and the next collection: the share of each
-/// question's relevant articles among its first ten hits, averaged.
+/// Recall@10 of dense search on the current and the next collection, on the first `sample`
+/// questions of a train.jsonl.
 async fn recall(
     client: &crate::client::Client,
     path: &std::path::Path,
@@ -267,8 +267,18 @@ async fn recall(
         .take(sample)
         .map(serde_json::from_str)
         .collect::<Result<_, _>>()?;
+    let (current, next) = recall_at_10(client, &questions).await?;
+    Ok((current, next, questions.len()))
+}
+
+/// Recall@10 of dense search on the current (`index: active`) and the next collection: the share
+/// of each question's `relevant` articles among its first ten hits, averaged over the questions.
+pub async fn recall_at_10(
+    client: &crate::client::Client,
+    questions: &[Value],
+) -> anyhow::Result<(f64, f64)> {
     let mut sums = [0.0f64; 2];
-    for q in &questions {
+    for q in questions {
         let relevant: Vec<String> = q["relevant"]
             .as_array()
             .into_iter()
@@ -293,7 +303,7 @@ async fn recall(
         }
     }
     let n = questions.len().max(1) as f64;
-    Ok((sums[0] / n, sums[1] / n, questions.len()))
+    Ok((sums[0] / n, sums[1] / n))
 }
 
 #[cfg(test)]
