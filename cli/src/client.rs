@@ -43,6 +43,9 @@ pub enum ClientError {
     /// The presigned upload was refused by the object store.
     #[error("upload to the presigned URL failed: HTTP {status}: {body}")]
     Upload { status: u16, body: String },
+    /// The command line names something impossible.
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl ClientError {
@@ -83,6 +86,9 @@ pub struct Client {
     base: String,
     http: reqwest::Client,
     auth: Auth,
+    /// Sent as `X-Docpipe-Tenant`, which only the dev runner reads: a deployed API takes the
+    /// tenant from the caller's JWT claim or IAM principal tag.
+    tenant: Option<String>,
 }
 
 /// One page of a listing: the documents and the cursor of the next page.
@@ -109,7 +115,14 @@ impl Client {
             base: base.trim_end_matches('/').to_string(),
             http,
             auth,
+            tenant: None,
         }
+    }
+
+    /// The same client, naming `tenant` to the dev runner.
+    pub fn for_tenant(mut self, tenant: Option<&str>) -> Client {
+        self.tenant = tenant.map(String::from);
+        self
     }
 
     pub fn base(&self) -> &str {
@@ -140,6 +153,9 @@ impl Client {
         }
         for (k, v) in headers {
             req = req.header(*k, *v);
+        }
+        if let Some(tenant) = &self.tenant {
+            req = req.header("x-docpipe-tenant", tenant);
         }
         let unreachable = |e: reqwest::Error| ClientError::Unreachable {
             url: self.base.clone(),
@@ -510,6 +526,11 @@ pub struct Conn {
     /// Print the API's JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// The tenant to act as on the dev runner (its X-Docpipe-Tenant header; without it, the dev
+    /// runner's default tenant). A deployed API ignores it: the caller's JWT claim or IAM
+    /// principal tag names the tenant.
+    #[arg(long, env = "DOCPIPE_TENANT")]
+    pub tenant: Option<String>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -519,6 +540,7 @@ impl std::fmt::Debug for Conn {
             .field("auth", &self.auth)
             .field("token", &self.token.as_ref().map(|_| "…"))
             .field("json", &self.json)
+            .field("tenant", &self.tenant)
             .finish()
     }
 }
@@ -526,6 +548,13 @@ impl std::fmt::Debug for Conn {
 impl Conn {
     pub fn client(&self) -> Result<Client, ClientError> {
         let auth = Auth::choose(self.auth, &self.api_url, self.token.as_deref())?;
-        Ok(Client::with_auth(&self.api_url, auth))
+        if let Some(t) = self.tenant.as_deref() {
+            if !docpipe_core::tenant::is_valid_organ_id(t) {
+                return Err(ClientError::Usage(format!(
+                    "--tenant {t:?} is no tenant id: lower-case letters, digits, - and _, at most 64"
+                )));
+            }
+        }
+        Ok(Client::with_auth(&self.api_url, auth).for_tenant(self.tenant.as_deref()))
     }
 }

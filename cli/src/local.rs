@@ -17,6 +17,10 @@ pub struct PutArgs {
     /// Key prefix; the bucket notification watches `uploads/`.
     #[arg(long, default_value = "uploads/")]
     prefix: String,
+    /// The tenant whose documents these are: the files go under `uploads/{tenant}/` (a tenant
+    /// exists once it has called the API; other folders are the default tenant's).
+    #[arg(long, conflicts_with = "prefix")]
+    tenant: Option<String>,
 }
 
 pub async fn put(args: PutArgs) -> anyhow::Result<()> {
@@ -24,6 +28,15 @@ pub async fn put(args: PutArgs) -> anyhow::Result<()> {
     let aws = AwsConfig::read(&mut env);
     let bucket = env.required("DOCPIPE_BUCKET");
     env.finish()?;
+    let prefix = match &args.tenant {
+        Some(t) if docpipe_core::tenant::is_valid_organ_id(t) => {
+            format!("{}{t}/", docpipe_core::ids::UPLOAD_PREFIX)
+        }
+        Some(t) => anyhow::bail!(
+            "--tenant {t:?} is no tenant id: lower-case letters, digits, - and _, at most 64"
+        ),
+        None => args.prefix.clone(),
+    };
     let s3 = docpipe_pipeline::services::AwsClients::new(&aws).await.s3;
     for file in &args.files {
         let name = file
@@ -31,7 +44,7 @@ pub async fn put(args: PutArgs) -> anyhow::Result<()> {
             .context("a file name")?
             .to_string_lossy()
             .to_string();
-        let key = format!("{}{name}", args.prefix);
+        let key = format!("{prefix}{name}");
         let body = tokio::fs::read(file)
             .await
             .with_context(|| format!("reading {}", file.display()))?;

@@ -520,6 +520,37 @@ if (stackBus) {
 } else {
   probes.push({ function: '(template)', what: 'no function has DOCPIPE_EVENT_BUS and the values file names no event_bus', want: 'a bus', got: 'none' })
 }
+
+// ───────────────────────────── Tenants, probed ─────────────────────────────
+// AuthMode=iam: the callers' and reviewers' policies let only a principal tagged with its tenant
+// (docpipe-organ-id) invoke the API, and the API function may read principals' tags in its own
+// account and change none.
+const TENANT_TAG = 'aws:PrincipalTag/docpipe-organ-id'
+const route = `arn:aws:execute-api:${values.region}:${values.account_id}:HttpApi/$default/GET/documents`
+for (const id of ['CallerPolicy', 'ReviewerPolicy']) {
+  const r = resources[id]
+  if (!r || (r.Condition && !condition(r.Condition))) {
+    probes.push({ function: id, what: 'the policy exists (AuthMode=iam)', want: 'present', got: 'missing' })
+    continue
+  }
+  const statements = [].concat(evaluate(r.Properties.PolicyDocument).Statement)
+  const policy = { id }
+  await probe(policy, statements, 'Invoke by a principal tagged with its tenant', 'execute-api:Invoke', route, { [TENANT_TAG]: 'acme' }, 'allowed')
+  await probe(policy, statements, 'Invoke by a principal without a tenant tag', 'execute-api:Invoke', route, {}, 'denied')
+}
+const api = functions['docpipe-api']
+if (api) {
+  const statements = api.statements.map((s) => s.statement)
+  const role = (name, account = values.account_id) => `arn:aws:iam::${account}:role/${name}`
+  await probe(api, statements, 'ListRoleTags of a caller\'s role', 'iam:ListRoleTags', role('docpipe-operator'), {}, 'allowed')
+  await probe(api, statements, 'ListUserTags of a caller', 'iam:ListUserTags', `arn:aws:iam::${values.account_id}:user/alice`, {}, 'allowed')
+  await probe(api, statements, 'ListRoleTags of a role in another account', 'iam:ListRoleTags', role('docpipe-operator', '210987654321'), {}, 'denied')
+  for (const action of ['iam:TagRole', 'iam:UntagRole', 'iam:TagUser', 'iam:GetRole', 'iam:PassRole']) {
+    await probe(api, statements, `${action.split(':')[1]} of a caller's role`, action, role('docpipe-operator'), {}, 'denied')
+  }
+} else {
+  probes.push({ function: '(template)', what: 'the API function (binary api)', want: 'present', got: 'missing' })
+}
 const probeFailures = probes.filter((p) => p.want !== p.got)
 
 // Statements (and their actions) that no recorded call needed: what the drill did not exercise,
@@ -565,7 +596,7 @@ for (const [id, s] of Object.entries(perFunction)) {
 }
 const byFn = {}
 for (const p of probes) (byFn[p.function] = byFn[p.function] || []).push(p)
-console.log(`[iam-check] EventBridge probes (each role as IAM evaluates it; the stack's bus is ${stackBus || 'unknown'}):`)
+console.log(`[iam-check] probes (EventBridge for each role, the tenant tag for the callers' policies and the API; each as IAM evaluates it; the stack's bus is ${stackBus || 'unknown'}):`)
 for (const [id, list] of Object.entries(byFn)) {
   const bad = list.filter((p) => p.want !== p.got)
   const allowedOnes = list.filter((p) => p.got === 'allowed').map((p) => p.what)
@@ -594,7 +625,7 @@ if (args.report) {
 }
 const failed = list.length + unknown.length + silent.length + refusedManaged.length + probeFailures.length
 if (failed) {
-  console.log(`[iam-check] FAILED: ${list.length} denied or 403 finding(s), ${unknown.length} unmapped request(s), ${silent.length} silent function(s), ${refusedManaged.length} managed polic(ies) off the allowlist, ${probeFailures.length} EventBridge probe(s) wrong`)
+  console.log(`[iam-check] FAILED: ${list.length} denied or 403 finding(s), ${unknown.length} unmapped request(s), ${silent.length} silent function(s), ${refusedManaged.length} managed polic(ies) off the allowlist, ${probeFailures.length} probe(s) wrong`)
   process.exit(1)
 }
-console.log(`[iam-check] every call of every function is allowed by its role, every GET/HEAD of a key that may be missing answers 404, and events:PutEvents is allowed on the stack's bus only`)
+console.log(`[iam-check] every call of every function is allowed by its role, every GET/HEAD of a key that may be missing answers 404, events:PutEvents is allowed on the stack's bus only, and only a principal tagged with its tenant may invoke the API`)

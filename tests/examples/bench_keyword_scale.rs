@@ -27,8 +27,8 @@ use std::time::Instant;
 
 const SCALE_DB: &str = "bench_keyword_scale";
 const INDEX: &str = "ALTER TABLE keyword_postings ADD PRIMARY KEY (term, block_id);
-    CREATE INDEX idx_keyword_postings_term_impact
-        ON keyword_postings(term, impact DESC) INCLUDE (block_id);
+    CREATE INDEX idx_keyword_postings_organ_term_impact
+        ON keyword_postings(organ_id, term, impact DESC) INCLUDE (block_id);
     ANALYZE;";
 
 fn main() -> AnyResult<()> {
@@ -154,7 +154,7 @@ async fn run(
     let gold = gold.as_ref();
     if reuse {
         let src = TestDb::persistent(source).await;
-        let base_blocks = keyword::block_count(&**src.client().await).await?;
+        let base_blocks = keyword::block_count(&**src.client().await, &[]).await?;
         let span: i64 = src
             .client()
             .await
@@ -182,7 +182,7 @@ async fn run(
     // The copy keeps only what the keyword query reads: no snapshot rows behind the blocks.
     d.batch_execute(
         "ALTER TABLE keyword_blocks DROP CONSTRAINT IF EXISTS keyword_blocks_block_id_fkey;
-         DROP INDEX IF EXISTS idx_keyword_postings_term_impact;
+         DROP INDEX IF EXISTS idx_keyword_postings_organ_term_impact;
          ALTER TABLE keyword_postings DROP CONSTRAINT IF EXISTS keyword_postings_pkey;",
     )
     .await?;
@@ -251,7 +251,7 @@ async fn run(
         .await?;
     }
     d.batch_execute(
-        "INSERT INTO keyword_terms SELECT term, count(*) FROM keyword_postings GROUP BY term",
+        "INSERT INTO keyword_terms (term, df) SELECT term, count(*) FROM keyword_postings GROUP BY term",
     )
     .await?;
     log(&format!(
@@ -273,7 +273,7 @@ async fn run(
     let t = Instant::now();
     d.batch_execute(
         "ALTER TABLE keyword_postings DROP CONSTRAINT keyword_postings_pkey;
-         DROP INDEX idx_keyword_postings_term_impact;",
+         DROP INDEX idx_keyword_postings_organ_term_impact;",
     )
     .await?;
     for r in 1..=replicas {
@@ -347,7 +347,7 @@ async fn report(
     span: i64,
 ) -> AnyResult<()> {
     let d = dst.client().await;
-    let total_blocks = keyword::block_count(&**d).await?;
+    let total_blocks = keyword::block_count(&**d, &[]).await?;
     let total_postings: i64 = d
         .query_one("SELECT count(*) FROM keyword_postings", &[])
         .await?

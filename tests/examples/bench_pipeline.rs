@@ -555,6 +555,7 @@ async fn run_index_search(
             .enumerate()
             .map(|(i, (c, v))| ChunkRecord {
                 chunk_id: format!("raw{r}:{i}"),
+                organ_id: "default".into(),
                 doc_id: format!("raw-doc-{r}-{}", i / 100),
                 run_id: 1,
                 chunk_index: i as i64,
@@ -867,7 +868,8 @@ async fn run_verify(bench: &Pipeline, rounds: usize) -> AnyResult<()> {
         async move {
             // A cache of its own each time: the cost of a check with nothing shared.
             let cache = docpipe_search::SearchCache::default();
-            let mut checker = docpipe_search::citations::Checker::new(db, &cache, &as_of).await?;
+            let mut checker =
+                docpipe_search::citations::Checker::new(db, &cache, &as_of, &[]).await?;
             for c in &found {
                 checker.check(c).await?;
             }

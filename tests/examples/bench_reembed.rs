@@ -207,6 +207,7 @@ async fn run(sample: usize) -> AnyResult<()> {
         auth: docpipe_cli::auth::AuthMode::None,
         token: None,
         json: false,
+        tenant: None,
     }
     .client()?;
     let (recall_hash, recall_e5) = docpipe_cli::commands::recall_at_10(&cli, &asked).await?;

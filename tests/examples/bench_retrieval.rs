@@ -446,6 +446,7 @@ async fn http_latency(
         docpipe_api_fn::ApiConfig {
             reviewer_scope: docpipe_api_fn::DEFAULT_REVIEWER_SCOPE.to_string(),
             dev_sigv4_keys: None,
+            tenancy: Default::default(),
             bucket: aws.bucket.clone(),
             parse_queue_url: aws.parse_queue.clone(),
             index_queue_url: aws.index_queue.clone(),

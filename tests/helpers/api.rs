@@ -9,6 +9,7 @@ pub fn api_config(p: &Pipeline) -> docpipe_api_fn::ApiConfig {
     docpipe_api_fn::ApiConfig {
         reviewer_scope: docpipe_api_fn::DEFAULT_REVIEWER_SCOPE.to_string(),
         dev_sigv4_keys: None,
+        tenancy: Default::default(),
         bucket: p.aws.bucket.clone(),
         parse_queue_url: p.aws.parse_queue.clone(),
         index_queue_url: p.aws.index_queue.clone(),

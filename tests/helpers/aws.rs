@@ -376,3 +376,69 @@ impl TestAws {
             .collect()
     }
 }
+
+/// An IAM role in the emulator with these tags (created if new, tagged either way), as an
+/// account's administrator makes a caller's role: what `AuthMode=iam` reads a tenant from.
+pub async fn iam_role_with_tags(name: &str, tags: &[(&str, &str)]) {
+    let endpoint = aws_config().endpoint_url.expect("the emulator's endpoint");
+    let http = reqwest::Client::new();
+    let call = |params: Vec<(String, String)>| {
+        let http = http.clone();
+        let endpoint = endpoint.clone();
+        async move {
+            http.post(format!("{endpoint}/"))
+                .header(
+                    "authorization",
+                    "AWS4-HMAC-SHA256 Credential=test/20261201/us-east-1/iam/aws4_request, SignedHeaders=host, Signature=0",
+                )
+                .form(&params)
+                .send()
+                .await
+                .expect("the emulator's IAM answers")
+        }
+    };
+    let mut create = vec![
+        ("Action".to_string(), "CreateRole".to_string()),
+        ("Version".into(), "2010-05-08".into()),
+        ("RoleName".into(), name.into()),
+        (
+            "AssumeRolePolicyDocument".into(),
+            r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"*"},"Action":"sts:AssumeRole"}]}"#.into(),
+        ),
+    ];
+    let answer = call(create.clone()).await;
+    let status = answer.status();
+    let body = answer.text().await.unwrap_or_default();
+    assert!(
+        status.is_success() || body.contains("EntityAlreadyExists"),
+        "CreateRole {name}: {status} {body}"
+    );
+    create.clear();
+    let mut tag = vec![
+        ("Action".to_string(), "TagRole".to_string()),
+        ("Version".into(), "2010-05-08".into()),
+        ("RoleName".into(), name.into()),
+    ];
+    for (i, (k, v)) in tags.iter().enumerate() {
+        tag.push((format!("Tags.member.{}.Key", i + 1), k.to_string()));
+        tag.push((format!("Tags.member.{}.Value", i + 1), v.to_string()));
+    }
+    let answer = call(tag).await;
+    assert!(
+        answer.status().is_success(),
+        "TagRole {name}: {:?}",
+        answer.text().await
+    );
+}
+
+/// Reads principal tags from the emulator's IAM, with the emulator's credentials.
+pub fn principal_tags() -> std::sync::Arc<docpipe_api_fn::principal_tags::PrincipalTags> {
+    let endpoint = aws_config().endpoint_url.expect("the emulator's endpoint");
+    std::sync::Arc::new(docpipe_api_fn::principal_tags::PrincipalTags::new(
+        &endpoint,
+        docpipe_api_fn::principal_tags::TENANT_TAG,
+        aws_credential_types::provider::SharedCredentialsProvider::new(
+            aws_credential_types::Credentials::new("test", "test", None, None, "tests"),
+        ),
+    ))
+}

@@ -220,6 +220,11 @@ pub struct HookedVectorIndex {
     pub projections_read: std::sync::atomic::AtomicUsize,
     /// Of those, the calls allowed to wait for the index to catch up with its writes.
     pub projections_waited: std::sync::atomic::AtomicUsize,
+    /// Searches lose their tenant filter (the partition key's `organ_id in [...]`), as a Milvus
+    /// that ignored it would.
+    pub drop_tenant_filter: std::sync::atomic::AtomicBool,
+    /// The documents of every hit a search returned.
+    pub searched_docs: std::sync::Mutex<Vec<String>>,
 }
 
 impl HookedVectorIndex {
@@ -234,6 +239,8 @@ impl HookedVectorIndex {
             listed: Default::default(),
             projections_read: Default::default(),
             projections_waited: Default::default(),
+            drop_tenant_filter: Default::default(),
+            searched_docs: Default::default(),
         }
     }
 }
@@ -349,6 +356,18 @@ impl docpipe_vector::VectorIndex for HookedVectorIndex {
         k: usize,
         f: &docpipe_vector::SearchFilters,
     ) -> Result<Vec<docpipe_vector::VectorHit>, docpipe_vector::VectorError> {
-        self.inner.search(v, k, f).await
+        let mut filters = f.clone();
+        if self
+            .drop_tenant_filter
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            filters.organ_ids.clear();
+        }
+        let hits = self.inner.search(v, k, &filters).await?;
+        self.searched_docs
+            .lock()
+            .unwrap()
+            .extend(hits.iter().map(|h| h.doc_id.clone()));
+        Ok(hits)
     }
 }

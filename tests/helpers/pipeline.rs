@@ -270,6 +270,7 @@ impl Pipeline {
     ) -> docpipe_pipeline::stages::register::Registered {
         docpipe_pipeline::stages::register::register(
             &self.db.db,
+            docpipe_core::tenant::DEFAULT,
             &self.aws.bucket,
             &docpipe_pipeline::stages::register::Registration {
                 file_name: file_name.into(),

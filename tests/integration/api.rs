@@ -35,6 +35,7 @@ fn config_for(p: &Pipeline) -> ApiConfig {
     ApiConfig {
         reviewer_scope: docpipe_api_fn::DEFAULT_REVIEWER_SCOPE.to_string(),
         dev_sigv4_keys: None,
+        tenancy: Default::default(),
         bucket: p.aws.bucket.clone(),
         parse_queue_url: p.aws.parse_queue.clone(),
         index_queue_url: p.aws.index_queue.clone(),
@@ -77,11 +78,23 @@ impl Api {
             p.milvus.clone(),
         ))
         .await;
-        let lambda = docpipe_api_fn::router(state_for(
-            &p,
-            config.clone(),
-            ActorSource::Lambda,
-            p.milvus.clone(),
+        // IAM callers name their tenant by their role's tag, read from the emulator's IAM.
+        helpers::iam_role_with_tags(
+            "docpipe-operator",
+            &[(docpipe_api_fn::principal_tags::TENANT_TAG, "default")],
+        )
+        .await;
+        let lambda = docpipe_api_fn::router(Arc::new(
+            ApiState::new(
+                p.db.db.clone(),
+                &p.aws.clients,
+                p.index.embedder.clone(),
+                p.milvus.clone(),
+                p.aws.store_config(docpipe_core::config::DEFAULT_MAX_BYTES),
+                config.clone(),
+                ActorSource::Lambda,
+            )
+            .with_principal_tags(helpers::principal_tags()),
         ));
         Api {
             p,
@@ -284,7 +297,7 @@ async fn a_registered_upload_flows_through_the_pipeline_and_every_read_endpoint_
     assert_eq!(reg.body["status"], "pending");
     assert_eq!(
         reg.body["object_name"],
-        format!("uploads/{doc_id}/law one.md")
+        format!("uploads/default/{doc_id}/law one.md")
     );
     assert_eq!(reg.body["upload_headers"]["Content-Type"], "text/markdown");
     let run_id = reg.body["run_id"].as_i64().unwrap();
@@ -1800,8 +1813,14 @@ async fn api_gateway_events_reach_the_same_router_and_the_authorizer_names_the_a
         helpers::client_events_dir().join("apigateway-http-api-proxy.json"),
     )
     .unwrap();
+    // Its JWT names no tenant: refused before any route is looked at.
     let a = api.lambda(&sample).await;
-    assert_problem(&a, 404, "not-found", "the sample event's path");
+    assert_problem(
+        &a,
+        403,
+        "tenant-required",
+        "the sample event, whose JWT has no tenant claim",
+    );
     api.p.cleanup().await;
 }
 

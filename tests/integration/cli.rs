@@ -160,7 +160,7 @@ async fn upload_ls_status_search_tree_summary_retry_rm() {
     let doc_id = &ids[0];
     assert!(text.contains("uploaded") && text.contains(path_s), "{text}");
     assert_eq!(cli.status(doc_id).await, DocStatus::Pending);
-    let key = format!("uploads/{doc_id}/{name}");
+    let key = format!("uploads/default/{doc_id}/{name}");
     let stored = cli.p.aws.get(&key).await;
     assert_eq!(stored, body, "the presigned PUT stored the bytes");
 
@@ -401,7 +401,7 @@ async fn skip_retry_and_rm(cli: &Cli, doc_id: &str, path_s: &str) {
     assert!(cli
         .p
         .aws
-        .keys(&format!("uploads/{doc_id}/"))
+        .keys(&format!("uploads/default/{doc_id}/"))
         .await
         .is_empty());
     let (line, status, _) = cli.fails(&["status", doc_id]).await;
@@ -644,7 +644,10 @@ async fn the_cli_signs_with_sigv4_from_the_default_chain_and_a_wrong_key_is_refu
     assert_eq!(ids.len(), 1, "{text}");
     let doc_id = &ids[0];
     assert_eq!(
-        cli.p.aws.get(&format!("uploads/{doc_id}/{name}")).await,
+        cli.p
+            .aws
+            .get(&format!("uploads/default/{doc_id}/{name}"))
+            .await,
         body,
         "the presigned PUT (never re-signed) stored the bytes"
     );

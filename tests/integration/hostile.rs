@@ -420,7 +420,7 @@ async fn register_sql_looking(http: &reqwest::Client, base: &str, body: &Value) 
     assert!(docpipe_core::ids::is_valid_doc_id(&doc_id));
     assert_eq!(
         answer["object_name"],
-        format!("uploads/{doc_id}/bobby'; DROP TABLE runs;--.md")
+        format!("uploads/default/{doc_id}/bobby'; DROP TABLE runs;--.md")
     );
     doc_id
 }

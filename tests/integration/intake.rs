@@ -14,7 +14,7 @@ use helpers::{law_paths, read_law, s3_put_event, Pipeline};
 use serde_json::json;
 
 async fn intake_failures(p: &Pipeline) -> Vec<intake::IntakeFailure> {
-    intake::list(&**p.db.client().await, 100, None)
+    intake::list(&**p.db.client().await, "default", 100, None)
         .await
         .unwrap()
 }

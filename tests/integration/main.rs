@@ -22,4 +22,5 @@ mod references;
 mod scan;
 mod search;
 mod store;
+mod tenants;
 mod versions;

@@ -424,7 +424,7 @@ async fn the_keyword_live_check_reads_only_its_candidates() {
     let live_blocks = keyword_rows(&p, &labour).await.0 + keyword_rows(&p, &marriage).await.0;
     let client = p.db.db.client().await.unwrap();
     let terms = Analyzer::shared().query_terms("用人单位 解除 劳动合同 经济补偿");
-    let n = keyword::block_count(&**client).await.unwrap();
+    let n = keyword::block_count(&**client, &[]).await.unwrap();
     let limit = 5;
     let statement = keyword::SearchStatement::new(
         &terms,
@@ -524,12 +524,19 @@ async fn a_two_thousand_character_query_reads_the_postings_of_at_most_the_capped
         known > 2 * MAX_QUERY_TERMS,
         "the query has {known} indexed terms, well over the cap of {MAX_QUERY_TERMS}"
     );
-    let n = keyword::block_count(&**client).await.unwrap();
+    let n = keyword::block_count(&**client, &[]).await.unwrap();
+    // As a tenant's search of its own documents (one tenant: what the API sends for `own`).
+    let own = vec![docpipe_core::tenant::DEFAULT.to_string()];
     let both = Filters {
         doc_ids: vec![labour.clone(), marriage.clone()],
+        organs: own.clone(),
         ..Filters::default()
     };
-    for (name, filters) in [("unfiltered", Filters::default()), ("filtered", both)] {
+    let unfiltered = Filters {
+        organs: own,
+        ..Filters::default()
+    };
+    for (name, filters) in [("unfiltered", unfiltered), ("filtered", both)] {
         let statement = keyword::SearchStatement::new(
             &terms,
             n,
@@ -680,7 +687,7 @@ async fn a_citation_of_a_law_the_cache_lacks_reads_that_law_by_key_not_every_tit
     let labour = ingest_law(&p, "劳动合同法", "").await;
     let cache = SearchCache::default();
     let today = docpipe_search::today();
-    let mut checker = Checker::new(&p.db.db, &cache, &today).await.unwrap();
+    let mut checker = Checker::new(&p.db.db, &cache, &today, &[]).await.unwrap();
     assert_eq!(cache.citable_reads(), 1);
     let known = citations("依据《劳动合同法》第三十九条的规定");
     let checked = checker.check(&known[0]).await.unwrap();
@@ -689,7 +696,7 @@ async fn a_citation_of_a_law_the_cache_lacks_reads_that_law_by_key_not_every_tit
     let unknown = citations("依据《某某市不存在条例》第三条的规定");
     for round in 0..2 {
         // Each request has a checker of its own; the cache outlives them.
-        let mut checker = Checker::new(&p.db.db, &cache, &today).await.unwrap();
+        let mut checker = Checker::new(&p.db.db, &cache, &today, &[]).await.unwrap();
         let checked = checker.check(&unknown[0]).await.unwrap();
         assert_eq!(checked.status, Status::LawUnknown, "round {round}");
     }
@@ -700,7 +707,7 @@ async fn a_citation_of_a_law_the_cache_lacks_reads_that_law_by_key_not_every_tit
     );
     // Indexed after the titles were cached: found at once, by its key.
     let marriage = ingest_law(&p, "民法典", "婚姻家庭编").await;
-    let mut checker = Checker::new(&p.db.db, &cache, &today).await.unwrap();
+    let mut checker = Checker::new(&p.db.db, &cache, &today, &[]).await.unwrap();
     let checked = checker
         .check(&citations("依据《民法典》第一千零七十九条")[0])
         .await

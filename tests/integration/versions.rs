@@ -1442,7 +1442,7 @@ async fn the_milvus_projection_and_the_postgres_answer_agree_after_each_act_on_a
     let agree = |step: &'static str, docs: Vec<String>, days: Vec<String>| {
         let (p, milvus, query, today) = (&p, &milvus, &query, &today);
         async move {
-            let standing = authority::standing(&**p.db.client().await, &docs, today)
+            let standing = authority::standing(&**p.db.client().await, &docs, today, &[])
                 .await
                 .unwrap();
             let mut windows = vec![("any day".to_string(), VersionWindow::Answering, None)];
@@ -1453,7 +1453,7 @@ async fn the_milvus_projection_and_the_postgres_answer_agree_after_each_act_on_a
             let mut answered = Vec::new();
             for (label, window, day) in windows {
                 let on_day = match &day {
-                    Some(day) => authority::standing(&**p.db.client().await, &docs, day)
+                    Some(day) => authority::standing(&**p.db.client().await, &docs, day, &[])
                         .await
                         .unwrap(),
                     None => standing.clone(),
@@ -1510,7 +1510,7 @@ async fn the_milvus_projection_and_the_postgres_answer_agree_after_each_act_on_a
     .await;
     agree("a supersede", docs.clone(), days.clone()).await;
     // The supersede moved the older version's end: it answers before the newer one, not after.
-    let ended = authority::standing(&**p.db.client().await, &docs, &new_from)
+    let ended = authority::standing(&**p.db.client().await, &docs, &new_from, &[])
         .await
         .unwrap();
     assert_eq!(ended[&old_doc], Standing::NotInForce);
@@ -1539,7 +1539,7 @@ async fn the_milvus_projection_and_the_postgres_answer_agree_after_each_act_on_a
         .unwrap();
     assert_eq!(r.status().as_u16(), 204);
     agree("a delete", docs.clone(), days.clone()).await;
-    let back = authority::standing(&**p.db.client().await, &docs, &new_from)
+    let back = authority::standing(&**p.db.client().await, &docs, &new_from, &[])
         .await
         .unwrap();
     assert_eq!(back.get(&old_doc), Some(&Standing::Live));
@@ -1748,7 +1748,7 @@ async fn an_index_delivery_writes_the_version_state_onto_its_own_vectors_without
     let (_, _, new_from) = version_of(&p, &new_doc).await;
     let docs = vec![old_doc.clone(), new_doc.clone()];
     for day in [old_from, new_from] {
-        let standing = authority::standing(&**p.db.client().await, &docs, &day)
+        let standing = authority::standing(&**p.db.client().await, &docs, &day, &[])
             .await
             .unwrap();
         for doc in &docs {
@@ -1801,7 +1801,7 @@ async fn an_in_force_keyword_search_checks_its_scored_candidates_not_each_postin
         postings > 8 * limit,
         "{postings} postings of the query's terms"
     );
-    let n = keyword::block_count(&**client).await.unwrap();
+    let n = keyword::block_count(&**client, &[]).await.unwrap();
     let today = chrono::Utc::now().date_naive().to_string();
     let in_force = VersionWindow::InForceOn(day_number(&today).unwrap());
     let statement = SearchStatement::new(
@@ -1908,12 +1908,14 @@ async fn a_page_of_works_reads_its_own_works_not_the_library() {
     let today = chrono::Utc::now().date_naive().to_string();
     let (level, name): (Option<&str>, Option<&str>) = (None, None);
     let (after, page) = (1_000i64, 50i64);
-    let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 5] = [
+    let everyone: Vec<String> = Vec::new();
+    let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 6] = [
         (&today, Type::TEXT),
         (&after, Type::INT8),
         (&level, Type::VARCHAR),
         (&name, Type::VARCHAR),
         (&page, Type::INT8),
+        (&everyone, Type::VARCHAR_ARRAY),
     ];
     let plan = &crate::search::plan_of(&**client, &works::list_sql(), &params).await;
     // The page's 50 works have 100 versions; each is looked up a few times over.
@@ -1924,7 +1926,7 @@ async fn a_page_of_works_reads_its_own_works_not_the_library() {
             "{relation}: {read} rows read for a page of {page} works (the library has 3,000)"
         );
     }
-    let listed = works::list(&**client, &today, level, name, after, page)
+    let listed = works::list(&**client, &today, level, name, after, page, &[])
         .await
         .unwrap();
     assert_eq!(listed.len(), page as usize);

@@ -60,12 +60,13 @@ fn bounded(paragraphs: &[docpipe_parse::references::ParagraphText]) -> Value {
 
 pub(crate) async fn get_article(
     State(state): State<Arc<ApiState>>,
-    meta: crate::context::RequestMeta,
+    caller: crate::tenant::Caller,
     Path((doc_id, address)): Path<(String, String)>,
 ) -> Result<axum::response::Response, ApiError> {
     let article = requested(&doc_id, &address)?;
+    crate::tenant::gate_document(&state.db, &caller, &doc_id, false).await?;
     let client = state.db.client().await?;
-    let served = authority::check(&**client, &doc_id, Need::Applies, meta.reviewer).await?;
+    let served = authority::check(&**client, &doc_id, Need::Applies, &caller).await?;
     let articles = articles_of(&**client, &doc_id).await?;
     let Some(this) = articles.iter().find(|a| a.number == article) else {
         return Err(ApiError::NotFound(format!(
@@ -82,10 +83,18 @@ pub(crate) async fn get_article(
         .map(|t| normalize_law_name(t))
         .filter(|k| !k.is_empty())
         .collect();
-    let incoming = references::incoming(&**client, &doc_id, &keys, article, MAX_LISTED + 1).await?;
+    let incoming = references::incoming(
+        &**client,
+        &doc_id,
+        &keys,
+        article,
+        MAX_LISTED + 1,
+        &caller.readable(),
+    )
+    .await?;
     drop(client);
 
-    let refs = outgoing_with_targets(&state, &outgoing, &articles).await?;
+    let refs = outgoing_with_targets(&state, &caller, &outgoing, &articles).await?;
     Ok(served.answer(json!({
         "doc_id": doc_id,
         "article": from,
@@ -134,11 +143,13 @@ async fn articles_of(
 /// with its text, another law's as its citation checks today.
 async fn outgoing_with_targets(
     state: &ApiState,
+    caller: &crate::tenant::Caller,
     outgoing: &[ReferenceRow],
     articles: &[ArticleText],
 ) -> Result<Vec<Value>, ApiError> {
     let as_of = docpipe_search::today();
-    let mut checker = Checker::new(&state.db, &state.search_cache, &as_of).await?;
+    let mut checker =
+        Checker::new(&state.db, &state.search_cache, &as_of, &caller.readable()).await?;
     let mut refs = Vec::new();
     for row in outgoing.iter().take(MAX_LISTED as usize) {
         let Some(law) = &row.target_law else {

@@ -67,6 +67,7 @@ impl Audit {
                 target_id,
                 request_id: &meta.request_id,
                 detail: scrub(detail),
+                organ_id: meta.tenant.as_deref().unwrap_or_default(),
             },
         )
         .await?;

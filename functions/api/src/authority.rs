@@ -50,14 +50,17 @@ pub(crate) async fn check(
     client: &impl GenericClient,
     doc_id: &str,
     need: Need,
-    reviewer: bool,
+    caller: &crate::tenant::Caller,
 ) -> Result<Served, ApiError> {
+    let reviewer = caller.reviewer;
     let today = docpipe_search::today();
-    let standing = authority::standing(client, &[doc_id.to_string()], &today)
+    let standing = authority::standing(client, &[doc_id.to_string()], &today, &caller.readable())
         .await?
         .remove(doc_id);
     match (standing, need) {
-        (None, _) => Err(ApiError::NotFound(format!("no document {doc_id}"))),
+        (None, _) => Err(ApiError::NotFound(format!(
+            "document {doc_id} does not exist"
+        ))),
         (Some(Standing::Live), _) => Ok(Served::Plain),
         (Some(Standing::Deleting), _) => Err(ApiError::conflict(
             "document-deleting",

@@ -49,6 +49,7 @@ fn within(field: &str, value: &str, max_chars: usize) -> Result<(), ApiError> {
 
 pub(crate) async fn resolve(
     State(state): State<Arc<ApiState>>,
+    caller: crate::tenant::Caller,
     ApiJson(request): ApiJson<ResolveRequest>,
 ) -> Result<Json<Value>, ApiError> {
     within("citation", &request.citation, MAX_CITATION_CHARS)?;
@@ -64,7 +65,9 @@ pub(crate) async fn resolve(
             ),
         ));
     };
-    let mut checker = Checker::new(&state.db, &state.search_cache, &as_of).await?;
+    crate::quota::count_search(&state, &caller).await?;
+    let mut checker =
+        Checker::new(&state.db, &state.search_cache, &as_of, &caller.readable()).await?;
     let checked = checker.check(citation).await?;
     if checked.status == Status::LawUnknown {
         return Err(ApiError::NotFound(checked.reason));
@@ -74,6 +77,7 @@ pub(crate) async fn resolve(
 
 pub(crate) async fn verify(
     State(state): State<Arc<ApiState>>,
+    caller: crate::tenant::Caller,
     ApiJson(request): ApiJson<VerifyRequest>,
 ) -> Result<Json<Value>, ApiError> {
     within("passage", &request.passage, MAX_PASSAGE_CHARS)?;
@@ -83,8 +87,10 @@ pub(crate) async fn verify(
     let total = found.len();
     found.truncate(MAX_CITATIONS);
     let mut out = Vec::with_capacity(found.len());
+    crate::quota::count_search(&state, &caller).await?;
     if !found.is_empty() {
-        let mut checker = Checker::new(&state.db, &state.search_cache, &as_of).await?;
+        let mut checker =
+            Checker::new(&state.db, &state.search_cache, &as_of, &caller.readable()).await?;
         for c in &found {
             out.push(checker.check(c).await?);
         }

@@ -22,6 +22,9 @@ pub(crate) const ACTOR_HEADER: HeaderName = HeaderName::from_static("x-docpipe-a
 /// `reviewer` makes the caller a reviewer when the API is served by the dev runner (ignored in
 /// Lambda, where only the authorizer says so).
 pub(crate) const ROLE_HEADER: HeaderName = HeaderName::from_static("x-docpipe-role");
+/// Names the caller's tenant when the API is served by the dev runner (ignored in Lambda, where
+/// only the authorizer says so).
+pub const TENANT_HEADER: HeaderName = HeaderName::from_static("x-docpipe-tenant");
 
 /// Who is calling: recorded in the audit log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +43,12 @@ pub(crate) struct RequestMeta {
     /// May release and repeal: a JWT with the reviewer scope, an IAM principal the template's
     /// route policy let through to a reviewer's route, or locally the role header.
     pub reviewer: bool,
+    /// The caller's tenant, from the authorizer (a JWT claim), or locally the tenant header or
+    /// the dev runner's default; none: the request is refused (403) before any handler runs.
+    pub tenant: Option<String>,
+    /// May write to the public library: a JWT with the publisher scope, or locally the role
+    /// header naming `publisher`.
+    pub publisher: bool,
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for RequestMeta {
@@ -54,6 +63,8 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestMeta {
                 request_id: new_request_id(),
                 actor: anonymous(),
                 reviewer: false,
+                tenant: None,
+                publisher: false,
             }))
     }
 }
@@ -154,11 +165,55 @@ fn lambda_reviewer(req: &Request, reviewer_scope: &str) -> bool {
     authorizer.iam.is_some()
 }
 
-fn local_reviewer(req: &Request) -> bool {
+/// Whether the dev runner's role header (`reviewer`, `publisher`, or both, comma-separated) names
+/// `role`.
+fn local_role(req: &Request, role: &str) -> bool {
     req.headers()
         .get(ROLE_HEADER)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim() == "reviewer")
+        .is_some_and(|v| v.split(',').any(|r| r.trim() == role))
+}
+
+fn local_tenant(req: &Request, dev_tenant: Option<&str>) -> Option<String> {
+    match req.headers().get(TENANT_HEADER) {
+        // A header that names no valid tenant names none: refused, never taken as the default.
+        Some(v) => v
+            .to_str()
+            .ok()
+            .map(str::trim)
+            .filter(|t| docpipe_core::tenant::is_valid_organ_id(t))
+            .map(String::from),
+        None => dev_tenant.map(String::from),
+    }
+}
+
+/// The caller's tenant in Lambda, from a JWT: the claim the template names.
+fn lambda_tenant(req: &Request, claim: &str) -> Option<String> {
+    let authorizer = lambda_context(req).and_then(|c| c.authorizer.as_ref())?;
+    authorizer
+        .jwt
+        .as_ref()
+        .and_then(|jwt| jwt.claims.get(claim))
+        .map(|t| t.trim())
+        .filter(|t| docpipe_core::tenant::is_valid_organ_id(t))
+        .map(String::from)
+}
+
+/// A publisher in Lambda: a JWT whose scopes name the publisher scope.
+fn lambda_publisher(req: &Request, publisher_scope: &str) -> bool {
+    let Some(jwt) = lambda_context(req)
+        .and_then(|c| c.authorizer.as_ref())
+        .and_then(|a| a.jwt.as_ref())
+    else {
+        return false;
+    };
+    jwt.claims
+        .get("scope")
+        .is_some_and(|scopes| scopes.split_whitespace().any(|s| s == publisher_scope))
+        || jwt
+            .scopes
+            .as_ref()
+            .is_some_and(|s| s.iter().any(|s| s == publisher_scope))
 }
 
 fn local_actor(req: &Request) -> Actor {
@@ -249,14 +304,39 @@ pub(crate) async fn middleware(
     let request_id = request_id(&req, state.actor_source);
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let (mut actor, reviewer) = match state.actor_source {
+    let tenancy = &state.config.tenancy;
+    let (mut actor, reviewer, tenant, publisher) = match state.actor_source {
         ActorSource::Lambda => (
             lambda_actor(&req),
             lambda_reviewer(&req, &state.config.reviewer_scope),
+            lambda_tenant(&req, &tenancy.claim),
+            lambda_publisher(&req, &tenancy.publisher_scope),
         ),
-        ActorSource::Local => (local_actor(&req), local_reviewer(&req)),
+        ActorSource::Local => (
+            local_actor(&req),
+            local_role(&req, "reviewer"),
+            local_tenant(&req, tenancy.dev_tenant.as_deref()),
+            local_role(&req, "publisher"),
+        ),
     };
     let mut rejected = None;
+    let (tenant, publisher) = match (&state.principal_tags, tenant) {
+        // An IAM caller names its tenant by its principal's tag, read from IAM.
+        (Some(tags), None)
+            if state.actor_source == ActorSource::Lambda && actor.actor_type == "iam" =>
+        {
+            match tags.of(&actor.actor_id).await {
+                Ok(tagged) => (tagged.tenant, tagged.publisher),
+                // The account's root, say: no tags, so no tenant (403 below).
+                Err(crate::principal_tags::TagError::NotAPrincipal(_)) => (None, false),
+                Err(e) => {
+                    rejected = Some(ApiError::unavailable("IAM (the caller's tags)", e));
+                    (None, false)
+                }
+            }
+        }
+        (_, tenant) => (tenant, publisher),
+    };
     if let Some(keys) = state.signing.as_deref().filter(|_| !unsigned_route(&path)) {
         match signed_by(keys, req, state.config.max_body_bytes).await {
             Ok((access_key_id, signed)) => {
@@ -272,10 +352,26 @@ pub(crate) async fn middleware(
             }
         }
     }
+    if let (None, Some(t)) = (&rejected, &tenant) {
+        // A tenant exists once it calls: from then on its uploads under `uploads/{tenant}/` are
+        // its own. One write per tenant per container.
+        if let Err(e) = state.known_tenants.ensure(&state.db, t).await {
+            rejected = Some(e);
+        }
+    }
+    if rejected.is_none() && tenant.is_none() && !unsigned_route(&path) {
+        rejected = Some(ApiError::NoTenant(
+            "the caller names no tenant: docpipe answers only a caller of a tenant (a JWT's \
+             tenant claim, an IAM principal's tenant tag, or the dev runner's X-Docpipe-Tenant)"
+                .into(),
+        ));
+    }
     req.extensions_mut().insert(RequestMeta {
         request_id: request_id.clone(),
         actor: actor.clone(),
         reviewer,
+        tenant: tenant.clone(),
+        publisher,
     });
 
     // A panic is a bug: it answers 500 (and is logged) instead of dropping the connection.
@@ -313,6 +409,7 @@ pub(crate) async fn middleware(
             latency_ms,
             actor_type = actor.actor_type,
             actor_id = actor.actor_id,
+            tenant,
             problem,
             error,
             "request failed"
@@ -326,6 +423,7 @@ pub(crate) async fn middleware(
             latency_ms,
             actor_type = actor.actor_type,
             actor_id = actor.actor_id,
+            tenant,
             problem,
             "request"
         );

@@ -20,6 +20,7 @@ pub(crate) struct IntakeQuery {
 
 pub(crate) async fn list_intake_failures(
     State(state): State<Arc<ApiState>>,
+    caller: crate::tenant::Caller,
     ApiQuery(q): ApiQuery<IntakeQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let limit = page_limit(q.limit)?;
@@ -33,7 +34,8 @@ pub(crate) async fn list_intake_failures(
         ),
     };
     let client = state.db.client().await?;
-    let mut failures = docpipe_db::intake::list(&**client, limit + 1, before).await?;
+    let mut failures =
+        docpipe_db::intake::list(&**client, &caller.tenant, limit + 1, before).await?;
     let next_cursor = if failures.len() as i64 > limit {
         failures.truncate(limit as usize);
         failures.last().map(|f| f.failure_id.to_string())

@@ -31,23 +31,30 @@ mod health_cache;
 pub mod intake;
 pub mod lazy_index;
 pub mod notifications;
+pub mod principal_tags;
 pub mod problem;
 pub mod progress;
+mod quota;
 pub mod search;
 pub mod sigv4;
 pub mod state;
+pub mod tenant;
+mod tenant_settings;
 pub mod vector_index;
 pub mod views;
 mod works;
 
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::Method;
-use axum::routing::{delete, get, post, MethodRouter};
+use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::Router;
 use problem::ApiError;
 use std::sync::Arc;
 
-pub use state::{ActorSource, ApiConfig, ApiState, DEFAULT_REVIEWER_SCOPE};
+pub use state::{
+    ActorSource, ApiConfig, ApiState, TenancyConfig, DEFAULT_PUBLISHER_SCOPE,
+    DEFAULT_REVIEWER_SCOPE, DEFAULT_TENANT_CLAIM,
+};
 
 type Routes = Vec<(Method, &'static str, MethodRouter<Arc<ApiState>>)>;
 
@@ -75,6 +82,12 @@ fn table() -> Routes {
             post(vector_index::cancel),
         ),
         (Method::POST, "/index/switch", post(vector_index::switch)),
+        (Method::GET, "/tenant", get(tenant_settings::show)),
+        (
+            Method::PUT,
+            "/tenant/scan-policy",
+            put(tenant_settings::set_scan_policy),
+        ),
     ]);
     routes
 }

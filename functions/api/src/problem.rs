@@ -40,6 +40,20 @@ pub(crate) enum ApiError {
     /// The caller is known but may not do this (releasing and repealing are a reviewer's acts).
     #[error("{0}")]
     Forbidden(String),
+    /// The caller's identity names no tenant (no claim, tag or dev header): nothing is readable.
+    #[error("{0}")]
+    NoTenant(String),
+    /// A write to the public library by a caller without the publisher role, or to another
+    /// tenant's document the caller may read (the public library's).
+    #[error("{0}")]
+    PublisherRequired(String),
+    /// A tenant's quota is used up: nothing was stored or changed.
+    #[error("{detail}")]
+    QuotaExceeded {
+        quota: &'static str,
+        detail: String,
+        limit: i64,
+    },
     /// A signed request whose SigV4 signature does not hold (the dev runner's signed mode; in
     /// AWS, API Gateway refuses it before docpipe runs).
     #[error("{0}")]
@@ -135,7 +149,11 @@ impl ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) | ApiError::SignatureRejected(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_)
+            | ApiError::SignatureRejected(_)
+            | ApiError::NoTenant(_)
+            | ApiError::PublisherRequired(_) => StatusCode::FORBIDDEN,
+            ApiError::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound(_) | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -156,6 +174,9 @@ impl ApiError {
             ApiError::Validation { .. } => "validation-failed",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Forbidden(_) => "reviewer-required",
+            ApiError::NoTenant(_) => "tenant-required",
+            ApiError::PublisherRequired(_) => "publisher-required",
+            ApiError::QuotaExceeded { .. } => "quota-exceeded",
             ApiError::SignatureRejected(_) => "signature-invalid",
             ApiError::NotFound(_) | ApiError::RouteNotFound { .. } => "not-found",
             ApiError::Conflict { kind, .. } => kind,
@@ -176,6 +197,10 @@ impl ApiError {
                 extra.insert("field".into(), field.clone().into());
             }
             ApiError::Conflict { extra: e, .. } => extra.extend(e.clone()),
+            ApiError::QuotaExceeded { quota, limit, .. } => {
+                extra.insert("quota".into(), (*quota).into());
+                extra.insert("limit".into(), (*limit).into());
+            }
             ApiError::Unavailable { dependency, .. } => {
                 extra.insert("dependency".into(), (*dependency).into());
             }
@@ -390,6 +415,9 @@ fn query_rejection(rejection: QueryRejection) -> ApiError {
 /// The `{doc_id}` of a path, checked against the id format before anything else sees it.
 pub(crate) struct DocId(pub String);
 
+/// Checked against the id format only: whether the caller may see the document is the
+/// handler's to ask ([`crate::tenant::gate_document`]), after it has checked the rest of the
+/// request, so that a malformed request is a 400 whoever's the document.
 impl<S: Send + Sync> FromRequestParts<S> for DocId {
     type Rejection = ApiError;
 

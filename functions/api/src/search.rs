@@ -38,6 +38,9 @@ pub struct SearchRequest {
     /// compare before its switch.
     #[serde(default)]
     pub index: Option<String>,
+    /// Whose documents: `own`, `public` (the shared law library) or `all` (the default).
+    #[serde(default, deserialize_with = "crate::tenant::scope_name")]
+    pub scope: Option<docpipe_core::tenant::Scope>,
 }
 
 fn versions_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Versions>, D::Error> {
@@ -139,9 +142,11 @@ fn check(request: &SearchRequest) -> Result<usize, ApiError> {
 
 pub(crate) async fn search_chunks(
     State(state): State<Arc<ApiState>>,
+    caller: crate::tenant::Caller,
     ApiJson(request): ApiJson<SearchRequest>,
 ) -> Result<Json<SearchResult>, ApiError> {
     let top_k = check(&request)?;
+    crate::quota::count_search(&state, &caller).await?;
     let expand = match request.expand.as_deref() {
         None => false,
         Some("references") => true,
@@ -157,7 +162,9 @@ pub(crate) async fn search_chunks(
     };
     let as_of = crate::works::as_of_date(request.as_of.as_deref())
         .map_err(|e| ApiError::validation("as_of", e))?;
-    let filters = request.filters.unwrap_or_default();
+    let mut filters = request.filters.unwrap_or_default();
+    // From the caller's identity, never from the body: `Filters` cannot deserialize it.
+    filters.organs = caller.reads(request.scope.unwrap_or_default());
     // One snapshot: the query is embedded by the embedder of the collection it reads.
     let snapshot = state
         .generations
@@ -202,6 +209,7 @@ pub(crate) async fn search_chunks(
             &state.search_cache,
             &mut result.hits,
             &as_of,
+            &caller.readable(),
         )
         .await?;
     }

@@ -43,11 +43,35 @@ pub fn sign(
     region: &str,
     time: SystemTime,
 ) -> Result<Signature, SigningError> {
+    sign_for(
+        SERVICE,
+        method,
+        url,
+        headers,
+        body,
+        credentials,
+        region,
+        time,
+    )
+}
+
+/// [`sign`] for another AWS service (`iam`, to read a caller's principal tags).
+#[allow(clippy::too_many_arguments)]
+pub fn sign_for(
+    service: &str,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    credentials: &Credentials,
+    region: &str,
+    time: SystemTime,
+) -> Result<Signature, SigningError> {
     let identity = credentials.clone().into();
     let params = v4::SigningParams::builder()
         .identity(&identity)
         .region(region)
-        .name(SERVICE)
+        .name(service)
         .time(time)
         .settings(SigningSettings::default())
         .build()

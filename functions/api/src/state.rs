@@ -60,6 +60,105 @@ pub struct ApiConfig {
     /// route but the health check and the webhook then wants SigV4 by one of these keys, as a
     /// deployed API with IAM authorization does. Ignored in Lambda, where API Gateway checks.
     pub dev_sigv4_keys: Option<Secret>,
+    /// Where a caller's tenant comes from, and what each tenant may use.
+    pub tenancy: TenancyConfig,
+}
+
+/// Tenants: where a caller's tenant comes from, and each tenant's quotas (0: no limit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenancyConfig {
+    /// The JWT claim naming the caller's tenant (`DOCPIPE_TENANT_CLAIM`, the template's
+    /// `TenantClaim`; default `organ_id`).
+    pub claim: String,
+    /// The JWT scope of a publisher, who alone writes to the public library
+    /// (`DOCPIPE_PUBLISHER_SCOPE`, the template's `PublisherScope`; default `docpipe/publish`).
+    pub publisher_scope: String,
+    /// The dev runner only: the tenant of a request without the `X-Docpipe-Tenant` header
+    /// (`DOCPIPE_DEV_TENANT`, default `default`; empty: such a request gets 403, as in AWS).
+    pub dev_tenant: Option<String>,
+    /// Documents a tenant may hold (`DOCPIPE_TENANT_MAX_DOCUMENTS`, `TenantMaxDocuments`).
+    pub max_documents: i64,
+    /// Bytes of originals a tenant may hold (`DOCPIPE_TENANT_MAX_BYTES`, `TenantMaxBytes`).
+    pub max_bytes: i64,
+    /// Searches (and citation checks) a tenant may make in a minute
+    /// (`DOCPIPE_TENANT_SEARCHES_PER_MINUTE`, `TenantSearchesPerMinute`).
+    pub searches_per_minute: i64,
+    /// `AuthMode=iam`: the principal tag naming an IAM caller's tenant
+    /// (`DOCPIPE_TENANT_TAG_KEY`, `docpipe-organ-id` in the template); unset: IAM callers name none.
+    pub tag_key: Option<String>,
+    /// Where IAM is asked for a principal's tags (`DOCPIPE_IAM_ENDPOINT`; default the AWS
+    /// endpoint override, else IAM's global endpoint).
+    pub iam_endpoint: Option<String>,
+}
+
+impl Default for TenancyConfig {
+    fn default() -> Self {
+        TenancyConfig {
+            claim: DEFAULT_TENANT_CLAIM.into(),
+            publisher_scope: DEFAULT_PUBLISHER_SCOPE.into(),
+            dev_tenant: Some(docpipe_core::tenant::DEFAULT.into()),
+            max_documents: 0,
+            max_bytes: 0,
+            searches_per_minute: 0,
+            tag_key: None,
+            iam_endpoint: None,
+        }
+    }
+}
+
+pub const DEFAULT_TENANT_CLAIM: &str = "organ_id";
+pub const DEFAULT_PUBLISHER_SCOPE: &str = "docpipe/publish";
+
+impl TenancyConfig {
+    fn read<F: Fn(&str) -> Option<String>>(env: &mut EnvReader<F>) -> Self {
+        TenancyConfig {
+            claim: env
+                .optional("DOCPIPE_TENANT_CLAIM")
+                .unwrap_or_else(|| DEFAULT_TENANT_CLAIM.into()),
+            publisher_scope: env
+                .optional("DOCPIPE_PUBLISHER_SCOPE")
+                .unwrap_or_else(|| DEFAULT_PUBLISHER_SCOPE.into()),
+            dev_tenant: match env.optional("DOCPIPE_DEV_TENANT") {
+                None => Some(docpipe_core::tenant::DEFAULT.into()),
+                Some(t) if t.trim().is_empty() => None,
+                Some(t) => Some(t.trim().to_string()),
+            },
+            max_documents: env.parsed_or("DOCPIPE_TENANT_MAX_DOCUMENTS", 0i64),
+            max_bytes: env.parsed_or("DOCPIPE_TENANT_MAX_BYTES", 0i64),
+            searches_per_minute: env.parsed_or("DOCPIPE_TENANT_SEARCHES_PER_MINUTE", 0i64),
+            tag_key: env
+                .optional("DOCPIPE_TENANT_TAG_KEY")
+                .filter(|k| !k.trim().is_empty()),
+            iam_endpoint: env.optional("DOCPIPE_IAM_ENDPOINT"),
+        }
+    }
+
+    fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.claim.trim().is_empty() || self.claim.len() > 128 {
+            problems.push("DOCPIPE_TENANT_CLAIM must name a claim (1 to 128 characters)".into());
+        }
+        if let Some(t) = &self.dev_tenant {
+            if !docpipe_core::tenant::is_valid_organ_id(t) {
+                problems.push(format!(
+                    "DOCPIPE_DEV_TENANT {t:?} is no tenant id (a-z, 0-9, - and _, at most 64)"
+                ));
+            }
+        }
+        for (name, value) in [
+            ("DOCPIPE_TENANT_MAX_DOCUMENTS", self.max_documents),
+            ("DOCPIPE_TENANT_MAX_BYTES", self.max_bytes),
+            (
+                "DOCPIPE_TENANT_SEARCHES_PER_MINUTE",
+                self.searches_per_minute,
+            ),
+        ] {
+            if value < 0 {
+                problems.push(format!("{name} must be 0 (no limit) or more"));
+            }
+        }
+        problems
+    }
 }
 
 /// The reviewer scope when the environment names none.
@@ -91,6 +190,7 @@ impl ApiConfig {
                 .optional("DOCPIPE_MAX_RECEIVE_COUNT")
                 .and_then(|n| n.parse().ok()),
             dev_sigv4_keys: env.optional("DOCPIPE_DEV_SIGV4_KEYS").map(Secret::new),
+            tenancy: TenancyConfig::read(env),
         };
         config.check()?;
         Ok(config)
@@ -125,6 +225,7 @@ impl ApiConfig {
                 problems.push(e);
             }
         }
+        problems.extend(self.tenancy.problems());
         if problems.is_empty() {
             Ok(())
         } else {
@@ -162,9 +263,19 @@ pub struct ApiState {
     pub actor_source: ActorSource,
     /// The keys of the dev runner's signed mode (from `ApiConfig::dev_sigv4_keys`, locally only).
     pub signing: Option<Arc<crate::sigv4::LocalKeys>>,
+    /// `AuthMode=iam` in Lambda: where an IAM caller's tenant tag is read.
+    pub principal_tags: Option<Arc<crate::principal_tags::PrincipalTags>>,
+    pub known_tenants: crate::tenant::KnownTenants,
+    /// The deployment's scan policy (`DOCPIPE_SCAN_POLICY`), for `GET /tenant`.
+    pub scan_default: docpipe_core::config::ScanAction,
 }
 
 impl ApiState {
+    /// The deployment's scan policy (the template's `ScanPolicy`), which a tenant may override.
+    pub(crate) fn store_scan_default(&self) -> &'static str {
+        self.scan_default.as_str()
+    }
+
     /// Reads and validates the environment (every problem reported at once), then builds the
     /// clients. Milvus is connected on first use, so a Milvus outage at cold start degrades search
     /// and `/healthz` instead of taking the whole API down.
@@ -199,12 +310,36 @@ impl ApiState {
                 .map_err(|p| ConfigError { problems: vec![p] })?;
         }
         let embedder = embedder.expect("finish reports an embedder that could not be built");
+        let principal_tags = match &config.tenancy.tag_key {
+            Some(tag_key) => {
+                let sdk = aws::sdk_config(&aws_config).await;
+                let credentials = sdk.credentials_provider().ok_or_else(|| ConfigError {
+                    problems: vec![
+                        "DOCPIPE_TENANT_TAG_KEY is set, but the AWS configuration has no \
+                         credentials to read principal tags with"
+                            .into(),
+                    ],
+                })?;
+                let endpoint = config
+                    .tenancy
+                    .iam_endpoint
+                    .clone()
+                    .or_else(|| aws_config.endpoint_url.clone())
+                    .unwrap_or_else(|| crate::principal_tags::IAM_ENDPOINT.to_string());
+                Some(Arc::new(crate::principal_tags::PrincipalTags::new(
+                    &endpoint,
+                    tag_key,
+                    credentials,
+                )))
+            }
+            None => None,
+        };
         let vectors: Arc<dyn VectorIndex> = Arc::new(LazyMilvus::new(
             milvus.url.clone(),
             milvus_token,
             milvus.collection.clone(),
         ));
-        Ok(Self::new(
+        let mut state = Self::new(
             db,
             &clients,
             embedder,
@@ -213,7 +348,9 @@ impl ApiState {
             config,
             actor_source,
         )
-        .with_collections(docpipe_pipeline::services::open_collections(milvus)))
+        .with_collections(docpipe_pipeline::services::open_collections(milvus));
+        state.principal_tags = principal_tags;
+        Ok(state)
     }
 
     /// Builds the state from clients the caller made (tests, the dev runner).
@@ -252,6 +389,12 @@ impl ApiState {
             },
             config,
             actor_source,
+            principal_tags: None,
+            known_tenants: Default::default(),
+            scan_default: docpipe_core::config::ScanPolicy::read(
+                &mut docpipe_core::env::EnvReader::from_process(),
+            )
+            .action,
         }
     }
 }
@@ -259,6 +402,12 @@ impl ApiState {
 impl ApiState {
     /// Opens other collections of the same Milvus (a rebuild's) with `open`; without it the state
     /// reads and writes its configured collection only.
+    /// Reads IAM callers' tenants from their principal tags (`AuthMode=iam` in Lambda).
+    pub fn with_principal_tags(mut self, tags: Arc<crate::principal_tags::PrincipalTags>) -> Self {
+        self.principal_tags = Some(tags);
+        self
+    }
+
     pub fn with_collections(mut self, open: OpenCollection) -> Self {
         let configured = self.generations.configured().clone();
         self.generations = Arc::new(Generations::new(

@@ -24,6 +24,8 @@ pub(crate) struct WorksQuery {
     pub limit: Option<i64>,
     /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
+    /// `own`, `public` or `all` (the default).
+    pub scope: Option<docpipe_core::tenant::Scope>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -56,6 +58,7 @@ fn short(field: &str, value: Option<&str>, max_chars: usize) -> Result<(), ApiEr
 
 pub(crate) async fn list_works(
     State(state): State<Arc<ApiState>>,
+    caller: crate::tenant::Caller,
     ApiQuery(q): ApiQuery<WorksQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let limit = page_limit(q.limit)?;
@@ -78,6 +81,7 @@ pub(crate) async fn list_works(
         name_key.as_deref().filter(|k| !k.is_empty()),
         after,
         limit + 1,
+        &caller.reads(q.scope.unwrap_or_default()),
     )
     .await?;
     let next_cursor = if works.len() as i64 > limit {
@@ -91,10 +95,12 @@ pub(crate) async fn list_works(
 
 pub(crate) async fn get_work(
     State(state): State<Arc<ApiState>>,
+    caller: crate::tenant::Caller,
     Path(work_id): Path<String>,
     ApiQuery(q): ApiQuery<WorkQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let id = work_id_of(&work_id)?;
+    crate::tenant::gate_work(&state.db, &caller, id, false).await?;
     let as_of =
         as_of_date(q.as_of.as_deref()).map_err(|e| ApiError::invalid(format!("as_of: {e}")))?;
     let client = state.db.client().await?;
@@ -118,10 +124,12 @@ pub(crate) struct DiffQuery {
 /// `GET /works/{work_id}/diff`: two versions aligned article by article.
 pub(crate) async fn diff_versions(
     State(state): State<Arc<ApiState>>,
+    caller: crate::tenant::Caller,
     Path(work_id): Path<String>,
     ApiQuery(q): ApiQuery<DiffQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let id = work_id_of(&work_id)?;
+    crate::tenant::gate_work(&state.db, &caller, id, false).await?;
     short("from", q.from.as_deref(), 64)?;
     short("to", q.to.as_deref(), 64)?;
     let client = state.db.client().await?;
@@ -229,17 +237,21 @@ fn reviewer_only(meta: &crate::context::RequestMeta, act: &str) -> Result<(), Ap
 /// released which document and which content.
 pub(crate) async fn release_version(
     State(state): State<Arc<ApiState>>,
-    meta: crate::context::RequestMeta,
+    caller: crate::tenant::Caller,
     Path((work_id, doc_id)): Path<(String, String)>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
+    let meta = caller.meta.clone();
     let id = work_id_of(&work_id)?;
     if !docpipe_core::ids::is_addressable_doc_id(&doc_id) {
         return Err(ApiError::invalid(
             "doc_id must be \"doc_\" followed by 32 lowercase hexadecimal digits",
         ));
     }
+    crate::tenant::gate_work(&state.db, &caller, id, false).await?;
+    crate::tenant::gate_document(&state.db, &caller, &doc_id, false).await?;
     reviewer_only(&meta, "releasing a version")?;
+    crate::tenant::gate_work(&state.db, &caller, id, true).await?;
     let request = release_request(&body)?;
     let audit = crate::audit::Audit::begin(
         &state,
@@ -356,12 +368,26 @@ pub(crate) struct RepealRequest {
 /// its versions cannot give), optionally naming the work that took its place.
 pub(crate) async fn repeal_work(
     State(state): State<Arc<ApiState>>,
-    meta: crate::context::RequestMeta,
+    caller: crate::tenant::Caller,
     Path(work_id): Path<String>,
     crate::problem::ApiJson(request): crate::problem::ApiJson<RepealRequest>,
 ) -> Result<Json<Value>, ApiError> {
+    let meta = caller.meta.clone();
     let id = work_id_of(&work_id)?;
+    crate::tenant::gate_work(&state.db, &caller, id, false).await?;
     reviewer_only(&meta, "repealing a work")?;
+    crate::tenant::gate_work(&state.db, &caller, id, true).await?;
+    if let Some(successor) = request.successor_work_id {
+        // A successor the caller cannot see is as missing as one that never was.
+        crate::tenant::gate_work(&state.db, &caller, successor, false)
+            .await
+            .map_err(|_| {
+                ApiError::validation(
+                    "successor_work_id",
+                    format!("work {successor} does not exist"),
+                )
+            })?;
+    }
     let on = match request.repealed_on.as_deref() {
         None => None,
         Some(day) => Some(Day::parse_iso(day).map(|d| d.to_string()).ok_or_else(|| {

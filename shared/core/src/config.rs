@@ -138,6 +138,16 @@ pub enum ScanAction {
 }
 
 impl ScanAction {
+    /// By its name (`warn`, `mask`, `block`).
+    pub fn named(name: &str) -> Option<ScanAction> {
+        match name {
+            "warn" => Some(ScanAction::Warn),
+            "mask" => Some(ScanAction::Mask),
+            "block" => Some(ScanAction::Block),
+            _ => None,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ScanAction::Warn => "warn",

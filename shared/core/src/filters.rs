@@ -14,4 +14,8 @@ pub struct Filters {
     pub version: Option<String>,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// The tenants whose documents the read covers. Never taken from a request body: the API sets
+    /// it from the caller's tenant and scope. Empty covers every tenant (the operator's tools).
+    #[serde(skip)]
+    pub organs: Vec<String>,
 }

@@ -48,7 +48,15 @@ pub const UPLOAD_PREFIX: &str = "uploads/";
 pub fn doc_id_in_upload_key(key: &str) -> Option<&str> {
     let rest = key.strip_prefix(UPLOAD_PREFIX)?;
     let (candidate, file_name) = rest.split_once('/')?;
-    (is_valid_doc_id(candidate) && !file_name.is_empty()).then_some(candidate)
+    if is_valid_doc_id(candidate) && !file_name.is_empty() {
+        return Some(candidate);
+    }
+    // A tenant's: `uploads/{organ_id}/{doc_id}/{file_name}`.
+    let (candidate, file_name) = file_name.split_once('/')?;
+    (crate::tenant::is_valid_organ_id(rest.split('/').next().unwrap_or_default())
+        && is_valid_doc_id(candidate)
+        && !file_name.is_empty())
+    .then_some(candidate)
 }
 
 /// The widest file name the `documents` table holds (`file_name`, `doc_name`: VARCHAR(512)).
@@ -134,6 +142,14 @@ mod tests {
             Some(id.as_str())
         );
         assert_eq!(doc_id_in_upload_key("uploads/report.pdf"), None);
+        assert_eq!(
+            doc_id_in_upload_key(&format!("uploads/acme/{id}/a b.pdf")),
+            Some(id.as_str())
+        );
+        assert_eq!(
+            doc_id_in_upload_key(&format!("uploads/Acme!/{id}/a.pdf")),
+            None
+        );
         assert_eq!(doc_id_in_upload_key(&format!("uploads/{id}/")), None);
         assert_eq!(doc_id_in_upload_key("other/doc_x/a.pdf"), None);
         assert_eq!(file_name_of("uploads/a/b c.pdf"), "b c.pdf");

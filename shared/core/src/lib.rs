@@ -16,3 +16,4 @@ pub mod ids;
 pub mod metrics;
 pub mod model;
 pub mod telemetry;
+pub mod tenant;

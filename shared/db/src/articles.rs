@@ -183,7 +183,7 @@ pub async fn live_blocks(
            AND ($3::varchar IS NULL OR d.regulation_type = $3)
            AND ($4::varchar IS NULL OR d.version = $4)
            AND ($5::text[] IS NULL OR d.metadata -> 'tags' ?| $5)",
-        answers = crate::authority::answers("$6::text::date", "$7::bool"),
+        answers = crate::authority::answers("$6::text::date", "$7::bool", "$8"),
     );
     let rows = c
         .query_typed(
@@ -196,6 +196,7 @@ pub async fn live_blocks(
                 (&tags, Type::TEXT_ARRAY),
                 (&as_of, Type::TEXT),
                 (&in_force_only, Type::BOOL),
+                (&filters.organs, Type::VARCHAR_ARRAY),
             ],
         )
         .await?;

@@ -21,6 +21,8 @@ pub struct AuditEntry<'a> {
     pub target_id: &'a str,
     pub request_id: &'a str,
     pub detail: serde_json::Value,
+    /// The caller's tenant.
+    pub organ_id: &'a str,
 }
 
 /// `started` until [`finish`] records how it ended.
@@ -32,8 +34,8 @@ pub async fn begin(c: &impl GenericClient, entry: &AuditEntry<'_>) -> Result<i64
     let row = c
         .query_typed_one(
             "INSERT INTO audit_log (actor_type, actor_id, action, target_type, target_id,
-                                    request_id, result, detail)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb) RETURNING id",
+                                    request_id, result, detail, organ_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9) RETURNING id",
             &[
                 (&fit(entry.actor_type, 32), Type::VARCHAR),
                 (&fit(entry.actor_id, 256), Type::VARCHAR),
@@ -43,6 +45,7 @@ pub async fn begin(c: &impl GenericClient, entry: &AuditEntry<'_>) -> Result<i64
                 (&fit(entry.request_id, 128), Type::VARCHAR),
                 (&STARTED, Type::VARCHAR),
                 (&detail, Type::TEXT),
+                (&fit(entry.organ_id, 64), Type::VARCHAR),
             ],
         )
         .await?;
@@ -77,14 +80,18 @@ pub async fn finish(
 
 /// Whether a delete of this document succeeded before: a repeated delete then answers as the
 /// first one did.
-pub async fn was_deleted(c: &impl GenericClient, doc_id: &str) -> Result<bool, DbError> {
+pub async fn was_deleted(
+    c: &impl GenericClient,
+    doc_id: &str,
+    organ_id: &str,
+) -> Result<bool, DbError> {
     let row = c
         .query_typed_opt(
             "SELECT 1 FROM audit_log
              WHERE target_type = 'document' AND target_id = $1 AND action = 'delete'
-               AND result = 'succeeded'
+               AND result = 'succeeded' AND organ_id = $2
              LIMIT 1",
-            &[(&doc_id, Type::VARCHAR)],
+            &[(&doc_id, Type::VARCHAR), (&organ_id, Type::VARCHAR)],
         )
         .await?;
     Ok(row.is_some())

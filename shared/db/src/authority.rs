@@ -65,11 +65,19 @@ fn not_in_force(day: &str) -> String {
     )
 }
 
-/// The whole check as one predicate on `d`: indexed, not held, not blocked by its scan, and, when `{in_force_only}` (a
-/// boolean placeholder) is true, in force on `{day}` (a date placeholder).
-pub(crate) fn answers(day: &str, in_force_only: &str) -> String {
+/// The document belongs to one of the tenants `{organs}` (a `varchar[]` placeholder; empty: any
+/// tenant, for the operator's own tools, never for a caller's request).
+pub(crate) fn of_tenants(organs: &str) -> String {
+    format!("(cardinality({organs}::varchar[]) = 0 OR d.organ_id = ANY({organs}::varchar[]))")
+}
+
+/// The whole check as one predicate on `d`: of the caller's tenants `{organs}`, indexed, not
+/// held, not blocked by its scan, and, when `{in_force_only}` (a boolean placeholder) is true, in
+/// force on `{day}` (a date placeholder).
+pub(crate) fn answers(day: &str, in_force_only: &str, organs: &str) -> String {
     format!(
-        "({INDEXED} AND NOT {HELD} AND NOT {BLOCKED} AND (NOT {in_force_only} OR NOT {}))",
+        "({} AND {INDEXED} AND NOT {HELD} AND NOT {BLOCKED} AND (NOT {in_force_only} OR NOT {}))",
+        of_tenants(organs),
         not_in_force(day)
     )
 }
@@ -93,11 +101,13 @@ pub enum Standing {
 }
 
 /// The standing of each document on `as_of` (YYYY-MM-DD), from the same conditions as every
-/// other read, in one statement; a document that does not exist is absent.
+/// other read, in one statement; a document that does not exist, or is of none of `organs`, is
+/// absent.
 pub async fn standing(
     c: &impl GenericClient,
     doc_ids: &[String],
     as_of: &str,
+    organs: &[String],
 ) -> Result<HashMap<String, Standing>, DbError> {
     if doc_ids.is_empty() {
         return Ok(HashMap::new());
@@ -106,13 +116,18 @@ pub async fn standing(
         "SELECT d.doc_id, d.status::text AS status, d.deleting_at IS NOT NULL AS deleting,
                 {HELD} AS held, {BLOCKED} AS blocked, {not_in_force} AS not_in_force
          FROM documents d
-         WHERE d.doc_id = ANY($2)",
+         WHERE d.doc_id = ANY($2) AND {tenants}",
         not_in_force = not_in_force("$1::text::date"),
+        tenants = of_tenants("$3"),
     );
     let rows = c
         .query_typed(
             &sql,
-            &[(&as_of, Type::TEXT), (&doc_ids, Type::VARCHAR_ARRAY)],
+            &[
+                (&as_of, Type::TEXT),
+                (&doc_ids, Type::VARCHAR_ARRAY),
+                (&organs, Type::VARCHAR_ARRAY),
+            ],
         )
         .await?;
     Ok(rows

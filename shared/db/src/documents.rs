@@ -30,12 +30,14 @@ pub struct Document {
     pub source_etag: String,
     /// Set when a delete has begun: every stage treats the document as gone.
     pub deleting_at: Option<DateTime<Utc>>,
+    /// Its tenant ([`docpipe_core::tenant`]); never changes.
+    pub organ_id: String,
 }
 
 pub(crate) const COLUMNS: &str =
     "doc_id, doc_name, file_name, object_name, content_type, size_bytes, status, \
     regulation_type, version, chunk_count, parser_name, index_name, error_message, metadata, \
-    created_at, updated_at, current_run_id, source_bucket, content_sha256, source_etag, deleting_at";
+    created_at, updated_at, current_run_id, source_bucket, content_sha256, source_etag, deleting_at, organ_id";
 
 impl Document {
     pub(crate) fn from_row(row: &Row) -> Document {
@@ -63,6 +65,7 @@ impl Document {
             content_sha256: row.get("content_sha256"),
             source_etag: row.get("source_etag"),
             deleting_at: row.get("deleting_at"),
+            organ_id: row.get("organ_id"),
         }
     }
 }
@@ -77,6 +80,46 @@ pub async fn get(c: &impl GenericClient, doc_id: &str) -> Result<Option<Document
     Ok(row.as_ref().map(Document::from_row))
 }
 
+/// The document, if it belongs to one of `organs` (every tenant when empty): another tenant's
+/// document is as missing as one that never was, by the same one key lookup.
+pub async fn get_in(
+    c: &impl GenericClient,
+    doc_id: &str,
+    organs: &[String],
+) -> Result<Option<Document>, DbError> {
+    let row = c
+        .query_typed_opt(
+            &format!(
+                "SELECT {COLUMNS} FROM documents
+                 WHERE doc_id = $1 AND (cardinality($2::varchar[]) = 0 OR organ_id = ANY($2))"
+            ),
+            &[(&doc_id, Type::VARCHAR), (&organs, Type::VARCHAR_ARRAY)],
+        )
+        .await?;
+    Ok(row.as_ref().map(Document::from_row))
+}
+
+/// The tenant an upload key names (`uploads/{organ_id}/…` of a registered tenant, else `default`).
+pub async fn tenant_of_key(c: &impl GenericClient, key: &str) -> Result<String, DbError> {
+    let row = c
+        .query_typed_one(
+            "SELECT docpipe_tenant_of_key($1)::text AS organ_id",
+            &[(&key, Type::TEXT)],
+        )
+        .await?;
+    Ok(row.get("organ_id"))
+}
+
+/// Registers a tenant, if new, so that uploads under `uploads/{organ_id}/` are its.
+pub async fn ensure_tenant(c: &impl GenericClient, organ_id: &str) -> Result<(), DbError> {
+    c.execute_typed(
+        "INSERT INTO tenants (organ_id) VALUES ($1) ON CONFLICT DO NOTHING",
+        &[(&organ_id, Type::VARCHAR)],
+    )
+    .await?;
+    Ok(())
+}
+
 /// Finds the document for an object, creating its row if this is the first event for it, and locks
 /// the row until the transaction ends: concurrent deliveries of one event serialise here.
 pub async fn lock_or_create(
@@ -87,8 +130,8 @@ pub async fn lock_or_create(
     file_name: &str,
 ) -> Result<Document, DbError> {
     c.execute_typed(
-        "INSERT INTO documents (doc_id, doc_name, file_name, object_name, source_bucket)
-         VALUES ($1, $2, $2, $3, $4)
+        "INSERT INTO documents (doc_id, doc_name, file_name, object_name, source_bucket, organ_id)
+         VALUES ($1, $2, $2, $3, $4, docpipe_tenant_of_key($3))
          ON CONFLICT (doc_id) DO NOTHING",
         &[
             (&doc_id, Type::VARCHAR),
@@ -131,6 +174,7 @@ pub struct NewRegistration<'a> {
     /// A JSON object, as text.
     pub metadata: &'a str,
     pub source_bucket: &'a str,
+    pub organ_id: &'a str,
 }
 
 pub async fn insert_registered(
@@ -139,8 +183,8 @@ pub async fn insert_registered(
 ) -> Result<(), DbError> {
     c.execute_typed(
         "INSERT INTO documents (doc_id, doc_name, file_name, object_name, content_type,
-                                regulation_type, version, metadata, source_bucket)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9)",
+                                regulation_type, version, metadata, source_bucket, organ_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10)",
         &[
             (&d.doc_id, Type::VARCHAR),
             (&d.doc_name, Type::VARCHAR),
@@ -151,6 +195,7 @@ pub async fn insert_registered(
             (&d.version, Type::VARCHAR),
             (&d.metadata, Type::TEXT),
             (&d.source_bucket, Type::VARCHAR),
+            (&d.organ_id, Type::VARCHAR),
         ],
     )
     .await?;

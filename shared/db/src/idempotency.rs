@@ -34,22 +34,25 @@ pub enum Claim {
     InProgress,
 }
 
+/// `organ_id` is the caller's tenant: the same key of two tenants never collides.
 pub async fn claim(
     c: &impl GenericClient,
+    organ_id: &str,
     scope: &str,
     key: &str,
     stale_after_secs: i64,
 ) -> Result<Claim, DbError> {
     let inserted = c
         .query_typed_opt(
-            "INSERT INTO idempotency_keys (scope, key, status_code, response)
-             VALUES ($1, $2, $3, '{}'::jsonb)
-             ON CONFLICT (scope, key) DO NOTHING
+            "INSERT INTO idempotency_keys (scope, key, status_code, response, organ_id)
+             VALUES ($1, $2, $3, '{}'::jsonb, $4)
+             ON CONFLICT (organ_id, scope, key) DO NOTHING
              RETURNING 1",
             &[
                 (&scope, Type::VARCHAR),
                 (&key, Type::VARCHAR),
                 (&IN_PROGRESS, Type::INT4),
+                (&organ_id, Type::VARCHAR),
             ],
         )
         .await?;

@@ -48,6 +48,7 @@ pub async fn record(
 /// The newest first, `limit` of them, older than the `before` id when paging.
 pub async fn list(
     c: &impl GenericClient,
+    organ_id: &str,
     limit: i64,
     before: Option<i64>,
 ) -> Result<Vec<IntakeFailure>, DbError> {
@@ -55,9 +56,13 @@ pub async fn list(
     let rows = c
         .query_typed(
             "SELECT failure_id, bucket, object_name, reason, deliveries, failed_at
-             FROM intake_failures WHERE failure_id < $1
+             FROM intake_failures WHERE organ_id = $3 AND failure_id < $1
              ORDER BY failure_id DESC LIMIT $2",
-            &[(&before, Type::INT8), (&limit, Type::INT8)],
+            &[
+                (&before, Type::INT8),
+                (&limit, Type::INT8),
+                (&organ_id, Type::VARCHAR),
+            ],
         )
         .await?;
     Ok(rows

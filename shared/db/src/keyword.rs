@@ -7,7 +7,7 @@
 //! before they go, so `keyword_terms` counts exactly the postings that exist. Search reads it only
 //! through the live documents (indexed, not being deleted, this run), like every vector hit.
 
-use super::authority::{BLOCKED, HELD, INDEXED};
+use super::authority::{of_tenants, BLOCKED, HELD, INDEXED};
 use super::{DbError, Type};
 use docpipe_core::analyzer::{BlockTerms, TermId};
 use docpipe_core::filters::Filters;
@@ -140,22 +140,32 @@ pub async fn write(
             impacts.push(block.impact(tf) as f32);
         }
     }
+    // The postings and document frequencies are the document's tenant's (the row above took it
+    // from the document).
     c.execute_typed(
-        "INSERT INTO keyword_postings (term, block_id, tf, impact)
-         SELECT * FROM UNNEST($1::int8[], $2::int8[], $3::int2[], $4::float4[])",
+        "INSERT INTO keyword_postings (term, block_id, tf, impact, organ_id)
+         SELECT u.*, kd.organ_id
+         FROM UNNEST($1::int8[], $2::int8[], $3::int2[], $4::float4[]) AS u
+         CROSS JOIN (SELECT organ_id FROM keyword_documents WHERE doc_id = $5) kd",
         &[
             (&posting_terms, Type::INT8_ARRAY),
             (&posting_blocks, Type::INT8_ARRAY),
             (&tfs, Type::INT2_ARRAY),
             (&impacts, Type::FLOAT4_ARRAY),
+            (&doc.doc_id, Type::VARCHAR),
         ],
     )
     .await?;
     c.execute_typed(
-        "INSERT INTO keyword_terms (term, df)
-         SELECT term, count(*) FROM UNNEST($1::int8[]) AS u(term) GROUP BY term ORDER BY term
-         ON CONFLICT (term) DO UPDATE SET df = keyword_terms.df + EXCLUDED.df",
-        &[(&posting_terms, Type::INT8_ARRAY)],
+        "INSERT INTO keyword_terms (organ_id, term, df)
+         SELECT kd.organ_id, u.term, count(*) FROM UNNEST($1::int8[]) AS u(term)
+         CROSS JOIN (SELECT organ_id FROM keyword_documents WHERE doc_id = $2) kd
+         GROUP BY kd.organ_id, u.term ORDER BY u.term
+         ON CONFLICT (organ_id, term) DO UPDATE SET df = keyword_terms.df + EXCLUDED.df",
+        &[
+            (&posting_terms, Type::INT8_ARRAY),
+            (&doc.doc_id, Type::VARCHAR),
+        ],
     )
     .await?;
     Ok(())
@@ -170,10 +180,13 @@ pub async fn remove(c: &impl GenericClient, doc_id: &str) -> Result<u64, DbError
         "WITH gone AS (
              SELECT unnest(terms) AS term FROM keyword_blocks WHERE doc_id = $1),
          counted AS (SELECT term, count(*) AS n FROM gone GROUP BY term),
+         organ AS (SELECT organ_id FROM keyword_documents WHERE doc_id = $1),
          locked AS (
-             SELECT t.term, c.n FROM keyword_terms t JOIN counted c USING (term)
+             SELECT t.organ_id, t.term, c.n FROM keyword_terms t
+             JOIN counted c USING (term) JOIN organ o ON o.organ_id = t.organ_id
              ORDER BY t.term FOR UPDATE OF t)
-         UPDATE keyword_terms t SET df = t.df - l.n FROM locked l WHERE t.term = l.term",
+         UPDATE keyword_terms t SET df = t.df - l.n FROM locked l
+         WHERE t.organ_id = l.organ_id AND t.term = l.term",
         params,
     )
     .await?;
@@ -192,12 +205,13 @@ pub async fn remove(c: &impl GenericClient, doc_id: &str) -> Result<u64, DbError
     Ok(removed)
 }
 
-/// How many blocks the index holds: BM25's N.
-pub async fn block_count(c: &impl GenericClient) -> Result<i64, DbError> {
+/// How many blocks the index holds for these tenants (all when empty): BM25's N.
+pub async fn block_count(c: &impl GenericClient, organs: &[String]) -> Result<i64, DbError> {
     let row = c
         .query_typed_one(
-            "SELECT COALESCE(sum(block_count), 0)::int8 AS blocks FROM keyword_documents",
-            &[],
+            "SELECT COALESCE(sum(block_count), 0)::int8 AS blocks FROM keyword_documents
+             WHERE cardinality($1::varchar[]) = 0 OR organ_id = ANY($1::varchar[])",
+            &[(&organs, Type::VARCHAR_ARRAY)],
         )
         .await?;
     Ok(row.get("blocks"))
@@ -361,6 +375,7 @@ pub struct SearchStatement {
     max_terms: i64,
     limit: i64,
     checked: i64,
+    organs: Vec<String>,
     live: LiveFilter,
 }
 
@@ -374,15 +389,18 @@ impl SearchStatement {
         filters: &Filters,
         window: VersionWindow,
     ) -> SearchStatement {
-        let live = LiveFilter::new(filters, window, 8);
+        let live = LiveFilter::new(filters, window, 9);
         // Unfiltered, or filtered by the version window alone, the bound applies to the raw
         // postings (an index-only scan per term) and the live check, window included, to the
         // scored candidates, best first, until `limit` pass. Filtered otherwise (documents, a
         // type, tags: filters that may keep a few blocks out of many), each posting is checked
         // as it is read, so a narrow filter still sees all of its own blocks.
+        // Postings are read per tenant (`o`, the caller's one or two): each tenant's best
+        // `per_term` for a term, so a tenant's own articles are never crowded out of the bound by
+        // a larger library's.
         let postings = if live.clauses.is_empty() || live.projection_only() {
             "SELECT p.block_id, p.impact FROM keyword_postings p
-             WHERE p.term = q.term ORDER BY p.impact DESC LIMIT $4"
+             WHERE p.organ_id = o.organ AND p.term = q.term ORDER BY p.impact DESC LIMIT $4"
                 .to_string()
         } else {
             format!(
@@ -391,7 +409,7 @@ impl SearchStatement {
                  JOIN keyword_documents kd ON kd.doc_id = kb.doc_id
                  JOIN documents d ON d.doc_id = kd.doc_id AND d.current_run_id = kd.run_id
                                  AND d.status = 'indexed' AND d.deleting_at IS NULL
-                 WHERE p.term = q.term{}
+                 WHERE p.organ_id = o.organ AND p.term = q.term{}
                  ORDER BY p.impact DESC LIMIT $4",
                 live.sql()
             )
@@ -400,16 +418,23 @@ impl SearchStatement {
         // `limit` pass: the plan keeps `c`'s order through the nested loop, so no candidate past
         // the last one needed is looked up. `$7` bounds how many are checked at all.
         let sql = format!(
-            "WITH q AS (
+            "WITH o AS (
+                 SELECT unnest(CASE WHEN cardinality($8::varchar[]) = 0
+                                    THEN ARRAY(SELECT organ_id FROM tenants)
+                                    ELSE $8::varchar[] END) AS organ),
+             q AS (
                  SELECT u.term,
                         u.n * ln(1.0::float8 + (greatest($3::int8, t.df) - t.df + 0.5::float8)
                                                / (t.df + 0.5::float8)) AS w
                  FROM UNNEST($1::int8[], $2::float8[]) AS u(term, n)
-                 JOIN keyword_terms t ON t.term = u.term AND t.df > 0
+                 CROSS JOIN LATERAL (
+                     SELECT sum(kt.df)::int8 AS df FROM keyword_terms kt
+                     WHERE kt.organ_id IN (SELECT organ FROM o) AND kt.term = u.term) t
+                 WHERE t.df > 0
                  ORDER BY w DESC, u.term LIMIT $6),
              c AS (
                  SELECT p.block_id, sum(q.w * p.impact::float8) AS score
-                 FROM q CROSS JOIN LATERAL ({postings}) p
+                 FROM q CROSS JOIN o CROSS JOIN LATERAL ({postings}) p
                  GROUP BY p.block_id ORDER BY score DESC, p.block_id LIMIT $7)
              SELECT c.block_id, c.score FROM c
              CROSS JOIN LATERAL ({live_check}{live_sql} LIMIT 1) live
@@ -434,6 +459,7 @@ impl SearchStatement {
             max_terms,
             limit,
             checked,
+            organs: filters.organs.clone(),
             live,
         }
     }
@@ -447,6 +473,7 @@ impl SearchStatement {
             (&self.limit, Type::INT8),
             (&self.max_terms, Type::INT8),
             (&self.checked, Type::INT8),
+            (&self.organs, Type::VARCHAR_ARRAY),
         ];
         for (value, ty) in &self.live.params {
             params.push((
@@ -492,15 +519,19 @@ pub async fn title_of(c: &impl GenericClient, doc_id: &str) -> Result<Option<Str
 
 /// The laws a citation or a query can name: every indexed document's title, but those of a
 /// version held for its release (the authority's conditions, [`crate::authority`]).
-pub async fn law_titles(c: &impl GenericClient) -> Result<Vec<LawTitle>, DbError> {
+pub async fn law_titles(
+    c: &impl GenericClient,
+    organs: &[String],
+) -> Result<Vec<LawTitle>, DbError> {
     let rows = c
         .query_typed(
             &format!(
                 "SELECT kd.doc_id, kd.title, kd.title_key, kd.indexed_at FROM keyword_documents kd
                  JOIN documents d ON d.doc_id = kd.doc_id AND d.current_run_id = kd.run_id
-                 WHERE {INDEXED} AND NOT {HELD} AND NOT {BLOCKED}"
+                 WHERE {INDEXED} AND NOT {HELD} AND NOT {BLOCKED} AND {tenants}",
+                tenants = of_tenants("$1")
             ),
-            &[],
+            &[(&organs, Type::VARCHAR_ARRAY)],
         )
         .await?;
     Ok(rows.iter().map(LawTitle::from_row).collect())
@@ -509,7 +540,11 @@ pub async fn law_titles(c: &impl GenericClient) -> Result<Vec<LawTitle>, DbError
 /// As [`law_titles`], for one law: the documents whose title key is `key`, or `key` followed by
 /// a bracketed date (a version's title), read by the title key's index. What a citation of a law
 /// the cached titles lack costs: the documents of one work, however large the library.
-pub async fn law_titles_of(c: &impl GenericClient, key: &str) -> Result<Vec<LawTitle>, DbError> {
+pub async fn law_titles_of(
+    c: &impl GenericClient,
+    key: &str,
+    organs: &[String],
+) -> Result<Vec<LawTitle>, DbError> {
     let escaped = key
         .replace('\\', "\\\\")
         .replace('%', "\\%")
@@ -521,12 +556,14 @@ pub async fn law_titles_of(c: &impl GenericClient, key: &str) -> Result<Vec<LawT
                 "SELECT kd.doc_id, kd.title, kd.title_key, kd.indexed_at FROM keyword_documents kd
                  JOIN documents d ON d.doc_id = kd.doc_id AND d.current_run_id = kd.run_id
                  WHERE (kd.title_key = $1 OR kd.title_key LIKE $2 OR kd.title_key LIKE $3)
-                   AND {INDEXED} AND NOT {HELD} AND NOT {BLOCKED}"
+                   AND {INDEXED} AND NOT {HELD} AND NOT {BLOCKED} AND {tenants}",
+                tenants = of_tenants("$4")
             ),
             &[
                 (&key, Type::TEXT),
                 (&ascii, Type::TEXT),
                 (&wide, Type::TEXT),
+                (&organs, Type::VARCHAR_ARRAY),
             ],
         )
         .await?;

@@ -46,6 +46,7 @@ pub mod runs;
 pub mod security;
 pub mod snapshot;
 pub mod sweep;
+pub mod tenants;
 pub(crate) mod tls;
 pub mod tombstones;
 pub mod transitions;

@@ -138,6 +138,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0025_rebuild_partial_document",
         sql: include_str!("../../../migrations/0025_rebuild_partial_document.sql"),
     },
+    Migration {
+        version: 26,
+        name: "0026_tenants",
+        sql: include_str!("../../../migrations/0026_tenants.sql"),
+    },
 ];
 
 const LOCK_KEY: i64 = 0x0064_6f63_7069_7065; // "docpipe" in ASCII

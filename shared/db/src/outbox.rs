@@ -73,8 +73,10 @@ pub struct NewEvent<'a> {
 pub async fn record(c: &impl GenericClient, event: &NewEvent<'_>) -> Result<bool, DbError> {
     let n = c
         .execute_typed(
-            "INSERT INTO event_outbox (event_id, detail_type, doc_id, work_id, detail)
-             VALUES ($1, $2, $3, $4, $5)
+            "INSERT INTO event_outbox (event_id, detail_type, doc_id, work_id, detail, organ_id)
+             VALUES ($1, $2, $3, $4, $5,
+                     COALESCE((SELECT organ_id FROM documents WHERE doc_id = $3),
+                              (SELECT organ_id FROM works WHERE work_id = $4), 'default'))
              ON CONFLICT (event_id) DO NOTHING",
             &[
                 (&event.event_id, Type::VARCHAR),
@@ -97,6 +99,8 @@ pub struct Outgoing {
     /// The type's own fields.
     pub body: serde_json::Value,
     pub created_at: DateTime<Utc>,
+    /// The tenant of the document or work it announces: a consumer keeps to its own by it.
+    pub organ_id: String,
     /// Publications tried, this one included.
     pub attempts: i32,
 }
@@ -109,6 +113,7 @@ impl Outgoing {
             kind: r.get("detail_type"),
             body: r.get("detail"),
             created_at: r.get("created_at"),
+            organ_id: r.get("organ_id"),
             attempts: r.get("attempts"),
         }
     }
@@ -120,6 +125,7 @@ impl Outgoing {
             "event_id": self.event_id,
             "type": self.kind,
             "occurred_at": self.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "organ_id": self.organ_id,
         });
         if let (Some(out), Some(own)) = (detail.as_object_mut(), self.body.as_object()) {
             for (k, v) in own {
@@ -147,7 +153,8 @@ pub async fn take_due(
              UPDATE event_outbox e
              SET next_attempt_at = NOW() + make_interval(secs => $2), attempts = e.attempts + 1
              FROM due WHERE e.seq = due.seq
-             RETURNING e.seq, e.event_id, e.detail_type, e.detail, e.created_at, e.attempts",
+             RETURNING e.seq, e.event_id, e.detail_type, e.detail, e.created_at, e.attempts,
+                       e.organ_id",
             &[(&limit, Type::INT8), (&hold_secs, Type::FLOAT8)],
         )
         .await?;
@@ -248,7 +255,7 @@ pub async fn recorded_after(
 ) -> Result<Vec<Recorded>, DbError> {
     let rows = c
         .query_typed(
-            "SELECT seq, event_id, detail_type, detail, created_at, attempts,
+            "SELECT seq, event_id, detail_type, detail, created_at, attempts, organ_id,
                     sent_at IS NOT NULL AS sent
              FROM event_outbox WHERE seq > $1 ORDER BY seq LIMIT $2",
             &[(&after_seq, Type::INT8), (&limit, Type::INT8)],

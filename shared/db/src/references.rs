@@ -241,6 +241,7 @@ pub async fn incoming(
     law_keys: &[String],
     article: ArticleNo,
     limit: i64,
+    organs: &[String],
 ) -> Result<Vec<ReferenceRow>, DbError> {
     let at = ordinal(article);
     let rows = c
@@ -256,14 +257,17 @@ pub async fn incoming(
                      WHERE r.target_law_key = ANY($3) AND r.doc_id <> $1
                        AND r.target_from <= $2 AND r.target_to >= $2
                        AND d.status = 'indexed' AND d.deleting_at IS NULL
+                       AND {tenants}
                  ) r
-                 ORDER BY r.side, r.doc_id, r.ref_no LIMIT $4"
+                 ORDER BY r.side, r.doc_id, r.ref_no LIMIT $4",
+                tenants = crate::authority::of_tenants("$5"),
             ),
             &[
                 (&doc_id, Type::VARCHAR),
                 (&at, Type::INT4),
                 (&law_keys, Type::VARCHAR_ARRAY),
                 (&limit, Type::INT8),
+                (&organs, Type::VARCHAR_ARRAY),
             ],
         )
         .await?;

@@ -19,6 +19,8 @@ pub struct DocumentFilter {
     pub version: Option<String>,
     /// Documents updated at or after this instant.
     pub updated_since: Option<DateTime<Utc>>,
+    /// Of these tenants; empty: every tenant (the operator's tools).
+    pub organs: Vec<String>,
 }
 
 /// The position after which a listing continues: the last row of the previous page.
@@ -51,6 +53,12 @@ pub async fn list_documents(
     let status = filter.status.map(|s| s.as_str());
     let mut params = Params { values: Vec::new() };
     let mut conditions = Vec::new();
+    if !filter.organs.is_empty() {
+        conditions.push(format!(
+            "organ_id = ANY({})",
+            params.push(&filter.organs, Type::VARCHAR_ARRAY)
+        ));
+    }
     if let Some(status) = &status {
         conditions.push(format!("status = {}", params.push(status, Type::VARCHAR)));
     }

@@ -61,6 +61,7 @@ pub async fn collision(
              JOIN documents d ON d.doc_id = vd.doc_id AND d.deleting_at IS NULL
                              AND d.status = 'indexed'
              WHERE w.title_key = $1 AND w.level = $2 AND v.label = $3
+               AND w.organ_id = (SELECT organ_id FROM documents WHERE doc_id = $4)
              GROUP BY v.version_id",
             &[
                 (&a.title_key, Type::VARCHAR),
@@ -124,7 +125,7 @@ pub async fn assign(
 ) -> Result<i64, DbError> {
     let docs = [doc_id.to_string()];
     let was = super::projection::works_of(c, &docs).await?;
-    let work_id = upsert_work(c, a).await?;
+    let work_id = upsert_work(c, doc_id, a).await?;
     let version_id = upsert_version(c, work_id, a).await?;
     let released = record_rendition(c, doc_id, run_id, version_id, release).await?;
     super::projection::refresh_works_of(c, &docs, &was).await?;
@@ -143,18 +144,25 @@ pub async fn assign(
     Ok(version_id)
 }
 
-/// The work the assignment names, created when new: its id.
-async fn upsert_work(c: &impl GenericClient, a: &Assignment<'_>) -> Result<i64, DbError> {
+/// The work the assignment names in the document's tenant, created when new: its id. A tenant's
+/// own text of a law is a work of that tenant, never a version of the public library's.
+async fn upsert_work(
+    c: &impl GenericClient,
+    doc_id: &str,
+    a: &Assignment<'_>,
+) -> Result<i64, DbError> {
     let work = c
         .query_typed_one(
-            "INSERT INTO works (title, title_key, level, level_source) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (title_key, level) DO UPDATE SET updated_at = NOW()
+            "INSERT INTO works (title, title_key, level, level_source, organ_id)
+             VALUES ($1, $2, $3, $4, (SELECT organ_id FROM documents WHERE doc_id = $5))
+             ON CONFLICT (organ_id, title_key, level) DO UPDATE SET updated_at = NOW()
              RETURNING work_id",
             &[
                 (&a.title, Type::VARCHAR),
                 (&a.title_key, Type::VARCHAR),
                 (&a.level, Type::VARCHAR),
                 (&a.level_source, Type::VARCHAR),
+                (&doc_id, Type::VARCHAR),
             ],
         )
         .await?;
@@ -296,6 +304,7 @@ pub struct RecordedVersion {
 /// document that is not being deleted.
 pub async fn recorded_version(
     c: &impl GenericClient,
+    organ_id: &str,
     title_key: &str,
     level: &str,
     label: &str,
@@ -309,12 +318,13 @@ pub async fn recorded_version(
              JOIN work_versions v ON v.work_id = w.work_id
              JOIN version_documents vd ON vd.version_id = v.version_id
              JOIN documents d ON d.doc_id = vd.doc_id AND d.deleting_at IS NULL
-             WHERE w.title_key = $1 AND w.level = $2 AND v.label = $3
+             WHERE w.title_key = $1 AND w.level = $2 AND v.label = $3 AND w.organ_id = $4
              GROUP BY w.work_id, v.version_id",
             &[
                 (&title_key, Type::VARCHAR),
                 (&level, Type::VARCHAR),
                 (&label, Type::VARCHAR),
+                (&organ_id, Type::VARCHAR),
             ],
         )
         .await?;
@@ -592,6 +602,17 @@ pub async fn places(
         .collect())
 }
 
+/// The tenant a work belongs to, if the work exists.
+pub async fn organ_of(c: &impl GenericClient, work_id: i64) -> Result<Option<String>, DbError> {
+    let row = c
+        .query_typed_opt(
+            "SELECT organ_id FROM works WHERE work_id = $1",
+            &[(&work_id, Type::INT8)],
+        )
+        .await?;
+    Ok(row.map(|r| r.get("organ_id")))
+}
+
 /// One work in a listing.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkSummary {
@@ -609,7 +630,7 @@ pub struct WorkSummary {
 }
 
 /// [`list`]'s statement: $1 the day, $2 the work id the page starts after, $3 a level, $4 a
-/// title key, $5 the page's size. Apart so that a test can ask the planner what it reads.
+/// title key, $5 the page's size, $6 the tenants (empty: all). Apart so that a test can ask the planner what it reads.
 pub fn list_sql() -> String {
     // The page's works, walked in id order and each checked for an answering version as it is
     // reached, until the page is full: a LATERAL with a LIMIT is never flattened into a join, so
@@ -628,6 +649,7 @@ pub fn list_sql() -> String {
                                AND lvd.released_sha256 = ld.content_sha256
                              LIMIT 1) answers
                          WHERE lw.work_id > $2
+                           AND (cardinality($6::varchar[]) = 0 OR lw.organ_id = ANY($6::varchar[]))
                            AND ($3::varchar IS NULL OR lw.level = $3)
                            AND ($4::varchar IS NULL OR strpos(lw.title_key, $4) > 0)
                          ORDER BY lw.work_id LIMIT $5))",
@@ -655,6 +677,7 @@ pub async fn list(
     name_key: Option<&str>,
     after_id: i64,
     limit: i64,
+    organs: &[String],
 ) -> Result<Vec<WorkSummary>, DbError> {
     let sql = list_sql();
     let rows = c
@@ -666,6 +689,7 @@ pub async fn list(
                 (&level, Type::VARCHAR),
                 (&name_key, Type::VARCHAR),
                 (&limit, Type::INT8),
+                (&organs, Type::VARCHAR_ARRAY),
             ],
         )
         .await?;
@@ -733,7 +757,7 @@ pub async fn timeline(
     work_id: i64,
     as_of: &str,
 ) -> Result<Option<(WorkSummary, Vec<VersionRecord>)>, DbError> {
-    let works = list(c, as_of, None, None, work_id - 1, 1).await?;
+    let works = list(c, as_of, None, None, work_id - 1, 1, &[]).await?;
     let held = held(c, work_id).await?;
     let work = match works.into_iter().find(|w| w.work_id == work_id) {
         Some(w) => w,

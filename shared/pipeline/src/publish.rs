@@ -213,6 +213,7 @@ mod tests {
             kind: "DocumentIndexed".into(),
             body: serde_json::json!({ "pad": "x".repeat(detail_bytes) }),
             created_at: chrono::DateTime::from_timestamp(0, 0).unwrap(),
+            organ_id: "default".into(),
             attempts: 1,
         }
     }

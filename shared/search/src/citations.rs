@@ -81,10 +81,10 @@ pub fn cut(s: &str, max_chars: usize) -> String {
 /// authority leaves it out of the titles (`keyword::law_titles`).
 pub type CitableLaws = HashMap<String, Vec<LawTitle>>;
 
-pub(crate) async fn citable_laws(db: &Db) -> Result<CitableLaws, DbError> {
+pub(crate) async fn citable_laws(db: &Db, organs: &[String]) -> Result<CitableLaws, DbError> {
     let client = db.client().await?;
     let mut by_key: CitableLaws = HashMap::new();
-    for t in keyword::law_titles(&**client).await? {
+    for t in keyword::law_titles(&**client, organs).await? {
         by_key
             .entry(work_key(&t.title_key).to_string())
             .or_default()
@@ -100,6 +100,8 @@ pub(crate) async fn citable_laws(db: &Db) -> Result<CitableLaws, DbError> {
 pub struct Checker<'a> {
     db: &'a Db,
     as_of: String,
+    /// The tenants whose laws a citation may name: the caller's and the public library.
+    organs: Vec<String>,
     /// The citable laws by the key a citation names them by (shared for [`crate::CACHE_TTL`]).
     by_key: std::sync::Arc<CitableLaws>,
     /// Laws read by their key after a miss (a law indexed since the cache was filled, or a
@@ -121,11 +123,13 @@ impl<'a> Checker<'a> {
         db: &'a Db,
         cache: &'a crate::SearchCache,
         as_of: &str,
+        organs: &[String],
     ) -> Result<Checker<'a>, DbError> {
         Ok(Checker {
             db,
             as_of: as_of.to_string(),
-            by_key: cache.citable(db).await?,
+            organs: organs.to_vec(),
+            by_key: cache.citable(db, organs).await?,
             fresh: HashMap::new(),
             in_force: HashMap::new(),
             articles: HashMap::new(),
@@ -145,7 +149,7 @@ impl<'a> Checker<'a> {
             return Ok(());
         }
         let client = self.db.client().await?;
-        let standing = authority::standing(&**client, &missing, &self.as_of).await?;
+        let standing = authority::standing(&**client, &missing, &self.as_of, &self.organs).await?;
         for doc in missing {
             let live = match standing.get(&doc) {
                 Some(Standing::Live) => Some(true),
@@ -191,7 +195,7 @@ impl<'a> Checker<'a> {
         }
         let client = self.db.client().await?;
         for key in missing {
-            let mut docs: Vec<LawTitle> = keyword::law_titles_of(&**client, key)
+            let mut docs: Vec<LawTitle> = keyword::law_titles_of(&**client, key, &self.organs)
                 .await?
                 .into_iter()
                 .filter(|t| work_key(&t.title_key) == key)
@@ -453,8 +457,9 @@ pub async fn expand_references<'a>(
     cache: &'a crate::SearchCache,
     hits: &mut [crate::Hit],
     as_of: &str,
+    organs: &[String],
 ) -> Result<(), DbError> {
-    let mut checker = Checker::new(db, cache, as_of).await?;
+    let mut checker = Checker::new(db, cache, as_of, organs).await?;
     let mut by_article = references_of_hits(db, hits).await?;
     for hit in hits.iter_mut() {
         let rows = article_of(hit)

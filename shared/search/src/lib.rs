@@ -188,32 +188,66 @@ pub enum SearchError {
     Db(#[from] DbError),
 }
 
-/// What searches share between requests: the live law titles and BM25's N, read again after
-/// [`CACHE_TTL`]. Either only ranks; every hit is still checked row by row.
+/// What searches share between requests, per set of tenants a read covers: the live law titles
+/// and BM25's N, read again after [`CACHE_TTL`]. Either only ranks; every hit is still checked
+/// row by row. At most [`CACHE_TENANT_SETS`] sets are kept (a full cache starts again empty), so
+/// what it holds is bounded however many tenants call.
 #[derive(Default)]
 pub struct SearchCache {
-    titles: Mutex<Option<(Instant, std::sync::Arc<references::LawTitles>)>>,
-    citable: Mutex<Option<(Instant, std::sync::Arc<citations::CitableLaws>)>>,
-    blocks: Mutex<Option<(Instant, i64)>>,
+    titles: Keyed<references::LawTitles>,
+    citable: Keyed<citations::CitableLaws>,
+    blocks: Keyed<i64>,
     /// How many times the citable titles were read whole: what grows with the library.
     citable_reads: std::sync::atomic::AtomicU64,
 }
 
 pub(crate) const CACHE_TTL: Duration = Duration::from_secs(30);
+/// The most tenant sets a [`SearchCache`] keeps values for.
+pub const CACHE_TENANT_SETS: usize = 256;
+
+/// A value and when it was read.
+type Dated<T> = (Instant, std::sync::Arc<T>);
+
+/// Values by the tenants they were read for, each good for [`CACHE_TTL`].
+struct Keyed<T>(Mutex<HashMap<Vec<String>, Dated<T>>>);
+
+impl<T> Default for Keyed<T> {
+    fn default() -> Self {
+        Keyed(Mutex::new(HashMap::new()))
+    }
+}
+
+impl<T> Keyed<T> {
+    fn get(&self, organs: &[String]) -> Option<std::sync::Arc<T>> {
+        let held = self.0.lock().expect("not poisoned");
+        held.get(organs)
+            .filter(|(at, _)| at.elapsed() < CACHE_TTL)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn put(&self, organs: &[String], value: T) -> std::sync::Arc<T> {
+        let value = std::sync::Arc::new(value);
+        let mut held = self.0.lock().expect("not poisoned");
+        if held.len() >= CACHE_TENANT_SETS && !held.contains_key(organs) {
+            held.clear();
+        }
+        held.insert(organs.to_vec(), (Instant::now(), value.clone()));
+        value
+    }
+}
 
 impl SearchCache {
-    async fn titles(&self, db: &Db) -> Result<std::sync::Arc<references::LawTitles>, DbError> {
-        if let Some((at, t)) = &*self.titles.lock().expect("not poisoned") {
-            if at.elapsed() < CACHE_TTL {
-                return Ok(t.clone());
-            }
+    async fn titles(
+        &self,
+        db: &Db,
+        organs: &[String],
+    ) -> Result<std::sync::Arc<references::LawTitles>, DbError> {
+        if let Some(t) = self.titles.get(organs) {
+            return Ok(t);
         }
         let client = db.client().await?;
-        let titles = std::sync::Arc::new(references::LawTitles::new(
-            keyword::law_titles(&**client).await?,
-        ));
-        *self.titles.lock().expect("not poisoned") = Some((Instant::now(), titles.clone()));
-        Ok(titles)
+        let titles = references::LawTitles::new(keyword::law_titles(&**client, organs).await?);
+        Ok(self.titles.put(organs, titles))
     }
 
     /// The laws a citation can name. A title stays up to [`CACHE_TTL`] after its law changed;
@@ -221,17 +255,15 @@ impl SearchCache {
     pub(crate) async fn citable(
         &self,
         db: &Db,
+        organs: &[String],
     ) -> Result<std::sync::Arc<citations::CitableLaws>, DbError> {
-        if let Some((at, t)) = &*self.citable.lock().expect("not poisoned") {
-            if at.elapsed() < CACHE_TTL {
-                return Ok(t.clone());
-            }
+        if let Some(t) = self.citable.get(organs) {
+            return Ok(t);
         }
-        let laws = std::sync::Arc::new(citations::citable_laws(db).await?);
+        let laws = citations::citable_laws(db, organs).await?;
         self.citable_reads
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        *self.citable.lock().expect("not poisoned") = Some((Instant::now(), laws.clone()));
-        Ok(laws)
+        Ok(self.citable.put(organs, laws))
     }
 
     /// How many times this cache read the citable titles whole.
@@ -240,16 +272,13 @@ impl SearchCache {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    async fn block_count(&self, db: &Db) -> Result<i64, DbError> {
-        if let Some((at, n)) = &*self.blocks.lock().expect("not poisoned") {
-            if at.elapsed() < CACHE_TTL {
-                return Ok(*n);
-            }
+    async fn block_count(&self, db: &Db, organs: &[String]) -> Result<i64, DbError> {
+        if let Some(n) = self.blocks.get(organs) {
+            return Ok(*n);
         }
         let client = db.client().await?;
-        let n = keyword::block_count(&**client).await?;
-        *self.blocks.lock().expect("not poisoned") = Some((Instant::now(), n));
-        Ok(n)
+        let n = keyword::block_count(&**client, organs).await?;
+        Ok(*self.blocks.put(organs, n))
     }
 }
 
@@ -388,7 +417,7 @@ pub async fn search(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<SearchResult
         attempt += 1;
         let (ranked, named) = tokio::join!(
             rankings(deps, q),
-            references::resolve(deps, q.text, version_window(q))
+            references::resolve(deps, q.text, version_window(q), &q.filters.organs)
         );
         let (Rankings { dense, keyword }, named) = (ranked?, named?);
         let ranked_at = started.elapsed();
@@ -730,6 +759,7 @@ async fn dense_ranking(deps: &SearchDeps<'_>, q: &Query<'_>) -> Result<DenseRank
                 tags: q.filters.tags.clone(),
                 exclude_doc_ids: Vec::new(),
                 versions: version_window(q),
+                organ_ids: q.filters.organs.clone(),
             },
         )
         .await
@@ -788,7 +818,7 @@ async fn keyword_ranking(
         return Ok(Vec::new());
     }
     let started = Instant::now();
-    let n = deps.cache.block_count(deps.db).await?;
+    let n = deps.cache.block_count(deps.db, &q.filters.organs).await?;
     let client = deps.db.client().await?;
     let scored = keyword::search(
         &**client,

@@ -52,12 +52,13 @@ pub async fn resolve(
     deps: &SearchDeps<'_>,
     query: &str,
     window: VersionWindow,
+    organs: &[String],
 ) -> Result<Vec<(i64, String)>, SearchError> {
     // Every reference has a 条; most questions have none and cost nothing here.
     if !query.contains('条') {
         return Ok(Vec::new());
     }
-    let titles = deps.cache.titles(deps.db).await?;
+    let titles = deps.cache.titles(deps.db, organs).await?;
     let refs = find_article_refs(query, &titles.keys);
     if refs.is_empty() {
         return Ok(Vec::new());

@@ -151,6 +151,7 @@ fn records(rng: &mut StdRng, rows: usize) -> Vec<ChunkRecord> {
     (0..rows)
         .map(|i| ChunkRecord {
             chunk_id: format!("bench:{}:{i}", i / 100),
+            organ_id: "default".into(),
             doc_id: format!("bench-doc-{}", i / 100),
             run_id: 1,
             chunk_index: (i % 100) as i64,

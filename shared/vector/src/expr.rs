@@ -35,9 +35,14 @@ pub(crate) fn doc_eq(doc_id: &str) -> String {
 /// `None` when no filter applies: Milvus treats an empty expression as "everything". Each value
 /// is cut to its field's byte limit as an insert cuts what it stores, so a value longer than the
 /// field still finds its chunks; the caller's check against PostgreSQL then compares it whole.
-pub(crate) fn search_filter(filters: &SearchFilters) -> Option<String> {
+pub(crate) fn search_filter(filters: &SearchFilters, has_organ: bool) -> Option<String> {
     use crate::limits::{REGULATION_TYPE_BYTES, TAG_BYTES, VERSION_BYTES};
     let mut parts = Vec::new();
+    // A collection made before tenants has no such field; PostgreSQL's check keeps the tenant
+    // there.
+    if has_organ && !filters.organ_ids.is_empty() {
+        parts.push(format!("organ_id in {}", quoted_list(&filters.organ_ids)));
+    }
     if !filters.doc_ids.is_empty() {
         parts.push(format!("doc_id in {}", quoted_list(&filters.doc_ids)));
     }
@@ -120,17 +125,20 @@ mod tests {
             tags: vec!["a".into(), "b\"".into()],
             exclude_doc_ids: vec!["d2".into()],
             versions: VersionWindow::InForceOn(19_000),
+            organ_ids: vec!["acme".into(), "public".into()],
         };
         assert_eq!(
-            search_filter(&filters).unwrap(),
-            r#"doc_id in ["d1", "d2"] and doc_id not in ["d2"] and regulation_type == "law" and version == "2024" and array_contains_any(tags, ["a", "b\""]) and answering == true and in_force_from <= 19000 and in_force_to > 19000"#
+            search_filter(&filters, true).unwrap(),
+            r#"organ_id in ["acme", "public"] and doc_id in ["d1", "d2"] and doc_id not in ["d2"] and regulation_type == "law" and version == "2024" and array_contains_any(tags, ["a", "b\""]) and answering == true and in_force_from <= 19000 and in_force_to > 19000"#
         );
         let released = SearchFilters {
             versions: VersionWindow::Answering,
             ..SearchFilters::default()
         };
-        assert_eq!(search_filter(&released).unwrap(), "answering == true");
-        assert_eq!(search_filter(&SearchFilters::default()), None);
+        assert_eq!(search_filter(&released, true).unwrap(), "answering == true");
+        // A collection made before tenants has no organ_id to filter on.
+        assert!(!search_filter(&filters, false).unwrap().contains("organ_id"));
+        assert_eq!(search_filter(&SearchFilters::default(), true), None);
     }
 
     #[test]
@@ -143,7 +151,7 @@ mod tests {
             ..SearchFilters::default()
         };
         assert_eq!(
-            search_filter(&filters).unwrap(),
+            search_filter(&filters, true).unwrap(),
             format!(
                 r#"regulation_type == "{}" and version == "{}" and array_contains_any(tags, ["{}"])"#,
                 "地".repeat(42),

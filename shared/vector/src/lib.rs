@@ -29,6 +29,7 @@ pub mod limits {
     pub(crate) const TEXT_BYTES: usize = 8192;
     pub(crate) const TAGS: usize = 32;
     pub(crate) const TAG_BYTES: usize = 64;
+    pub(crate) const ORGAN_ID_BYTES: usize = 64;
 }
 pub use milvus_index::{MilvusIndex, MilvusOptions, ReadConsistency};
 
@@ -41,6 +42,9 @@ pub struct ChunkRecord {
     /// produces the same ids.
     pub chunk_id: String,
     pub doc_id: String,
+    /// The document's tenant: every search filters on it, so Milvus ranks only the caller's
+    /// tenants' vectors (its own and the public library's).
+    pub organ_id: String,
     pub run_id: i64,
     pub chunk_index: i64,
     pub doc_name: String,
@@ -136,6 +140,8 @@ pub struct SearchFilters {
     /// None of these documents.
     pub exclude_doc_ids: Vec<String>,
     pub versions: VersionWindow,
+    /// Of these tenants only; empty: every tenant.
+    pub organ_ids: Vec<String>,
 }
 
 /// One search hit. `score` is cosine similarity: higher is nearer, best first.

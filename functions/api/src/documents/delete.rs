@@ -6,9 +6,18 @@ use super::*;
 /// audit log remembers it); a document that never existed is a 404.
 pub(crate) async fn delete_document(
     State(state): AppState,
-    meta: RequestMeta,
+    caller: crate::tenant::Caller,
     DocId(doc_id): DocId,
 ) -> Result<Response, ApiError> {
+    // Another tenant's document is as missing as one never made (the same statements run for
+    // both), and the public library's is the caller's to read, not to delete (unless a
+    // publisher).
+    let visible = match crate::tenant::gate_document(&state.db, &caller, &doc_id, true).await {
+        Ok(_) => true,
+        Err(ApiError::NotFound(_)) => false,
+        Err(e) => return Err(e),
+    };
+    let meta = caller.meta.clone();
     let audit = Audit::begin(&state, &meta, "delete", &doc_id, json!({})).await?;
     let deps = stages::delete::DeleteDeps {
         db: &state.db,
@@ -16,7 +25,12 @@ pub(crate) async fn delete_document(
         vectors: state.vectors.as_ref(),
         artifacts_bucket: &state.config.bucket,
     };
-    match stages::delete::delete(&deps, &doc_id).await {
+    let deleted = if visible {
+        stages::delete::delete(&deps, &doc_id).await
+    } else {
+        Err(stages::delete::DeleteError::NotFound(doc_id.clone()))
+    };
+    match deleted {
         Ok(deleted) => {
             audit
                 .finish(
@@ -31,7 +45,9 @@ pub(crate) async fn delete_document(
         Err(stages::delete::DeleteError::NotFound(_)) => {
             let deleted_before = async {
                 let client = state.db.client().await?;
-                Ok::<_, ApiError>(docpipe_db::audit::was_deleted(&**client, &doc_id).await?)
+                Ok::<_, ApiError>(
+                    docpipe_db::audit::was_deleted(&**client, &doc_id, &caller.tenant).await?,
+                )
             }
             .await;
             match deleted_before {

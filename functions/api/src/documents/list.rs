@@ -11,10 +11,13 @@ pub(crate) struct ListQuery {
     pub updated_since: Option<DateTime<Utc>>,
     pub limit: Option<i64>,
     pub cursor: Option<String>,
+    /// `own` (the default: the caller's tenant's documents), `public` or `all`.
+    pub scope: Option<docpipe_core::tenant::Scope>,
 }
 
 pub async fn list_documents(
     State(state): AppState,
+    caller: crate::tenant::Caller,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let limit = page_limit(q.limit)?;
@@ -34,6 +37,7 @@ pub async fn list_documents(
         regulation_type: q.regulation_type,
         version: q.version,
         updated_since: q.updated_since,
+        organs: caller.reads(q.scope.unwrap_or(docpipe_core::tenant::Scope::Own)),
     };
     let client = state.db.client().await?;
     let mut docs = db_views::list_documents(&**client, &filter, after.as_ref(), limit + 1).await?;

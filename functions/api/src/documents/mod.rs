@@ -32,7 +32,7 @@ use chrono::{DateTime, Utc};
 use docpipe_core::model::DocStatus;
 use docpipe_db::views as db_views;
 use docpipe_db::views::{BlockFilter, DocumentFilter};
-use docpipe_db::{documents, idempotency, runs, Db};
+use docpipe_db::{documents, idempotency, runs};
 use docpipe_pipeline::stages;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -75,24 +75,8 @@ pub(crate) fn page_limit(limit: Option<i64>) -> Result<i64, ApiError> {
     }
 }
 
-async fn load(db: &Db, doc_id: &str) -> Result<documents::Document, ApiError> {
-    let client = db.client().await?;
-    documents::get(&**client, doc_id)
-        .await?
-        .ok_or_else(|| not_found(doc_id))
-}
-
 fn not_found(doc_id: &str) -> ApiError {
     ApiError::NotFound(format!("document {doc_id} does not exist"))
-}
-
-async fn ensure_exists(db: &Db, doc_id: &str) -> Result<(), ApiError> {
-    let client = db.client().await?;
-    if db_views::document_exists(&**client, doc_id).await? {
-        Ok(())
-    } else {
-        Err(not_found(doc_id))
-    }
 }
 
 fn expires_at(ttl: std::time::Duration) -> DateTime<Utc> {

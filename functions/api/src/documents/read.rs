@@ -4,8 +4,10 @@ use super::*;
 
 pub(crate) async fn get_document(
     State(state): AppState,
+    caller: crate::tenant::Caller,
     DocId(doc_id): DocId,
 ) -> Result<Json<Value>, ApiError> {
+    crate::tenant::gate_document(&state.db, &caller, &doc_id, false).await?;
     let client = state.db.client().await?;
     let doc = documents::get(&**client, &doc_id)
         .await?
@@ -36,9 +38,11 @@ pub(crate) async fn get_document(
 
 pub(crate) async fn list_runs(
     State(state): AppState,
+    caller: crate::tenant::Caller,
     DocId(doc_id): DocId,
 ) -> Result<Json<Value>, ApiError> {
-    ensure_exists(&state.db, &doc_id).await?;
+    crate::tenant::gate_document(&state.db, &caller, &doc_id, false).await?;
+
     let client = state.db.client().await?;
     let runs: Vec<RunView> = runs::list_for_doc(&**client, &doc_id)
         .await?
@@ -50,9 +54,11 @@ pub(crate) async fn list_runs(
 
 pub async fn history(
     State(state): AppState,
+    caller: crate::tenant::Caller,
     DocId(doc_id): DocId,
 ) -> Result<Json<Value>, ApiError> {
-    ensure_exists(&state.db, &doc_id).await?;
+    crate::tenant::gate_document(&state.db, &caller, &doc_id, false).await?;
+
     let client = state.db.client().await?;
     let events = runs::history(&**client, &doc_id).await?;
     let run_events = docpipe_db::run_events::list_for_doc(&**client, &doc_id).await?;
@@ -69,16 +75,17 @@ pub(crate) struct ArtifactsQuery {
 
 pub async fn artifacts(
     State(state): AppState,
-    meta: RequestMeta,
+    caller: crate::tenant::Caller,
     DocId(doc_id): DocId,
     ApiQuery(q): ApiQuery<ArtifactsQuery>,
 ) -> Result<Response, ApiError> {
     if q.run_id.is_some_and(|r| r < 1) {
         return Err(ApiError::invalid("run_id must be a positive integer"));
     }
+    crate::tenant::gate_document(&state.db, &caller, &doc_id, false).await?;
     let client = state.db.client().await?;
     // The artifacts hold the parsed text: the same authority as the blocks (404 when missing).
-    let served = authority::check(&**client, &doc_id, Need::NotWithheld, meta.reviewer).await?;
+    let served = authority::check(&**client, &doc_id, Need::NotWithheld, &caller).await?;
     let rows = db_views::artifacts(&**client, &doc_id, q.run_id).await?;
     drop(client);
     let ttl = state.config.download_url_ttl;
@@ -104,24 +111,25 @@ const SCAN_FINDINGS_SHOWN: i64 = 200;
 /// first parse commits.
 pub async fn scan(
     State(state): AppState,
-    meta: RequestMeta,
+    caller: crate::tenant::Caller,
     DocId(doc_id): DocId,
 ) -> Result<Response, ApiError> {
+    crate::tenant::gate_document(&state.db, &caller, &doc_id, false).await?;
     let client = state.db.client().await?;
     // Where the findings are tells of the text: the same authority as the blocks.
-    let served = authority::check(&**client, &doc_id, Need::NotWithheld, meta.reviewer).await?;
+    let served = authority::check(&**client, &doc_id, Need::NotWithheld, &caller).await?;
     let scan = docpipe_db::security::of_document(&**client, &doc_id, SCAN_FINDINGS_SHOWN).await?;
     Ok(served.answer(json!({ "doc_id": doc_id, "scan": scan })))
 }
 
 pub async fn structure(
     State(state): AppState,
-    meta: RequestMeta,
+    caller: crate::tenant::Caller,
     DocId(doc_id): DocId,
 ) -> Result<Response, ApiError> {
-    let doc = load(&state.db, &doc_id).await?;
+    let doc = crate::tenant::gate_document(&state.db, &caller, &doc_id, false).await?;
     let client = state.db.client().await?;
-    let served = authority::check(&**client, &doc_id, Need::NotWithheld, meta.reviewer).await?;
+    let served = authority::check(&**client, &doc_id, Need::NotWithheld, &caller).await?;
     let nodes = db_views::structure_nodes(&**client, &doc_id).await?;
     let count = nodes.len();
     let tree = db_views::nest(nodes);
@@ -145,7 +153,7 @@ pub(crate) struct BlocksQuery {
 
 pub async fn blocks(
     State(state): AppState,
-    meta: RequestMeta,
+    caller: crate::tenant::Caller,
     DocId(doc_id): DocId,
     ApiQuery(q): ApiQuery<BlocksQuery>,
 ) -> Result<Response, ApiError> {
@@ -164,14 +172,14 @@ pub async fn blocks(
         .as_deref()
         .map(views::decode_block_cursor)
         .transpose()?;
-    ensure_exists(&state.db, &doc_id).await?;
+    crate::tenant::gate_document(&state.db, &caller, &doc_id, false).await?;
     let filter = BlockFilter {
         section_title: q.section_title,
         block_type: q.block_type,
         semantic_id: q.semantic_id,
     };
     let client = state.db.client().await?;
-    let served = authority::check(&**client, &doc_id, Need::NotWithheld, meta.reviewer).await?;
+    let served = authority::check(&**client, &doc_id, Need::NotWithheld, &caller).await?;
     let mut rows = db_views::blocks(&**client, &doc_id, &filter, after, limit + 1).await?;
     let next_cursor = if rows.len() as i64 > limit {
         rows.truncate(limit as usize);
@@ -188,10 +196,10 @@ pub async fn blocks(
 
 pub async fn download(
     State(state): AppState,
-    meta: RequestMeta,
+    caller: crate::tenant::Caller,
     DocId(doc_id): DocId,
 ) -> Result<Response, ApiError> {
-    let doc = load(&state.db, &doc_id).await?;
+    let doc = crate::tenant::gate_document(&state.db, &caller, &doc_id, false).await?;
     if doc.content_sha256.is_empty() || doc.object_name.is_empty() || doc.source_bucket.is_empty() {
         return Err(ApiError::conflict(
             "not-uploaded",
@@ -202,7 +210,7 @@ pub async fn download(
         ));
     }
     let client = state.db.client().await?;
-    let served = authority::check(&**client, &doc_id, Need::NotWithheld, meta.reviewer).await?;
+    let served = authority::check(&**client, &doc_id, Need::NotWithheld, &caller).await?;
     drop(client);
     let ttl = state.config.download_url_ttl;
     let url = state

@@ -111,12 +111,13 @@ fn to_registration(r: &RegisterRequest) -> stages::register::Registration {
 
 pub(crate) async fn register_document(
     State(state): AppState,
-    meta: RequestMeta,
+    caller: crate::tenant::Caller,
     ApiJson(body): ApiJson<RegisterRequest>,
 ) -> Result<Response, ApiError> {
+    let organ_id = caller.writable_tenant()?.to_string();
     let audit = Audit::begin(
         &state,
-        &meta,
+        &caller.meta,
         "register",
         "",
         json!({"file_name": body.file_name, "doc_name": body.doc_name}),
@@ -124,8 +125,10 @@ pub(crate) async fn register_document(
     .await?;
     let result = async {
         check_registration(&body)?;
+        crate::quota::check_holdings(&state, &organ_id).await?;
         let registered = stages::register::register(
             &state.db,
+            &organ_id,
             &state.config.bucket,
             &to_registration(&body),
             state.config.registration_deadline_secs(),

@@ -6,9 +6,10 @@ use super::*;
 
 pub(crate) async fn resolve_scan(
     State(state): AppState,
-    meta: RequestMeta,
+    caller: crate::tenant::Caller,
     DocId(doc_id): DocId,
 ) -> Result<Response, ApiError> {
+    let meta = caller.meta.clone();
     if !meta.reviewer {
         return Err(ApiError::Forbidden(format!(
             "resolving a scan's findings is a reviewer's act: the caller {:?} is no reviewer (the reviewer scope, or the template's reviewer policy)",
@@ -17,14 +18,9 @@ pub(crate) async fn resolve_scan(
     }
     let audit = Audit::begin(&state, &meta, "resolve_scan", &doc_id, json!({})).await?;
     let outcome = async {
+        crate::tenant::gate_document(&state.db, &caller, &doc_id, true).await?;
         let client = state.db.client().await?;
         let by = format!("{}:{}", meta.actor.actor_type, meta.actor.actor_id);
-        if docpipe_db::documents::get(&**client, &doc_id)
-            .await?
-            .is_none()
-        {
-            return Err(not_found(&doc_id));
-        }
         match docpipe_db::security::resolve(&**client, &doc_id, &by).await? {
             Some(scan_id) => Ok(scan_id),
             None => Err(ApiError::conflict(

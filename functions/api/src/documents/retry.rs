@@ -19,10 +19,11 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
 
 pub(crate) async fn retry_document(
     State(state): AppState,
-    meta: RequestMeta,
+    caller: crate::tenant::Caller,
     DocId(doc_id): DocId,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let meta = caller.meta.clone();
     let key = idempotency_key(&headers)?;
     let audit = Audit::begin(
         &state,
@@ -32,7 +33,13 @@ pub(crate) async fn retry_document(
         json!({ "idempotency_key": key }),
     )
     .await?;
+    // Missing and another tenant's answer alike, by this one lookup; the public library's is
+    // a publisher's to retry.
+    if let Err(e) = crate::tenant::gate_document(&state.db, &caller, &doc_id, true).await {
+        return Err(audit.fail(&state, e).await);
+    }
     let idem = key.map(|key| RetryKey {
+        organ_id: caller.tenant.clone(),
         scope: format!("retry:{doc_id}"),
         key,
     });
@@ -69,6 +76,7 @@ pub(crate) async fn retry_document(
 
 /// A retry's `Idempotency-Key` and the scope it is claimed in (one per document).
 struct RetryKey {
+    organ_id: String,
     scope: String,
     key: String,
 }
@@ -78,7 +86,14 @@ async fn claim_retry_key(
     idem: &RetryKey,
 ) -> Result<idempotency::Claim, ApiError> {
     let client = state.db.client().await?;
-    Ok(idempotency::claim(&**client, &idem.scope, &idem.key, IDEMPOTENCY_STALE_SECS).await?)
+    Ok(idempotency::claim(
+        &**client,
+        &idem.organ_id,
+        &idem.scope,
+        &idem.key,
+        IDEMPOTENCY_STALE_SECS,
+    )
+    .await?)
 }
 
 /// A repeated key whose request finished: its answer again, marked as a replay.

@@ -619,6 +619,7 @@ pub(crate) fn chunk_records(
         .map(|(i, (chunk, embedding))| ChunkRecord {
             chunk_id: format!("{doc_id}:{run_id}:{}", first + i),
             doc_id: doc_id.to_string(),
+            organ_id: doc.organ_id.clone(),
             run_id,
             chunk_index: (first + i) as i64,
             doc_name: doc.doc_name.clone(),

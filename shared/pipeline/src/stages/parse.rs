@@ -12,6 +12,7 @@ use crate::error::StageError;
 use crate::stages::cleanup::{record_and_try, CleanupDeps};
 use docpipe_core::artifacts::{self, Artifact};
 use docpipe_core::config::ParseConfig;
+use docpipe_core::config::ScanAction;
 use docpipe_core::model::{DocStatus, JobMessage, Stage};
 use docpipe_db::cleanups::Kind;
 use docpipe_db::security::NewScan;
@@ -142,8 +143,23 @@ async fn parse_stored(
         ));
     }
     let fetch_ms = started.elapsed().as_millis() as u64;
+    // The tenant's own choice of what a finding does, over the deployment's.
+    let mut policy = deps.config.scan.clone();
+    let chosen = docpipe_db::tenants::scan_policy(
+        &**deps
+            .db
+            .client()
+            .await
+            .map_err(|e| StageError::from_db(Stage::Parse, e))?,
+        &doc.organ_id,
+    )
+    .await
+    .map_err(|e| StageError::from_db(Stage::Parse, e))?;
+    if let Some(action) = chosen.as_deref().and_then(ScanAction::named) {
+        policy.action = action;
+    }
     let (parsed, chunks, references, scan) =
-        match parse_and_chunk(deps, doc, original, started).await {
+        match parse_and_chunk(deps, doc, original, started, policy).await {
             Ok(made) => made,
             Err(reason) => return fail(deps, doc_id, run_id, reason).await,
         };
@@ -222,6 +238,7 @@ async fn parse_and_chunk(
     doc: &docpipe_db::documents::Document,
     original: Vec<u8>,
     started: Instant,
+    policy: docpipe_core::config::ScanPolicy,
 ) -> Result<(ParsedDocument, Vec<VectorChunk>, Vec<Reference>, NewScan), String> {
     let hint = Hint::new(doc.file_name.clone(), doc.content_type.clone());
     let limits = docpipe_parse::Limits {
@@ -229,7 +246,6 @@ async fn parse_and_chunk(
         ..deps.config.limits
     };
     let chunk_config = deps.config.chunk;
-    let policy = deps.config.scan.clone();
     let parsed = tokio::task::spawn_blocking(move || {
         let mut parsed = docpipe_parse::parse(&original, &hint, &limits)?;
         // A document over `DOCPIPE_MAX_CHUNKS` fails here, before any chunk is embedded.

@@ -146,13 +146,14 @@ pub fn validate(r: &Registration) -> Result<(), RegisterError> {
 
 pub async fn register(
     db: &Db,
+    organ_id: &str,
     bucket: &str,
     registration: &Registration,
     deadline_secs: i64,
 ) -> Result<Registered, RegisterError> {
     validate(registration)?;
     let doc_id = ids::random_doc_id();
-    let object_name = format!("uploads/{doc_id}/{}", registration.file_name);
+    let object_name = docpipe_core::tenant::upload_key(organ_id, &doc_id, &registration.file_name);
     let given = registration.claim.check(Spelling::Registration)?;
     let mut metadata = registration.metadata.clone();
     metadata.insert("tags".into(), serde_json::json!(registration.tags));
@@ -171,6 +172,7 @@ pub async fn register(
     let mut client = db.client().await?;
     if let Some(why) = version_claim::collision(
         &**client,
+        organ_id,
         &registration.claim,
         &given,
         &registration.version,
@@ -181,6 +183,7 @@ pub async fn register(
         return Err(RegisterError::Collides(why));
     }
     let tx = client.transaction().await.map_err(DbError::from)?;
+    documents::ensure_tenant(&*tx, organ_id).await?;
     documents::insert_registered(
         &*tx,
         &documents::NewRegistration {
@@ -193,6 +196,7 @@ pub async fn register(
             version: &registration.version,
             metadata: &metadata,
             source_bucket: bucket,
+            organ_id,
         },
     )
     .await?;

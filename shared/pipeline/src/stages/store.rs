@@ -101,7 +101,7 @@ pub async fn store_object(
         );
         return refuse(reason).await;
     }
-    let named = match named_version(deps, &head).await? {
+    let named = match named_version(deps, &key, &head).await? {
         Ok(named) => named,
         Err(reason) => return refuse(reason).await,
     };
@@ -176,6 +176,7 @@ struct NamedVersion {
 /// other dates).
 async fn named_version(
     deps: &StoreDeps<'_>,
+    key: &str,
     head: &ObjectHead,
 ) -> Result<Result<NamedVersion, String>, StageError> {
     let (version, regulation_type, claim) =
@@ -208,9 +209,19 @@ async fn named_version(
         None
     } else {
         let client = deps.db.client().await.map_err(db_err)?;
-        version_claim::collision(&**client, &claim, &given, &version, &regulation_type)
+        let organ_id = documents::tenant_of_key(&**client, key)
             .await
-            .map_err(db_err)?
+            .map_err(db_err)?;
+        version_claim::collision(
+            &**client,
+            &organ_id,
+            &claim,
+            &given,
+            &version,
+            &regulation_type,
+        )
+        .await
+        .map_err(db_err)?
     };
     Ok(match collides {
         Some(why) => Err(why),

@@ -141,6 +141,7 @@ impl VersionClaim {
 /// so that its version is only known once its text is read).
 pub async fn collision(
     c: &impl GenericClient,
+    organ_id: &str,
     claim: &VersionClaim,
     given: &GivenDates,
     version: &str,
@@ -153,7 +154,8 @@ pub async fn collision(
     if label.is_empty() {
         return Ok(None);
     }
-    let Some(recorded) = works::recorded_version(c, &title_key, &level, label).await? else {
+    let Some(recorded) = works::recorded_version(c, organ_id, &title_key, &level, label).await?
+    else {
         return Ok(None);
     };
     let pairs = [

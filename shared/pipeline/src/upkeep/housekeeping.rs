@@ -7,7 +7,8 @@
 //! 3. Tombstones older than any notification can wait (twice the queue's retention).
 //! 4. Keyword rows for documents indexed without them (before the keyword index existed) or by an
 //!    older analyzer, rebuilt from PostgreSQL a few documents a pass: an upgrade needs no command.
-//! 5. Idempotency keys past their 24 hours ([`idempotency::KEY_TTL_SECS`]).
+//! 5. Idempotency keys past their 24 hours ([`idempotency::KEY_TTL_SECS`]), and the tenants'
+//!    search counts of minutes an hour gone (the searches-per-minute quota).
 //! 6. The search projection: a page of works recomputed a pass ([`projection::audit_next`]),
 //!    and a page of indexed documents whose vectors are compared with it
 //!    ([`VectorIndex::drifted`]), before the outbox, which then carries what changed or drifted to
@@ -103,6 +104,9 @@ pub async fn housekeeping(deps: &HousekeepingDeps<'_>, limit: usize) -> Housekee
     let pruned = prune_idempotency_keys(deps.db).await;
     report.idempotency_keys_pruned =
         noted(&mut report.problems, "idempotency keys", pruned).unwrap_or(0);
+    let pruned =
+        async { docpipe_db::tenants::prune_search_minutes(&**deps.db.client().await?).await }.await;
+    noted(&mut report.problems, "search counts", pruned);
     let rebuilt = crate::stages::keywords::reindex(deps.db, KEYWORD_DOCUMENTS_PER_PASS).await;
     if let Some(done) = noted(&mut report.problems, "keyword rows", rebuilt) {
         report.keywords_rebuilt = done.documents;

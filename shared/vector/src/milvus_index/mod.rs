@@ -113,6 +113,10 @@ pub struct MilvusIndex {
     /// The collection's vector dimension once seen: Milvus 2.3 answers a query vector of the
     /// wrong length with an empty result rather than an error, so search checks it here.
     known_dim: Arc<Mutex<Option<usize>>>,
+    /// The collection has the `organ_id` field: every collection docpipe creates does;
+    /// one created before tenants does not, and is written and searched without it (its hits
+    /// are kept to the caller's tenants by PostgreSQL's check) until a rebuild replaces it.
+    has_organ: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for MilvusIndex {
@@ -168,7 +172,13 @@ impl MilvusIndex {
             options,
             ensured: Arc::new(Mutex::new(None)),
             known_dim: Arc::new(Mutex::new(None)),
+            has_organ: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         })
+    }
+
+    /// Whether the collection has the `organ_id` field, as last described.
+    pub fn has_organ(&self) -> bool {
+        self.has_organ.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn options(&self) -> &MilvusOptions {

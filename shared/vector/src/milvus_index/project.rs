@@ -7,7 +7,8 @@ use milvus::v2::prelude::{QueryResults, UpsertRequest};
 
 /// Every stored field but `tags`, so that an upsert writes back exactly what it read. Tags are
 /// read on their own ([`MilvusIndex::tags_of`]): the client cannot decode an empty array.
-const ALL_FIELDS: [&str; 16] = [
+const ALL_FIELDS: [&str; 17] = [
+    F_ORGAN_ID,
     F_CHUNK_ID,
     F_DOC_ID,
     F_RUN_ID,
@@ -106,7 +107,13 @@ impl MilvusIndex {
             let page = format!("{run} and {F_CHUNK_ID} > {}", quote(&after));
             let response = within(
                 OP,
-                self.query_at(ConsistencyLevel::Bounded, OP, page, &ALL_FIELDS, Some(PAGE)),
+                self.query_at(
+                    ConsistencyLevel::Bounded,
+                    OP,
+                    page,
+                    self.all_fields(),
+                    Some(PAGE),
+                ),
             )
             .await?;
             let mut records = match response {
@@ -154,7 +161,7 @@ impl MilvusIndex {
         loop {
             let page = format!("{filter} and {F_CHUNK_ID} > {}", quote(&after));
             let Some(response) = self
-                .query_at(consistency, OP, page, &ALL_FIELDS, Some(PAGE))
+                .query_at(consistency, OP, page, self.all_fields(), Some(PAGE))
                 .await?
             else {
                 return Ok(rewritten);
@@ -193,7 +200,7 @@ impl MilvusIndex {
         for batch in self.batches(records) {
             let insert = InsertRequest::builder()
                 .collection_name(&self.collection)
-                .columns(super::write::columns(batch))
+                .columns(super::write::columns(batch, self.has_organ()))
                 .build()
                 .map_err(|e| VectorError::from_milvus(op, e))?;
             let request = UpsertRequest::builder()
@@ -279,6 +286,15 @@ impl MilvusIndex {
 }
 
 impl MilvusIndex {
+    /// [`ALL_FIELDS`], without `organ_id` in a collection made before tenants.
+    fn all_fields(&self) -> &'static [&'static str] {
+        if self.has_organ() {
+            &ALL_FIELDS
+        } else {
+            &ALL_FIELDS[1..]
+        }
+    }
+
     /// The non-empty tag arrays of `records`, by chunk id. Milvus 2.3 sends an empty array as a
     /// row without data, which the client refuses to decode, so empty arrays are never asked for.
     /// At the consistency the records were read at: on one query node (standalone, or one
@@ -339,6 +355,11 @@ fn records(results: &QueryResults) -> Result<Vec<ChunkRecord>, VectorError> {
     let chunk_ids = s(F_CHUNK_ID)?;
     let n = chunk_ids.len();
     let (doc_ids, run_ids, chunk_index) = (s(F_DOC_ID)?, i(F_RUN_ID)?, i(F_CHUNK_INDEX)?);
+    // Absent from a collection made before tenants, which is written without it.
+    let organs = match results.get_output_field(F_ORGAN_ID) {
+        Some(_) => s(F_ORGAN_ID)?.to_vec(),
+        None => vec![String::new(); n],
+    };
     let (doc_names, types, versions) = (s(F_DOC_NAME)?, s(F_REGULATION_TYPE)?, s(F_VERSION)?);
     let (paths, titles, texts) = (s(F_SECTION_PATH)?, s(F_SECTION_TITLE)?, s(F_TEXT)?);
     let (page_start, page_end) = (i(F_PAGE_START)?, i(F_PAGE_END)?);
@@ -378,6 +399,7 @@ fn records(results: &QueryResults) -> Result<Vec<ChunkRecord>, VectorError> {
         .map(|k| ChunkRecord {
             chunk_id: chunk_ids[k].clone(),
             doc_id: doc_ids[k].clone(),
+            organ_id: organs[k].clone(),
             run_id: run_ids[k],
             chunk_index: chunk_index[k],
             doc_name: doc_names[k].clone(),

@@ -156,7 +156,7 @@ impl MilvusIndex {
             .metric_type(MetricType::Cosine)
             .extra_params(HashMap::from([("ef".to_owned(), ef.to_string())]))
             .consistency_level(self.options.search_consistency.to_milvus());
-        if let Some(filter) = expr::search_filter(filters) {
+        if let Some(filter) = expr::search_filter(filters, self.has_organ()) {
             builder = builder.filter(filter);
         }
         let request = builder

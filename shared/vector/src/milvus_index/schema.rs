@@ -5,6 +5,7 @@ use super::*;
 
 pub(super) const F_CHUNK_ID: &str = "chunk_id";
 pub(super) const F_DOC_ID: &str = "doc_id";
+pub(super) const F_ORGAN_ID: &str = "organ_id";
 pub(super) const F_RUN_ID: &str = "run_id";
 pub(super) const F_CHUNK_INDEX: &str = "chunk_index";
 pub(super) const F_DOC_NAME: &str = "doc_name";
@@ -23,7 +24,7 @@ pub(super) const F_IN_FORCE_TO: &str = "in_force_to";
 
 // Byte limits, as Milvus counts VarChar max_length in bytes.
 pub(super) use crate::limits::{
-    DOC_NAME_BYTES as MAX_DOC_NAME, ID_BYTES as MAX_ID,
+    DOC_NAME_BYTES as MAX_DOC_NAME, ID_BYTES as MAX_ID, ORGAN_ID_BYTES as MAX_ORGAN_ID,
     REGULATION_TYPE_BYTES as MAX_REGULATION_TYPE, SECTION_PATH_BYTES as MAX_SECTION_PATH,
     SECTION_TITLE_BYTES as MAX_SECTION_TITLE, TAGS as MAX_TAGS, TAG_BYTES as MAX_TAG,
     TEXT_BYTES as MAX_TEXT, VERSION_BYTES as MAX_VERSION,
@@ -51,10 +52,12 @@ impl MilvusIndex {
             Err(e) if is_collection_missing(&e) => return Ok(None),
             Err(e) => return Err(VectorError::from_milvus("describe_collection", e)),
         };
-        let dim = response
-            .description()
-            .get_schema()
-            .get_fields()
+        let fields = response.description().get_schema().get_fields();
+        self.has_organ.store(
+            fields.iter().any(|f| f.get_name() == F_ORGAN_ID),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        let dim = fields
             .iter()
             .find(|f| f.get_name() == F_EMBEDDING)
             .map(|f| f.get_dimension() as usize)
@@ -95,6 +98,11 @@ impl MilvusIndex {
             .enable_dynamic_field(false)
             .add_field(varchar(F_CHUNK_ID, MAX_ID).primary_key(true).auto_id(false))
             .add_field(varchar(F_DOC_ID, MAX_ID))
+            // A scalar filtered on, not the partition key: Milvus 2.3.5's upsert (the projection's
+            // write-back) puts a partition-key collection's rows where a search filtered by that
+            // key does not find them (`the_tenant_filter_holds_through_an_upsert`
+            // fails so). Indexed (Trie) as doc_id is.
+            .add_field(varchar(F_ORGAN_ID, MAX_ORGAN_ID))
             .add_field(int64(F_RUN_ID))
             .add_field(int64(F_CHUNK_INDEX))
             .add_field(varchar(F_DOC_NAME, MAX_DOC_NAME))
@@ -175,7 +183,19 @@ impl MilvusIndex {
             .iter()
             .map(|f| (f.get_name(), f))
             .collect();
+        let has_organ = found.contains_key(F_ORGAN_ID);
+        self.has_organ
+            .store(has_organ, std::sync::atomic::Ordering::Relaxed);
         for expected in Self::schema(dim).get_fields() {
+            if expected.get_name() == F_ORGAN_ID && !has_organ {
+                // Made before tenants: taken as it is (see `has_organ`).
+                tracing::warn!(
+                    collection = %self.collection,
+                    "the collection has no organ_id field: searches are kept to their \
+                     tenants by PostgreSQL alone until a rebuild (docpipe reindex) replaces it"
+                );
+                continue;
+            }
             let Some(actual) = found.get(expected.get_name()) else {
                 return Err(mismatch(format!(
                     "field `{}` is missing (a collection made before it: drop it and retry the \
@@ -228,9 +248,19 @@ impl MilvusIndex {
             .field_name(F_DOC_ID)
             .index_name(F_DOC_ID)
             .index_type(IndexType::Trie);
+        let organ = IndexParam::new()
+            .field_name(F_ORGAN_ID)
+            .index_name(F_ORGAN_ID)
+            .index_type(IndexType::Trie);
+        let mut params = vec![hnsw, trie];
+        // Whether the collection has the field (one made before tenants does not).
+        self.collection_dim().await?;
+        if self.has_organ() {
+            params.push(organ);
+        }
         let request = CreateIndexRequest::builder()
             .collection_name(&self.collection)
-            .index_params(vec![hnsw, trie])
+            .index_params(params)
             // Loading does not need the build to finish; segments get indexed as they seal.
             .sync(false)
             .build()

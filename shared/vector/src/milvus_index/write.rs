@@ -32,7 +32,7 @@ impl MilvusIndex {
     pub(super) async fn insert_batch(&self, batch: &[ChunkRecord]) -> Result<(), VectorError> {
         let request = InsertRequest::builder()
             .collection_name(&self.collection)
-            .columns(columns(batch))
+            .columns(columns(batch, self.has_organ()))
             .build()
             .map_err(|e| VectorError::from_milvus("insert", e))?;
         match self.client.insert(request).await {
@@ -166,7 +166,7 @@ pub(super) fn split_batches(
     batches
 }
 
-pub(super) fn columns(batch: &[ChunkRecord]) -> Vec<FieldData> {
+pub(super) fn columns(batch: &[ChunkRecord], has_organ: bool) -> Vec<FieldData> {
     let strings = |name: &str, max: usize, get: fn(&ChunkRecord) -> &str| FieldData::VarChar {
         name: name.to_owned(),
         values: batch
@@ -178,9 +178,15 @@ pub(super) fn columns(batch: &[ChunkRecord]) -> Vec<FieldData> {
         name: name.to_owned(),
         values: batch.iter().map(get).collect(),
     };
-    vec![
+    let mut columns = vec![
         strings(F_CHUNK_ID, MAX_ID, |r| &r.chunk_id),
         strings(F_DOC_ID, MAX_ID, |r| &r.doc_id),
+    ];
+    // In the schema's order.
+    if has_organ {
+        columns.push(strings(F_ORGAN_ID, MAX_ORGAN_ID, |r| &r.organ_id));
+    }
+    columns.extend([
         ints(F_RUN_ID, |r| r.run_id),
         ints(F_CHUNK_INDEX, |r| r.chunk_index),
         strings(F_DOC_NAME, MAX_DOC_NAME, |r| &r.doc_name),
@@ -207,7 +213,8 @@ pub(super) fn columns(batch: &[ChunkRecord]) -> Vec<FieldData> {
             name: F_EMBEDDING.to_owned(),
             values: batch.iter().map(|r| r.embedding.clone()).collect(),
         },
-    ]
+    ]);
+    columns
 }
 
 #[cfg(test)]
@@ -217,6 +224,7 @@ mod tests {
     fn record(i: usize, text_len: usize, dim: usize) -> ChunkRecord {
         ChunkRecord {
             chunk_id: format!("c{i}"),
+            organ_id: "default".into(),
             doc_id: "d".into(),
             run_id: 1,
             chunk_index: i as i64,
@@ -258,12 +266,12 @@ mod tests {
     fn text_is_capped_in_bytes_and_tags_in_count_and_length() {
         let mut r = record(0, 5000, 4); // 15,000 bytes of CJK
         r.tags = (0..40).map(|i| format!("{i}{}", "标".repeat(30))).collect();
-        let cols = columns(std::slice::from_ref(&r));
-        let FieldData::VarChar { values, .. } = &cols[11] else {
+        let cols = columns(std::slice::from_ref(&r), true);
+        let FieldData::VarChar { values, .. } = &cols[12] else {
             panic!("text column")
         };
         assert!(values[0].len() <= MAX_TEXT && values[0].len() > MAX_TEXT - 3);
-        let FieldData::ArrayVarChar { values, .. } = &cols[12] else {
+        let FieldData::ArrayVarChar { values, .. } = &cols[13] else {
             panic!("tags column")
         };
         assert_eq!(values[0].len(), MAX_TAGS);
