@@ -2636,3 +2636,67 @@ async fn report_work(api: &Api, file: &str) -> i64 {
         .unwrap()
         .get(0)
 }
+
+/// In Lambda the tenant comes from the authorizer only: an IAM caller's role tag (read from IAM),
+/// a JWT's claim. A header naming a tenant is not read there; a principal without the tag, or a
+/// token without the claim, gets 403; a caller of another tenant gets the document as missing.
+#[tokio::test]
+async fn in_lambda_the_tenant_is_the_principals_tag_or_the_tokens_claim_never_a_header() {
+    let api = Api::new().await;
+    let (name, text) = laws(1).remove(0);
+    let doc_id = api
+        .p
+        .ingest(&format!("uploads/{name}"), text.as_bytes())
+        .await;
+    let iam_get = |role: &str, header: Option<&str>| {
+        let mut event: Value =
+            serde_json::from_str(&event("api-delete-document.json", &doc_id)).unwrap();
+        event["routeKey"] = json!("GET /documents/{doc_id}");
+        event["requestContext"]["http"]["method"] = json!("GET");
+        event["requestContext"]["authorizer"]["iam"]["userArn"] =
+            json!(format!("arn:aws:sts::123456789012:assumed-role/{role}/s"));
+        if let Some(t) = header {
+            event["headers"]["x-docpipe-tenant"] = json!(t);
+        }
+        event.to_string()
+    };
+    helpers::iam_role_with_tags(
+        "docpipe-reader-beta",
+        &[(docpipe_api_fn::principal_tags::TENANT_TAG, "beta")],
+    )
+    .await;
+    helpers::iam_role_with_tags("docpipe-untagged", &[("team", "x")]).await;
+
+    let a = api.lambda(&iam_get("docpipe-operator", None)).await;
+    assert_eq!(
+        a.status,
+        StatusCode::OK,
+        "the role tagged default: {}",
+        a.body
+    );
+    let a = api
+        .lambda(&iam_get("docpipe-reader-beta", Some("default")))
+        .await;
+    assert_problem(
+        &a,
+        404,
+        "not-found",
+        "beta's role, whatever its header says",
+    );
+    let a = api
+        .lambda(&iam_get("docpipe-untagged", Some("default")))
+        .await;
+    assert_problem(&a, 403, "tenant-required", "a role without the tenant tag");
+
+    // A token's claim: the sample read event names `default`; another claim, another tenant.
+    let a = api.lambda(&event("api-get-document.json", &doc_id)).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    let beta = event("api-get-document.json", &doc_id)
+        .replace("\"organ_id\": \"default\"", "\"organ_id\": \"beta\"");
+    let a = api.lambda(&beta).await;
+    assert_problem(&a, 404, "not-found", "a token of tenant beta");
+    let none = event("api-get-document.json", &doc_id).replace("\"organ_id\": \"default\",", "");
+    let a = api.lambda(&none).await;
+    assert_problem(&a, 403, "tenant-required", "a token without the claim");
+    api.p.cleanup().await;
+}
