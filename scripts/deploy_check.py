@@ -150,7 +150,7 @@ RULES: dict[str, tuple[str, list[str]]] = {
         "CloudFormation's presigned S3 URL) has a path: a VPC endpoint in the template (interface endpoints with private "
         "DNS and a security group admitting the functions on 443; the S3 gateway endpoint on route tables), or a path the "
         "operator confirms for that service (PathToS3, PathToSqs, PathToSecretsManager, PathToBedrock, PathToEvents, "
-        "PathToLogs: existing or nat)",
+        "PathToLogs, PathToIam: existing or nat)",
         ["https://docs.aws.amazon.com/lambda/latest/dg/configuration-vpc-internet.html",
          "https://docs.aws.amazon.com/lambda/latest/dg/configuration-vpc-endpoints.html",
          "https://docs.aws.amazon.com/vpc/latest/privatelink/create-interface-endpoint.html",
@@ -226,11 +226,15 @@ PLACEHOLDERS = {
 }
 # Placeholders that replace a default: the S3 gateway endpoint needs route tables (a template Rule
 # refuses PathToS3=create without them), and the check must see that path.
-PLACEHOLDERS_OVER_DEFAULT = {"PrivateRouteTableIds": "rtb-0example1,rtb-0example2"}
+PLACEHOLDERS_OVER_DEFAULT = {"PrivateRouteTableIds": "rtb-0example1,rtb-0example2",
+                             # IAM has no endpoint the template can create: with AuthMode=iam
+                             # (the default) a template Rule wants the operator's path.
+                             "PathToIam": "nat"}
 # The parameter that chooses each endpoint service's network path, and the values by which the
 # operator confirms a path the template does not create (the parameters' Descriptions say so).
 PATH_PARAMS = {"s3": "PathToS3", "sqs": "PathToSqs", "secretsmanager": "PathToSecretsManager",
-               "bedrock-runtime": "PathToBedrock", "events": "PathToEvents", "logs": "PathToLogs"}
+               "bedrock-runtime": "PathToBedrock", "events": "PathToEvents", "logs": "PathToLogs",
+               "iam": "PathToIam"}
 CONFIRMED_PATH_VALUES = {"existing", "nat"}
 # Parameters whose values are checked one parameter at a time (each value with the others at the
 # base set's), not in every combination: each chooses the path of its own service only.
@@ -1117,7 +1121,8 @@ def rule_alarms(ctx: Ctx, emitted_ns: str, emitted: dict[str, list[dict]]) -> li
 
 # IAM service prefix -> the endpoint service name (com.amazonaws.<region>.<name>) its API answers on.
 ENDPOINT_SERVICE = {"s3": "s3", "sqs": "sqs", "secretsmanager": "secretsmanager", "bedrock": "bedrock-runtime",
-                    "events": "events", "logs": "logs", "kms": "kms", "sns": "sns", "dynamodb": "dynamodb", "ssm": "ssm"}
+                    "events": "events", "logs": "logs", "kms": "kms", "sns": "sns", "dynamodb": "dynamodb", "ssm": "ssm",
+                    "iam": "iam"}
 # Calls Lambda's own poller makes with the function's role, outside the function's network.
 POLLER_ACTIONS = {"sqs:receivemessage", "sqs:deletemessage", "sqs:getqueueattributes"}
 # Calls Lambda makes with the role on the function's behalf (ENIs, log delivery, traces).
