@@ -260,6 +260,23 @@ impl Client {
         .await
     }
 
+    /// `GET /tenant`: the caller's tenant, roles, scan policy and quotas.
+    pub async fn tenant(&self) -> Result<Value, ClientError> {
+        self.send(Method::GET, "/tenant", &[], None, &[]).await
+    }
+
+    /// `PUT /tenant/scan-policy`: a reviewer's act (the dev runner takes the role from the header).
+    pub async fn set_scan_policy(&self, policy: Option<&str>) -> Result<Value, ClientError> {
+        self.send(
+            Method::PUT,
+            "/tenant/scan-policy",
+            &[],
+            Some(&serde_json::json!({ "policy": policy })),
+            &[("x-docpipe-role", "reviewer")],
+        )
+        .await
+    }
+
     /// `GET /index`: the active collection and the rebuild under way.
     pub async fn index(&self) -> Result<Value, ClientError> {
         self.get("/index", &[]).await

@@ -545,8 +545,11 @@ if (api) {
   await probe(api, statements, 'ListRoleTags of a caller\'s role', 'iam:ListRoleTags', role('docpipe-operator'), {}, 'allowed')
   await probe(api, statements, 'ListUserTags of a caller', 'iam:ListUserTags', `arn:aws:iam::${values.account_id}:user/alice`, {}, 'allowed')
   await probe(api, statements, 'ListRoleTags of a role in another account', 'iam:ListRoleTags', role('docpipe-operator', '210987654321'), {}, 'denied')
-  for (const action of ['iam:TagRole', 'iam:UntagRole', 'iam:TagUser', 'iam:GetRole', 'iam:PassRole']) {
+  for (const action of ['iam:TagRole', 'iam:UntagRole', 'iam:GetRole', 'iam:PassRole', 'iam:DeleteRole']) {
     await probe(api, statements, `${action.split(':')[1]} of a caller's role`, action, role('docpipe-operator'), {}, 'denied')
+  }
+  for (const action of ['iam:TagUser', 'iam:CreateAccessKey']) {
+    await probe(api, statements, `${action.split(':')[1]} of a caller`, action, `arn:aws:iam::${values.account_id}:user/alice`, {}, 'denied')
   }
 } else {
   probes.push({ function: '(template)', what: 'the API function (binary api)', want: 'present', got: 'missing' })

@@ -270,6 +270,7 @@ async fn run(args: Args) -> AnyResult<()> {
         docpipe_search::graph::MAX_SPAN,
         docpipe_search::graph::PER_REFERENCE,
         1_000_000,
+        &[],
     )
     .await?;
     let mut out = std::io::BufWriter::new(std::fs::File::create(args.out.join("edges.jsonl"))?);

@@ -700,3 +700,48 @@ async fn the_cli_signs_with_sigv4_from_the_default_chain_and_a_wrong_key_is_refu
     wrong.p.cleanup().await;
     cli.p.cleanup().await;
 }
+
+/// `--tenant` names the caller's tenant to the dev runner: an upload goes under that tenant's
+/// folder, is listed for it and not for another; `docpipe tenant` shows the tenant and, for a
+/// reviewer, chooses its scan policy; a malformed tenant is refused before any request.
+#[tokio::test]
+async fn the_tenant_flag_keeps_uploads_and_listings_to_that_tenant() {
+    let cli = Cli::new().await;
+    let file = cli.dir.join("acme.md");
+    std::fs::write(
+        &file,
+        "# 星河数据安全管理办法\n\n第一条 为了保护数据，制定本办法。\n",
+    )
+    .unwrap();
+    let uploaded = cli
+        .ok(&["upload", file.to_str().unwrap(), "--tenant", "acme"])
+        .await;
+    let doc_id = uploaded
+        .split_whitespace()
+        .find(|w| w.starts_with("doc_"))
+        .unwrap_or_else(|| panic!("{uploaded}"))
+        .to_string();
+    let listed = cli.json(&["ls", "--tenant", "acme"]).await;
+    assert!(listed.to_string().contains(&doc_id), "{listed}");
+    let other = cli.json(&["ls", "--tenant", "beta"]).await;
+    assert!(!other.to_string().contains(&doc_id), "{other}");
+    let (line, status, _) = cli.fails(&["status", &doc_id, "--tenant", "beta"]).await;
+    assert_eq!(status, Some(404), "{line}");
+    let doc = cli.p.doc(&doc_id).await.unwrap();
+    assert!(
+        doc.object_name.starts_with("uploads/acme/"),
+        "{}",
+        doc.object_name
+    );
+
+    let shown = cli.ok(&["tenant", "--tenant", "acme"]).await;
+    assert!(shown.starts_with("tenant acme"), "{shown}");
+    assert!(shown.contains("warn (the deployment's)"), "{shown}");
+    let chosen = cli
+        .ok(&["tenant", "--tenant", "acme", "--scan-policy", "mask"])
+        .await;
+    assert!(chosen.contains("mask (the tenant's)"), "{chosen}");
+    let (line, _, _) = cli.fails(&["ls", "--tenant", "Acme!"]).await;
+    assert!(line.contains("is no tenant id"), "{line}");
+    cli.p.cleanup().await;
+}

@@ -12,6 +12,7 @@ mod scan;
 mod search;
 mod status;
 mod summary;
+mod tenant;
 mod tree;
 mod upload;
 mod works;
@@ -26,6 +27,7 @@ pub use scan::{scan, ScanArgs};
 pub use search::{search, SearchArgs};
 pub use status::status;
 pub use summary::{summary, summary_value, SummaryArgs};
+pub use tenant::{tenant, TenantArgs};
 pub use tree::{tree, TreeArgs};
 pub use upload::{content_type_of, upload, UploadArgs};
 pub use works::{diff, versions, works, DiffArgs, VersionsArgs, WorksArgs};
@@ -72,6 +74,8 @@ pub enum ApiCommand {
     /// Re-embed every stored chunk with another embedder into a new collection (blue/green),
     /// following its progress until search switches; --switch or --cancel a rebuild.
     Reindex(ReindexArgs),
+    /// The caller's tenant: roles, scan policy, quotas; --scan-policy chooses the policy.
+    Tenant(TenantArgs),
 }
 
 /// Runs one command, printing to `out`.
@@ -94,6 +98,7 @@ pub async fn run(cmd: ApiCommand, out: &mut (dyn Write + Send)) -> anyhow::Resul
         ApiCommand::Article(a) => article(a, out).await,
         ApiCommand::Index(a) => index(a, out).await,
         ApiCommand::Reindex(a) => reindex(a, out).await,
+        ApiCommand::Tenant(a) => tenant(a, out).await,
     }
 }
 

@@ -339,6 +339,7 @@ pub async fn edges_from(
     max_span: i32,
     per_reference: i64,
     limit: i64,
+    organs: &[String],
 ) -> Result<Vec<Edge>, DbError> {
     if seeds.is_empty() {
         return Ok(Vec::new());
@@ -362,6 +363,7 @@ pub async fn edges_from(
                  JOIN semantic_blocks t ON t.doc_id = kd.doc_id
                  WHERE r.target_law_key IS NOT NULL AND kd.title_key = r.target_law_key
                    AND t.article_ordinal BETWEEN r.lo AND r.hi
+                   AND (cardinality($5::varchar[]) = 0 OR kd.organ_id = ANY($5::varchar[]))
                  LIMIT $3
              ) t
              WHERE t.id <> r.seed
@@ -372,6 +374,7 @@ pub async fn edges_from(
                 (&span, Type::INT4),
                 (&per_reference, Type::INT8),
                 (&limit, Type::INT8),
+                (&organs, Type::VARCHAR_ARRAY),
             ],
         )
         .await?;

@@ -538,6 +538,7 @@ async fn lifted_by_graph(
         graph::MAX_SPAN,
         graph::PER_REFERENCE,
         graph::MAX_EDGES,
+        &q.filters.organs,
     )
     .await?;
     Ok(graph::lift(fused, &edges, &q.graph))
