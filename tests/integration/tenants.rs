@@ -637,8 +637,10 @@ async fn each_tenant_chooses_its_scan_policy_and_its_parses_follow_it() {
     };
     let (status, answer) = put(&acme_reader, json!({"policy": "mask"})).await;
     assert_eq!(status, 403, "a reader chooses nothing: {answer}");
-    let (status, answer) = put(&acme_reviewer, json!({"policy": "shred"})).await;
-    assert_eq!(status, 422, "{answer}");
+    for bad in [json!({"policy": "shred"}), json!({}), json!({"policy": 3})] {
+        let (status, answer) = put(&acme_reviewer, bad.clone()).await;
+        assert_eq!(status, 422, "{bad}: {answer}");
+    }
     let (status, answer) = put(&acme_reviewer, json!({"policy": "mask"})).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(

@@ -46,8 +46,15 @@ pub(crate) async fn show(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ScanPolicyRequest {
-    /// `warn`, `mask`, `block`, or null: the deployment's.
+    /// `warn`, `mask`, `block`, or null: the deployment's. Required: `{}` names no choice.
+    #[serde(deserialize_with = "present")]
     pub policy: Option<String>,
+}
+
+/// A field that must be there, null or not: serde takes a missing `Option` for `None` unless it
+/// is read by a function of its own.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Option::<String>::deserialize(d)
 }
 
 pub(crate) async fn set_scan_policy(
