@@ -42,6 +42,25 @@ async fn ingest_for(p: &Pipeline, tenant: &str, name: &str, body: &[u8]) -> docu
     doc
 }
 
+/// The two tenants' texts of one title, each with a phrase of its own, indexed.
+async fn two_tenants(p: &Pipeline) -> (documents::Document, documents::Document) {
+    let acme = ingest_for(
+        p,
+        ACME,
+        "rules.md",
+        &regulation(OWN_TITLE, "星河甲方专属保密"),
+    )
+    .await;
+    let beta = ingest_for(
+        p,
+        BETA,
+        "rules.md",
+        &regulation(OWN_TITLE, "贝塔乙方独有守则"),
+    )
+    .await;
+    (acme, beta)
+}
+
 /// A caller of the dev runner's API: its tenant header (none: no header) and roles.
 struct Caller {
     http: reqwest::Client,
@@ -121,20 +140,7 @@ async fn answers_as_missing(caller: &Caller, method: Method, path: &str, doc_id:
 async fn every_route_answers_another_tenants_document_and_work_as_missing_ones() {
     let p = Pipeline::new(Pipeline::hash()).await;
     // The same object name in both tenants: two documents, one each.
-    let acme = ingest_for(
-        &p,
-        ACME,
-        "rules.md",
-        &regulation(OWN_TITLE, "星河甲方专属保密"),
-    )
-    .await;
-    let beta = ingest_for(
-        &p,
-        BETA,
-        "rules.md",
-        &regulation(OWN_TITLE, "贝塔乙方独有守则"),
-    )
-    .await;
+    let (acme, beta) = two_tenants(&p).await;
     let public = ingest_for(
         &p,
         PUBLIC,
@@ -500,20 +506,7 @@ async fn quotas_answer_429_per_tenant_and_touch_nothing_stored() {
 #[tokio::test]
 async fn a_search_whose_milvus_ignores_the_tenant_filter_still_answers_the_callers_tenant_only() {
     let p = Pipeline::new(Pipeline::hash()).await;
-    let acme = ingest_for(
-        &p,
-        ACME,
-        "rules.md",
-        &regulation(OWN_TITLE, "星河甲方专属保密"),
-    )
-    .await;
-    let beta = ingest_for(
-        &p,
-        BETA,
-        "rules.md",
-        &regulation(OWN_TITLE, "贝塔乙方独有守则"),
-    )
-    .await;
+    let (acme, beta) = two_tenants(&p).await;
     let hooked = Arc::new(helpers::HookedVectorIndex::new(p.milvus.clone()));
     let state = Arc::new(docpipe_api_fn::ApiState::new(
         p.db.db.clone(),
@@ -556,20 +549,7 @@ async fn a_search_whose_milvus_ignores_the_tenant_filter_still_answers_the_calle
 #[tokio::test]
 async fn milvus_keeps_each_tenants_vectors_to_its_tenant_filter() {
     let p = Pipeline::new(Pipeline::hash()).await;
-    let acme = ingest_for(
-        &p,
-        ACME,
-        "rules.md",
-        &regulation(OWN_TITLE, "星河甲方专属保密"),
-    )
-    .await;
-    let beta = ingest_for(
-        &p,
-        BETA,
-        "rules.md",
-        &regulation(OWN_TITLE, "贝塔乙方独有守则"),
-    )
-    .await;
+    let (acme, beta) = two_tenants(&p).await;
     let vector = p
         .index
         .embedder
@@ -688,5 +668,76 @@ async fn each_tenant_chooses_its_scan_policy_and_its_parses_follow_it() {
         .get(&format!("/documents/{}/scan", acme.doc_id))
         .await;
     assert_eq!(scan["scan"]["policy"], "mask", "{scan}");
+    p.cleanup().await;
+}
+
+/// The article graph (search's `graph`) follows an article's references into the laws it cites:
+/// only into the caller's tenants'. acme's article cites a law only beta holds: the edge is there
+/// for the operator's tools (no tenant given) and not for acme's search, which would otherwise
+/// pull beta's article into its candidates (where it takes a place of acme's own before the
+/// check refuses it).
+#[tokio::test]
+async fn the_article_graph_follows_references_into_the_callers_tenants_only() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let cited = "贝塔内部保密守则";
+    let beta = ingest_for(
+        &p,
+        BETA,
+        "secret.md",
+        format!(
+            "# {cited}\n\n第一条 贝塔员工不得对外披露客户名单。\n\n第二条 本守则自发布之日起施行。\n"
+        )
+        .as_bytes(),
+    )
+    .await;
+    let acme = ingest_for(
+        &p,
+        ACME,
+        "citing.md",
+        format!(
+            "# 星河合作伙伴管理办法\n\n第一条 合作伙伴处理星河甲方专属数据时，参照《{cited}》第一条执行。\n\n\
+             第二条 本办法自发布之日起施行。\n"
+        )
+        .as_bytes(),
+    )
+    .await;
+    let citing: Vec<i64> =
+        p.db.column_for_doc(
+            "SELECT id FROM semantic_blocks WHERE doc_id = $1 AND text LIKE '%参照%'",
+            &acme.doc_id,
+        )
+        .await;
+    let beta_first: Vec<i64> =
+        p.db.column_for_doc(
+            "SELECT id FROM semantic_blocks WHERE doc_id = $1 AND section_title = '第一条'",
+            &beta.doc_id,
+        )
+        .await;
+    assert_eq!((citing.len(), beta_first.len()), (1, 1));
+    let edges = |organs: Vec<String>| {
+        let (p, citing) = (&p, citing.clone());
+        async move {
+            docpipe_db::references::edges_from(
+                &**p.db.client().await,
+                &citing,
+                docpipe_search::graph::MAX_SPAN,
+                docpipe_search::graph::PER_REFERENCE,
+                100,
+                &organs,
+            )
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.target)
+            .collect::<Vec<i64>>()
+        }
+    };
+    assert_eq!(edges(Vec::new()).await, beta_first, "the edge exists");
+    assert_eq!(
+        edges(vec![ACME.into(), PUBLIC.into()]).await,
+        Vec::<i64>::new(),
+        "acme's search does not follow it into beta's law"
+    );
+    assert_eq!(edges(vec![BETA.into()]).await, beta_first);
     p.cleanup().await;
 }

@@ -110,22 +110,18 @@ pub(crate) async fn gate_document(
     Ok(doc)
 }
 
-/// As [`gate_document`], for a work.
+/// As [`gate_document`], for a work: its tenant, when the caller may read it (404 as a missing
+/// work otherwise). A write checks [`Caller::check_write`] on it after its own checks.
 pub(crate) async fn gate_work(
     db: &docpipe_db::Db,
     caller: &Caller,
     work_id: i64,
-    writes: bool,
-) -> Result<(), ApiError> {
+) -> Result<String, ApiError> {
     let client = db.client().await?;
-    let organ = docpipe_db::works::organ_of(&**client, work_id)
+    docpipe_db::works::organ_of(&**client, work_id)
         .await?
         .filter(|o| caller.readable().contains(o))
-        .ok_or_else(|| ApiError::NotFound(format!("work {work_id} does not exist")))?;
-    if writes {
-        caller.check_write(&organ, &format!("work {work_id}"))?;
-    }
-    Ok(())
+        .ok_or_else(|| ApiError::NotFound(format!("work {work_id} does not exist")))
 }
 
 /// The tenants this container has registered (`tenants`), so each is written once.

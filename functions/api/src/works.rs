@@ -100,7 +100,7 @@ pub(crate) async fn get_work(
     ApiQuery(q): ApiQuery<WorkQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let id = work_id_of(&work_id)?;
-    crate::tenant::gate_work(&state.db, &caller, id, false).await?;
+    crate::tenant::gate_work(&state.db, &caller, id).await?;
     let as_of =
         as_of_date(q.as_of.as_deref()).map_err(|e| ApiError::invalid(format!("as_of: {e}")))?;
     let client = state.db.client().await?;
@@ -129,7 +129,7 @@ pub(crate) async fn diff_versions(
     ApiQuery(q): ApiQuery<DiffQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let id = work_id_of(&work_id)?;
-    crate::tenant::gate_work(&state.db, &caller, id, false).await?;
+    crate::tenant::gate_work(&state.db, &caller, id).await?;
     short("from", q.from.as_deref(), 64)?;
     short("to", q.to.as_deref(), 64)?;
     let client = state.db.client().await?;
@@ -248,10 +248,10 @@ pub(crate) async fn release_version(
             "doc_id must be \"doc_\" followed by 32 lowercase hexadecimal digits",
         ));
     }
-    crate::tenant::gate_work(&state.db, &caller, id, false).await?;
+    let organ = crate::tenant::gate_work(&state.db, &caller, id).await?;
     crate::tenant::gate_document(&state.db, &caller, &doc_id, false).await?;
     reviewer_only(&meta, "releasing a version")?;
-    crate::tenant::gate_work(&state.db, &caller, id, true).await?;
+    caller.check_write(&organ, &format!("work {id}"))?;
     let request = release_request(&body)?;
     let audit = crate::audit::Audit::begin(
         &state,
@@ -374,12 +374,12 @@ pub(crate) async fn repeal_work(
 ) -> Result<Json<Value>, ApiError> {
     let meta = caller.meta.clone();
     let id = work_id_of(&work_id)?;
-    crate::tenant::gate_work(&state.db, &caller, id, false).await?;
+    let organ = crate::tenant::gate_work(&state.db, &caller, id).await?;
     reviewer_only(&meta, "repealing a work")?;
-    crate::tenant::gate_work(&state.db, &caller, id, true).await?;
+    caller.check_write(&organ, &format!("work {id}"))?;
     if let Some(successor) = request.successor_work_id {
         // A successor the caller cannot see is as missing as one that never was.
-        crate::tenant::gate_work(&state.db, &caller, successor, false)
+        crate::tenant::gate_work(&state.db, &caller, successor)
             .await
             .map_err(|_| {
                 ApiError::validation(
