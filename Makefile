@@ -132,6 +132,7 @@ load:
 ## and at all of them, the last line one JSON object (issue 41): `make scale LAWS=5000` generates
 ## the library from corpus/laws (LAWS default 5000), `make scale CORPUS=<folder>` takes every .md,
 ## .txt, .html, .docx and .pdf under a folder as it is; BUDGET=<minutes> stops starting slices of
-## 500 laws past it and measures the second point at the laws uploaded
+## 25 laws past it and measures the second point at the laws uploaded, keeping the set
+## (--keep); `make scale RESUME=1 [BUDGET=…]` goes on from there with the same build and library
 scale:
-	bash scripts/scale.sh $(if $(CORPUS),--corpus "$(CORPUS)",$(or $(LAWS),5000)) $(if $(BUDGET),--budget $(BUDGET))
+	bash scripts/scale.sh $(if $(RESUME),--resume --keep,$(if $(CORPUS),--corpus "$(CORPUS)",$(or $(LAWS),5000)) $(if $(BUDGET),--keep)) $(if $(BUDGET),--budget $(BUDGET))

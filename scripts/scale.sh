@@ -4,7 +4,7 @@
 #
 #   scripts/scale.sh [LAWS] [--corpus FOLDER] [--small 150] [--keep] [--port 8091] [--workers W]
 #                    [--seed 41] [--searches 200] [--others 100] [--stall 900]
-#                    [--slice 25] [--budget MINUTES]
+#                    [--slice 25] [--budget MINUTES] [--resume]
 #   make scale LAWS=5000          # generated from corpus/laws (scripts/scale_library.py)
 #   make scale CORPUS=<folder>    # every .md, .txt, .html, .docx and .pdf under a folder, as is
 #
@@ -33,6 +33,15 @@
 # progress for --stall seconds) or doubled (two indexed documents with a content the library
 # holds once, more documents than keys, or more Milvus entities than the chunks PostgreSQL
 # holds). The database, bucket, queues and collection are removed at the end unless --keep.
+#
+# --resume goes on from where a --keep run's budget stopped it: the same library (same seed and
+# size), database and collection; the bucket and queues made again if the emulator lost them;
+# the uploads from the law the last point measured, the first point and its queries kept, and
+# the second point measured again at the laws reached. A 5,000-law library takes longer than one
+# sitting on a small machine (about 120 documents/min on 2 cores), so it may be built in parts.
+# The build must be the one the first point measured (its commit and binary are kept in
+# $WORK/build): a resume with another build stops, since the ratios would compare two builds.
+# Every document of the kept part must be terminal (the run ended measured), else it stops.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -40,7 +49,7 @@ cd "$ROOT"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/docpipe/target}"
 
 LAWS=5000 CORPUS_DIR="" SMALL="" KEEP=0 PORT=8091 WORKERS="" SEED=41 SEARCHES=200 OTHERS=100 STALL=900
-SLICE=25 BUDGET=""
+SLICE=25 BUDGET="" RESUME=0
 UPLOADERS="${SCALE_UPLOADERS:-8}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -55,7 +64,8 @@ while [[ $# -gt 0 ]]; do
     --stall) STALL="$2"; shift ;;
     --slice) SLICE="$2"; shift ;;
     --budget) BUDGET="$2"; shift ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    --resume) RESUME=1 ;;
+    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
     [0-9]*) LAWS="$1" ;;
     *) echo "scale.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -67,11 +77,14 @@ LOG_TAG=scale
 . "$ROOT/scripts/lib.sh"
 
 eval "$(bash scripts/stack.sh env)"
-ISO_DB=docpipe_scale ISO_BUCKET=docpipe-scale ISO_QUEUE_PREFIX=scale- ISO_COLLECTION=docpipe_scale
+# SCALE_NAME (default scale) names the set and its folder, so that a second run can go beside one.
+NAME="${SCALE_NAME:-scale}"
+[[ "$NAME" =~ ^[a-z][a-z0-9]{0,20}$ ]] || die "SCALE_NAME: lowercase letters and digits, 1-21 of them"
+ISO_DB="docpipe_$NAME" ISO_BUCKET="docpipe-$NAME" ISO_QUEUE_PREFIX="$NAME-" ISO_COLLECTION="docpipe_$NAME"
 POOL_SIZE="${DOCPIPE_DB_POOL_SIZE:-2}"
 PY="$ROOT/.local/venv/bin/python"
 DOCPIPE="$CARGO_TARGET_DIR/debug/docpipe"
-WORK="$ROOT/.local/scale"
+WORK="$ROOT/.local/$NAME"
 LIBRARY="$WORK/library"
 API="http://127.0.0.1:$PORT"
 mkdir -p "$WORK"
@@ -86,7 +99,13 @@ curl -sf -m 5 -o /dev/null "$MILVUS_URL/v1/vector/collections" || die "Milvus is
 ! port_bound "$PORT" || die "port $PORT is taken ($(port_owner "$PORT")): --port another"
 
 T_RUN0="$(now)" STARTED="$(date -u '+%Y-%m-%d %H:%M UTC')"
-if [[ -n "$CORPUS_DIR" ]]; then
+if [[ $RESUME == 1 ]]; then
+  # The kept library as it is (not generated again: a changed generator would make another).
+  [[ -s "$LIBRARY/summary.json" && -s "$LIBRARY/manifest.jsonl" ]] || die "--resume: no kept library in $LIBRARY"
+  SUMMARY="$(cat "$LIBRARY/summary.json")"
+  MODE="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["mode"])' "$WORK/run.json")"
+  log "the kept library: $SUMMARY"
+elif [[ -n "$CORPUS_DIR" ]]; then
   [[ -d "$CORPUS_DIR" ]] || die "no folder $CORPUS_DIR"
   log "copying the real files under $CORPUS_DIR into $LIBRARY"
   SUMMARY="$(python3 scripts/scale_library.py --corpus "$CORPUS_DIR" --out "$LIBRARY")"
@@ -103,11 +122,25 @@ if [[ -z "$SMALL" ]]; then
 fi
 [[ $SMALL -ge 1 && $SMALL -lt $LAWS ]] || die "the small point ($SMALL laws) must be between 1 and $LAWS - 1"
 
-if [[ "${SCALE_NO_BUILD:-0}" != 1 ]]; then
-  log "building docpipe (debug, e5 compiled in as make up builds it)"
-  cargo build -q -p docpipe-cli --features e5
+# The binary the run measures is kept beside the library ($WORK/bin), so that a --resume runs the
+# very build the first point measured, whatever was built since.
+if [[ $RESUME == 1 ]]; then
+  for f in small.json large.json queries.json phases put.log build run.json bin/docpipe; do
+    [[ -e "$WORK/$f" ]] || die "--resume: $WORK/$f is missing (a run with --keep makes it)"
+  done
+  [[ "$(sha256sum "$WORK/bin/docpipe" | cut -c1-64)" == "$(cat "$WORK/build")" ]] \
+    || die "--resume: $WORK/bin/docpipe is not the build the first point measured"
+  DOCPIPE="$WORK/bin/docpipe"
+else
+  if [[ "${SCALE_NO_BUILD:-0}" != 1 ]]; then
+    log "building docpipe (debug, e5 compiled in as make up builds it)"
+    cargo build -q -p docpipe-cli --features e5
+  fi
+  [[ -x "$DOCPIPE" ]] || die "$DOCPIPE not built"
+  mkdir -p "$WORK/bin" && cp -p "$DOCPIPE" "$WORK/bin/docpipe"
+  sha256sum "$WORK/bin/docpipe" | cut -c1-64 >"$WORK/build"
+  DOCPIPE="$WORK/bin/docpipe"
 fi
-[[ -x "$DOCPIPE" ]] || die "$DOCPIPE not built"
 # What the dev runner runs, read now: a build or a checkout during the run changes neither.
 COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!*.md' 2>/dev/null || echo '+changes')"
 BUILT="$(date -u -r "$DOCPIPE" '+%Y-%m-%d %H:%M UTC')"
@@ -131,8 +164,27 @@ cleanup() { local rc=$?; set +e; clean_up; exit "$rc"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-log "fresh database $ISO_DB, bucket $ISO_BUCKET, queues ${ISO_QUEUE_PREFIX}*, collection $ISO_COLLECTION"
-iso_create "$DOCPIPE" "$WORK/migrate.log"
+if [[ $RESUME == 1 ]]; then
+  # What the kept run left: its database and collection as they are; the bucket and queues (which
+  # the emulator keeps in memory) made again when missing; the kept documents all terminal.
+  [[ "$(psql "$DATABASE_DIRECT_URL" -XAtq -c "SELECT count(*) FROM pg_database WHERE datname = '$ISO_DB'")" == 1 ]] \
+    || die "--resume: no database $ISO_DB"
+  curl -sf -m 10 "$MILVUS_URL/v1/vector/collections/describe?collectionName=$ISO_COLLECTION" | grep -q '"code":200' \
+    || die "--resume: no Milvus collection $ISO_COLLECTION"
+  export DATABASE_URL="$SCALE_URL" DOCPIPE_MILVUS_COLLECTION="$ISO_COLLECTION"
+  "$DOCPIPE" migrate >"$WORK/migrate.log" 2>&1 || { cat "$WORK/migrate.log" >&2; die "migrate failed"; }
+  eval "$("$PY" "$ROOT/scripts/resources.py" --bucket "$ISO_BUCKET" --queue-prefix "$ISO_QUEUE_PREFIX" \
+    --format env 2>/dev/null)"
+  RESUME_FROM="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["laws"])' "$WORK/large.json")"
+  [[ $RESUME_FROM -lt $LAWS ]] || die "--resume: the kept run measured all $LAWS laws already"
+  IFS='|' read -r kept_docs kept_terminal <<<"$(sql_scale "SELECT count(*), count(*) FILTER (WHERE status IN ('indexed','failed')) FROM documents")"
+  [[ "$kept_docs" == "$kept_terminal" ]] || die "--resume: $((kept_docs - kept_terminal)) kept documents are not terminal"
+  cp "$WORK/large.json" "$WORK/large-$RESUME_FROM.json" && cp "$WORK/run.json" "$WORK/run-$RESUME_FROM.json"
+  log "resuming at law $((RESUME_FROM + 1)) of $LAWS: database $ISO_DB ($kept_docs documents, all terminal) and collection $ISO_COLLECTION as kept"
+else
+  log "fresh database $ISO_DB, bucket $ISO_BUCKET, queues ${ISO_QUEUE_PREFIX}*, collection $ISO_COLLECTION"
+  iso_create "$DOCPIPE" "$WORK/migrate.log"
+fi
 export DOCPIPE_EMBEDDER=hash DOCPIPE_DB_POOL_SIZE="$POOL_SIZE" DOCPIPE_API_URL="$API"
 
 # The connection bound (scripts/lib.sh): the function processes, the dev runner and its API.
@@ -143,6 +195,8 @@ log "starting the dev runner: docpipe dev ${WORKERS:+--workers $WORKERS }(API on
 iso_start_runner "$DOCPIPE" "$RUNNER_LOG" ${WORKERS:+--workers "$WORKERS"}
 wait_until 30 curl -sf -m 2 -o /dev/null "$API/healthz" || { tail_log "$RUNNER_LOG"; die "the API does not answer on $API"; }
 
+# A resume samples into a file of its own (both are read at the end).
+[[ $RESUME == 1 ]] && SAMPLES="$WORK/samples-resumed.csv"
 iso_sample >"$SAMPLES" &
 SAMPLER_PID=$!
 
@@ -155,7 +209,11 @@ counts() {
 
 # upload FROM TO: puts the files of laws FROM..TO-1; UPLOADED counts every key put so far.
 UPLOADED=0 STUCK=0
-: >"$WORK/phases" && : >"$PUT_LOG"
+if [[ $RESUME == 1 ]]; then
+  UPLOADED="$(grep -c '^put s3://' "$PUT_LOG" || true)"
+else
+  : >"$WORK/phases" && : >"$PUT_LOG" && rm -f "$WORK/samples-resumed.csv"
+fi
 upload() {
   rm -rf "$WORK/batches" && mkdir -p "$WORK/batches"
   measure batches --manifest "$LIBRARY/manifest.jsonl" --from "$1" --to "$2" --out "$WORK/batches" >/dev/null
@@ -222,12 +280,16 @@ measure_point() { # LABEL LAWS
     --manifest "$LIBRARY/manifest.jsonl" --searches "$SEARCHES" --others "$OTHERS" --out "$WORK/$1.json"
 }
 
-SMALL_BUDGET="$BUDGET" BUDGET=""   # the first point is always measured whole
-ingest small 0 "$SMALL"
-BUDGET="$SMALL_BUDGET"
-measure queries --db "$SCALE_URL" --out "$WORK/queries.json" --seed "$SEED" --searches "$SEARCHES" --others "$OTHERS" >&2
-measure_point small "$SMALL"
-ingest large "$SMALL" "$LAWS"
+if [[ $RESUME == 1 ]]; then
+  ingest resumed "$RESUME_FROM" "$LAWS"
+else
+  SMALL_BUDGET="$BUDGET" BUDGET=""   # the first point is always measured whole
+  ingest small 0 "$SMALL"
+  BUDGET="$SMALL_BUDGET"
+  measure queries --db "$SCALE_URL" --out "$WORK/queries.json" --seed "$SEED" --searches "$SEARCHES" --others "$OTHERS" >&2
+  measure_point small "$SMALL"
+  ingest large "$SMALL" "$LAWS"
+fi
 measure_point large "$REACHED"
 sleep 1
 kill "$SAMPLER_PID" 2>/dev/null; wait "$SAMPLER_PID" 2>/dev/null || true
@@ -236,11 +298,13 @@ SAMPLER_PID=""
 # The run's facts, then the report; the checks decide the exit status.
 MACHINE="$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
 "$PY" - "$WORK" "$SAMPLES" "$UPLOADED" "$STUCK" "$ISO_BOUND" "$ISO_POOLS" "$POOL_SIZE" "$ISO_PGB_POOL" \
-  "$MACHINE" "$STARTED" "$COMMIT" "$T_RUN0" "$MODE" "$BUILT" "$LAWS" <<'PY'
+  "$MACHINE" "$STARTED" "$COMMIT" "$T_RUN0" "$MODE" "$BUILT" "$LAWS" "$RESUME" <<'PY'
 import csv, json, os, sys, time
 (work, samples, uploaded, stuck, bound, pools, pool, pgb, machine, started, commit, t0, mode, built,
- laws_planned) = sys.argv[1:]
+ laws_planned, resume) = sys.argv[1:]
 uploaded, stuck, bound = int(uploaded), int(stuck), int(bound)
+# A resumed run is one run in two parts: the kept part's start, build and wall time carry over.
+kept = json.load(open(f"{work}/run.json")) if resume == "1" else None
 large = json.load(open(f"{work}/large.json"))
 phases = []
 for line in open(f"{work}/phases"):
@@ -251,7 +315,7 @@ for line in open(f"{work}/phases"):
     phases.append({"name": name, "documents": int(docs), "seconds": float(secs), "cpu": cpu,
                    "per_min": int(docs) / float(secs) * 60 if float(secs) > 0 else 0})
 total_s = sum(p["seconds"] for p in phases)
-rows = list(csv.DictReader(open(samples)))
+rows = [r for f in sorted({f"{work}/samples.csv", samples}) if os.path.exists(f) for r in csv.DictReader(open(f))]
 col = lambda k: [int(r[k]) for r in rows if r.get(k, "").strip()]
 pgc, sv = col("pg_clients"), col("sv_total")
 lost = max(uploaded - large["documents"], 0)
@@ -268,15 +332,16 @@ elif entities > chunks: problems.append(f"doubled: Milvus holds {entities - chun
 elif entities < chunks: problems.append(f"Milvus holds {chunks - entities} entities fewer than the {chunks} chunks PostgreSQL holds")
 if large["keys_planned"] != uploaded: problems.append(f"{uploaded} keys uploaded, {large['keys_planned']} planned")
 ok = not (lost or large["other"] or stuck or doubled or entities is None)
-run = {"mode": mode, "machine": machine, "cores": os.cpu_count(), "started": started, "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-       "commit": commit, "phases": phases, "laws_planned": int(laws_planned),
-       "binary": built,
+run = {"mode": mode, "machine": machine, "cores": os.cpu_count(), "started": kept["started"] if kept else started,
+       "resumed": started if kept else None, "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+       "commit": kept["commit"] if kept else commit, "phases": phases, "laws_planned": int(laws_planned),
+       "binary": kept["binary"] if kept else built,
        "ingest_docs_per_min": sum(p["documents"] for p in phases) / total_s * 60 if total_s else 0,
        "samples": len(rows), "max_pg_backends": max(col("pg_backends") or [0]), "max_pg_clients": max(pgc or [0]),
        "max_pgbouncer_server": max(sv or [0]), "max_waiting": max(col("cl_waiting") or [0]),
        "bound": bound, "pools": int(pools), "pool_size": int(pool), "pgbouncer_pool": int(pgb),
        "within_bound": max(pgc or [0]) <= bound and max(sv or [0]) <= bound,
-       "wall_s": time.time() - float(t0), "problems": problems, "ok": ok,
+       "wall_s": time.time() - float(t0) + (kept["wall_s"] if kept else 0), "problems": problems, "ok": ok,
        "verdict": f"{uploaded:,} keys, {large['documents']:,} documents, {lost} lost, {large['other']} stuck, {doubled} doubled"}
 json.dump(run, open(f"{work}/run.json", "w"), ensure_ascii=False, indent=1)
 PY

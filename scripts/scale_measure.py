@@ -463,6 +463,9 @@ def cmd_report(a) -> None:
               "generated: the second point is measured at the laws uploaded.\n")
     print(f"{run['machine']}; {run['started']} – {run['finished']}, commit {run['commit']} "
           f"(the debug dev runner built {run.get('binary', '?')}).\n")
+    if run.get("resumed"):
+        print(f"In two parts: the kept run stopped by its budget, resumed {run['resumed']} with the same "
+              "build, library, database and collection (`--resume`); the run time is the parts' sum.\n")
     print("| route | p50 small | p50 large | ratio (≤ 1.5×) | p99 small | p99 large | ratio (≤ 2×) | errors |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     failed_limits = []
