@@ -133,9 +133,16 @@ iso_remove() {
 # through PgBouncer (DOCPIPE migrate, its output in LOG); exports DATABASE_URL, the set's bucket and
 # queue URLs (scripts/resources.py --format env) and DOCPIPE_MILVUS_COLLECTION.
 iso_create() {
-  local url
   iso_remove
   psql "$DATABASE_DIRECT_URL" -XAtq -v ON_ERROR_STOP=1 -c "CREATE DATABASE $ISO_DB" >/dev/null
+  iso_attach "$@"
+}
+
+# iso_attach DOCPIPE LOG: the set's existing database migrated (DOCPIPE migrate, idempotent), its
+# bucket and queues made when missing (the emulator keeps them in memory only); the same exports
+# as iso_create. A --resume of scripts/scale.sh attaches to what a kept run left.
+iso_attach() {
+  local url
   url="$(with_db "$DATABASE_URL" "$ISO_DB")"
   # PgBouncer refuses logins to a database for server_login_retry (15 s) after one failed: the
   # same name dropped by an earlier run's clean-up a moment ago. Wait that out, once.

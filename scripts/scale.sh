@@ -171,10 +171,7 @@ if [[ $RESUME == 1 ]]; then
     || die "--resume: no database $ISO_DB"
   curl -sf -m 10 "$MILVUS_URL/v1/vector/collections/describe?collectionName=$ISO_COLLECTION" | grep -q '"code":200' \
     || die "--resume: no Milvus collection $ISO_COLLECTION"
-  export DATABASE_URL="$SCALE_URL" DOCPIPE_MILVUS_COLLECTION="$ISO_COLLECTION"
-  "$DOCPIPE" migrate >"$WORK/migrate.log" 2>&1 || { cat "$WORK/migrate.log" >&2; die "migrate failed"; }
-  eval "$("$PY" "$ROOT/scripts/resources.py" --bucket "$ISO_BUCKET" --queue-prefix "$ISO_QUEUE_PREFIX" \
-    --format env 2>/dev/null)"
+  iso_attach "$DOCPIPE" "$WORK/migrate.log"
   RESUME_FROM="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["laws"])' "$WORK/large.json")"
   [[ $RESUME_FROM -lt $LAWS ]] || die "--resume: the kept run measured all $LAWS laws already"
   IFS='|' read -r kept_docs kept_terminal <<<"$(sql_scale "SELECT count(*), count(*) FILTER (WHERE status IN ('indexed','failed')) FROM documents")"
