@@ -493,6 +493,71 @@ async fn a_rebuild_is_cancelled_and_a_manual_one_waits_for_its_switch() {
     drop_collection(&next).await;
 }
 
+/// A step whose embedder batches are slow starts no batch that would end past its share of the
+/// function's timeout. A step that only checked the clock before each batch started its second
+/// batch just before its share ran out; on a slower machine that batch ran past the timeout, the
+/// step was killed with nothing recorded, and every redelivery did the same: the rebuild stayed at
+/// its step for good (a Milvus restart drill caught it).
+#[tokio::test]
+async fn a_rebuild_step_starts_no_batch_it_cannot_finish_in_its_time() {
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let batch = p.index.config.embed_batch;
+    let long = p
+        .ingest_indexed("uploads/long.md", law("长条例", 200).as_bytes())
+        .await;
+    assert!(
+        long.chunk_count as usize > 4 * batch,
+        "{}",
+        long.chunk_count
+    );
+    let base = helpers::serve_api(&p).await;
+    // One batch takes 0.45 of the function's timeout (the template's, scaled): the first fits in
+    // the step's share, a second would end near the timeout, past the share.
+    let timeout = p.index.config.clock.index.function_timeout;
+    let delay_ms = (timeout.as_secs_f64() * 0.45 * 1000.0 / batch as f64).ceil() as u64;
+    // The template's chunk budget for a step, unscaled (as the dev runner and AWS run it): time
+    // alone ends this step, as it ends a step of a slow embedder there.
+    let index = docpipe_pipeline::services::IndexService {
+        db: p.index.db.clone(),
+        objects: p.index.objects.clone(),
+        queue: p.index.queue.clone(),
+        embedder: p.index.embedder.clone(),
+        vectors: p.index.vectors.clone(),
+        generations: p.index.generations.clone(),
+        config: docpipe_core::config::IndexConfig {
+            rebuild_batch: docpipe_core::config::DEFAULT_REBUILD_BATCH_CHUNKS,
+            ..p.index.config.clone()
+        },
+        events: p.index.events.clone(),
+    };
+    let (status, started) = post(
+        &base,
+        "/index/rebuild",
+        json!({ "embedder": other_embedder(delay_ms), "grace_secs": 0 }),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let id = started["generation"].as_i64().unwrap();
+    // The first step also creates the new collection; the second is all copying.
+    let first = pump_until(&p, &index, id, |g| g.step >= 1).await;
+    let g = pump_until(&p, &index, id, |g| g.step >= 2).await;
+    assert_eq!(
+        g.chunks_done - first.chunks_done,
+        batch as i64,
+        "one batch of {delay_ms} ms a passage fits in a step, not two: {first:?} → {g:?}"
+    );
+    assert_eq!(
+        g.partial.as_ref().map(|part| part.from as i64),
+        Some(g.chunks_done),
+        "{g:?}"
+    );
+    let (status, cancelled) =
+        post(&base, "/index/rebuild/cancel", json!({ "generation": id })).await;
+    assert_eq!(status, 200, "{cancelled}");
+    p.cleanup().await;
+    drop_collection(&g.collection).await;
+}
+
 /// A rebuild whose next step was lost (sent by nobody: a worker died between its commit and its
 /// send) is sent on by the sweeper once it has been quiet longer than any step can take, from the
 /// step PostgreSQL records; one that is not quiet yet is left alone.

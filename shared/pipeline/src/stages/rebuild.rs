@@ -145,6 +145,9 @@ pub async fn rebuild_step(
     deps: &RebuildDeps<'_>,
     step: RebuildStep,
 ) -> Result<RebuildOutcome, StageError> {
+    // The step's time counts from here: what comes before the copy (the lease, connecting to
+    // the new collection) is spent out of the same function timeout.
+    let started = Instant::now();
     let id = step.generation;
     let owner = format!("rebuild-{:016x}", rand::random::<u64>());
     // Held for the function's whole timeout: a step does not renew it, and Lambda has ended a
@@ -159,7 +162,7 @@ pub async fn rebuild_step(
     let Some(g) = taken else {
         return dropped_or_busy(deps, step).await;
     };
-    let result = work(deps, &g, &owner).await;
+    let result = work(deps, &g, &owner, started).await;
     if let Err(e) = &result {
         if let Ok(client) = deps.db.client().await {
             let _ = generations::record_error(&**client, id, &owner, &e.to_string()).await;
@@ -225,17 +228,18 @@ async fn work(
     deps: &RebuildDeps<'_>,
     g: &Generation,
     owner: &str,
+    started: Instant,
 ) -> Result<RebuildOutcome, StageError> {
-    let started = Instant::now();
     let side = side_of(deps, g).await?;
     side.vectors
         .ensure_collection(side.embedder.dimension(), side.embedder.model_id())
         .await
         .map_err(vector_err)?;
-    let limit = Limit {
+    let mut limit = Limit {
         deadline: started + deps.config.clock.index.function_timeout.mul_f64(WORK_SHARE),
         // A bounded batch whatever the library, besides the time the step has.
         budget: deps.config.rebuild_batch as i64,
+        slowest: std::time::Duration::ZERO,
     };
     let mut progress = Progress::default();
     let mut cursor = g.cursor.clone();
@@ -252,7 +256,7 @@ async fn work(
             &side,
             &copy,
             part.from.max(0) as usize,
-            &limit,
+            &mut limit,
             &mut progress,
         )
         .await?
@@ -286,7 +290,7 @@ async fn work(
         match copy {
             Some(copy) => {
                 if let Copied::UpTo(from) =
-                    copy_document(deps, &side, &copy, 0, &limit, &mut progress).await?
+                    copy_document(deps, &side, &copy, 0, &mut limit, &mut progress).await?
                 {
                     progress.partial = Some(Partial {
                         doc_id: copy.doc_id.clone(),
@@ -314,7 +318,7 @@ async fn work(
                 walked = false;
                 break;
             }
-            match copy_document(deps, &side, copy, 0, &limit, &mut progress).await? {
+            match copy_document(deps, &side, copy, 0, &mut limit, &mut progress).await? {
                 Copied::Whole => {
                     progress.docs += 1;
                     cursor = copy.doc_id.clone();
@@ -386,14 +390,22 @@ async fn send_next(deps: &RebuildDeps<'_>, generation: i64, step: i64) -> Result
 }
 
 /// What one step may copy: until its share of the function's time, or its batch of chunks.
+/// Another embedder batch starts only if it would end within that share, judged by the slowest
+/// batch so far: a check at the deadline alone lets a batch that starts just before it run past
+/// the function's timeout, and a step killed there records nothing, every time it is redelivered.
 struct Limit {
     deadline: Instant,
     budget: i64,
+    slowest: std::time::Duration,
 }
 
 impl Limit {
     fn reached(&self, progress: &Progress) -> bool {
-        progress.chunks >= self.budget || Instant::now() >= self.deadline
+        progress.chunks >= self.budget || Instant::now() + self.slowest > self.deadline
+    }
+
+    fn took(&mut self, batch: std::time::Duration) {
+        self.slowest = self.slowest.max(batch);
     }
 }
 
@@ -416,7 +428,7 @@ async fn copy_document(
     side: &Side,
     copy: &ToCopy,
     from: usize,
-    limit: &Limit,
+    limit: &mut Limit,
     progress: &mut Progress,
 ) -> Result<Copied, StageError> {
     let (doc_id, run_id) = (copy.doc_id.as_str(), copy.run_id);
@@ -448,6 +460,7 @@ async fn copy_document(
         if next > from && limit.reached(progress) {
             break;
         }
+        let batch_started = Instant::now();
         let batch = &chunks[next..(next + size).min(chunks.len())];
         let texts: Vec<String> = batch.iter().map(embedding_text).collect();
         let vectors = side
@@ -472,6 +485,7 @@ async fn copy_document(
         side.vectors.insert(&records).await.map_err(vector_err)?;
         next += batch.len();
         progress.chunks += batch.len() as i64;
+        limit.took(batch_started.elapsed());
     }
     // Moved on meanwhile? Then the copy goes again (a new run is on the backlog, a delete left
     // nothing to keep).
