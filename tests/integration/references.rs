@@ -351,6 +351,77 @@ async fn an_article_is_served_with_its_references_both_ways() {
     }
 }
 
+/// Who cites an article is read by the cited law's index, whatever the library holds: the
+/// statement used to leave out that another law's reference has a `target_law`, so the planner
+/// could not use `article_references_other_law` (a partial index on those rows) and read every
+/// reference of every document on each article read (the article route grew with the library:
+/// 28,965 rows filtered for none kept at 1,000 laws).
+#[tokio::test]
+async fn who_cites_an_article_is_read_by_the_cited_law_not_the_whole_library() {
+    use docpipe_db::references;
+    let p = Pipeline::new(Pipeline::hash()).await;
+    let body = std::fs::read(corpus_dir().join(AD_LAW)).unwrap();
+    let cited = indexed(&p, "uploads/refs/ad.md", &body).await;
+    let citing = indexed(&p, "uploads/refs/whale.md", WHALE_LAW.as_bytes()).await;
+    let client = p.db.db.client().await.unwrap();
+    let title = docpipe_db::keyword::title_of(&**client, &cited)
+        .await
+        .unwrap()
+        .expect("the cited law's title");
+    let key = docpipe_parse::article_ref::normalize_law_name(&title);
+    // A library's worth of references to other laws, and one to 第十五条 of the cited one.
+    client
+        .batch_execute(&format!(
+            "INSERT INTO article_references (doc_id, ref_no, semantic_id, from_article,
+                 from_paragraph, span_start, span_end, text, kind, target_law, target_law_key,
+                 target, target_from, target_to, dangling)
+             SELECT '{citing}', 100000 + i, 'sem', '1', 1, 0, 4, '《其他法》第一条', 'mention',
+                    '其他法' || i, '其他法' || i, 'art:1', 1000, 1000, false
+             FROM generate_series(1, 20000) AS i;
+             INSERT INTO article_references (doc_id, ref_no, semantic_id, from_article,
+                 from_paragraph, span_start, span_end, text, kind, target_law, target_law_key,
+                 target, target_from, target_to, dangling)
+             VALUES ('{citing}', 99999, 'sem', '2', 1, 0, 4, '《{title}》第十五条', 'apply',
+                     '{title}', '{key}', 'art:15', 15000, 15000, false);
+             ANALYZE article_references;"
+        ))
+        .await
+        .unwrap();
+    let article = ArticleNo::new(15, 0);
+    let organs = vec!["default".to_string(), "public".to_string()];
+    let keys = vec![key];
+    let found = references::incoming(&**client, &cited, &keys, article, 51, &organs)
+        .await
+        .unwrap();
+    assert!(
+        found
+            .iter()
+            .any(|r| r.doc_id == citing && r.target == "art:15"),
+        "{found:?}"
+    );
+    let at = references::ordinal(article);
+    let limit = 51i64;
+    let plan = crate::search::plan_of(
+        &**client,
+        &references::incoming_statement(),
+        &[
+            (&cited, docpipe_db::Type::VARCHAR),
+            (&at, docpipe_db::Type::INT4),
+            (&keys, docpipe_db::Type::VARCHAR_ARRAY),
+            (&limit, docpipe_db::Type::INT8),
+            (&organs, docpipe_db::Type::VARCHAR_ARRAY),
+        ],
+    )
+    .await;
+    let read = crate::search::rows_read(&plan, "article_references");
+    assert!(
+        read < 100.0,
+        "{read} reference rows read for one article's citers: {plan}"
+    );
+    drop(client);
+    p.cleanup().await;
+}
+
 #[tokio::test]
 async fn a_dangling_target_is_kept_and_another_law_resolves_once_it_arrives() {
     let p = Pipeline::new(Pipeline::hash()).await;

@@ -246,22 +246,7 @@ pub async fn incoming(
     let at = ordinal(article);
     let rows = c
         .query_typed(
-            &format!(
-                "SELECT {COLUMNS} FROM (
-                     SELECT r.*, 0 AS side FROM article_references r
-                     WHERE r.doc_id = $1 AND r.target_law IS NULL AND NOT r.dangling
-                       AND r.target_from <= $2 AND r.target_to >= $2
-                     UNION ALL
-                     SELECT r.*, 1 AS side FROM article_references r
-                     JOIN documents d ON d.doc_id = r.doc_id
-                     WHERE r.target_law_key = ANY($3) AND r.doc_id <> $1
-                       AND r.target_from <= $2 AND r.target_to >= $2
-                       AND d.status = 'indexed' AND d.deleting_at IS NULL
-                       AND {tenants}
-                 ) r
-                 ORDER BY r.side, r.doc_id, r.ref_no LIMIT $4",
-                tenants = crate::authority::of_tenants("$5"),
-            ),
+            &incoming_statement(),
             &[
                 (&doc_id, Type::VARCHAR),
                 (&at, Type::INT4),
@@ -272,6 +257,31 @@ pub async fn incoming(
         )
         .await?;
     Ok(rows.iter().map(ReferenceRow::from_row).collect())
+}
+
+/// The statement [`incoming`] runs (`$1` the document, `$2` the article's ordinal, `$3` the law's
+/// keys, `$4` the limit, `$5` the caller's tenants): apart so that a test can ask the planner
+/// what it reads. Another law's references are found by `article_references_other_law`, which
+/// holds only rows with a `target_law`: the statement says so, since the planner cannot tell it
+/// from `target_law_key` alone, and without it read the whole table, every reference of the
+/// library, on every article read.
+pub fn incoming_statement() -> String {
+    format!(
+        "SELECT {COLUMNS} FROM (
+             SELECT r.*, 0 AS side FROM article_references r
+             WHERE r.doc_id = $1 AND r.target_law IS NULL AND NOT r.dangling
+               AND r.target_from <= $2 AND r.target_to >= $2
+             UNION ALL
+             SELECT r.*, 1 AS side FROM article_references r
+             JOIN documents d ON d.doc_id = r.doc_id
+             WHERE r.target_law IS NOT NULL AND r.target_law_key = ANY($3) AND r.doc_id <> $1
+               AND r.target_from <= $2 AND r.target_to >= $2
+               AND d.status = 'indexed' AND d.deleting_at IS NULL
+               AND {tenants}
+         ) r
+         ORDER BY r.side, r.doc_id, r.ref_no LIMIT $4",
+        tenants = crate::authority::of_tenants("$5"),
+    )
 }
 
 /// Indexed documents whose references were not read from their current run's blocks by this
