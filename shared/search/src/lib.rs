@@ -189,50 +189,125 @@ pub enum SearchError {
 }
 
 /// What searches share between requests, per set of tenants a read covers: the live law titles
-/// and BM25's N, read again after [`CACHE_TTL`]. Either only ranks; every hit is still checked
-/// row by row. At most [`CACHE_TENANT_SETS`] sets are kept (a full cache starts again empty), so
-/// what it holds is bounded however many tenants call.
+/// and BM25's N. Either only ranks; every hit is still checked row by row. A value is read again
+/// once it is [`CACHE_TTL`] old: off the request, which answers from it meanwhile, up to
+/// [`CACHE_STALE_LIMIT`]; past that, before the request answers. At most [`CACHE_TENANT_SETS`]
+/// sets are kept (a full cache starts again empty), so what it holds is bounded however many
+/// tenants call.
 #[derive(Default)]
 pub struct SearchCache {
     titles: Keyed<references::LawTitles>,
     citable: Keyed<citations::CitableLaws>,
     blocks: Keyed<i64>,
     /// How many times the citable titles were read whole: what grows with the library.
-    citable_reads: std::sync::atomic::AtomicU64,
+    citable_reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 pub(crate) const CACHE_TTL: Duration = Duration::from_secs(30);
+/// How old a cached value may be and still answer while it is read again: past it, a request
+/// waits for the new one. The titles' reads grow with the library (a whole `keyword_documents`
+/// pass, 39 ms at 1,000 laws), so one request in every [`CACHE_TTL`] paying it inline made the
+/// library's size every route's p99.
+pub const CACHE_STALE_LIMIT: Duration = Duration::from_secs(300);
 /// The most tenant sets a [`SearchCache`] keeps values for.
 pub const CACHE_TENANT_SETS: usize = 256;
 
-/// A value and when it was read.
-type Dated<T> = (Instant, std::sync::Arc<T>);
+/// A value, when it was read, and whether a read of its successor is under way.
+struct Entry<T> {
+    at: Instant,
+    value: std::sync::Arc<T>,
+    refreshing: bool,
+}
 
-/// Values by the tenants they were read for, each good for [`CACHE_TTL`].
-struct Keyed<T>(Mutex<HashMap<Vec<String>, Dated<T>>>);
+type Entries<T> = std::sync::Arc<Mutex<HashMap<Vec<String>, Entry<T>>>>;
 
-impl<T> Default for Keyed<T> {
+/// Values by the tenants they were read for: fresh for `ttl`, then served while one background
+/// read replaces them, up to `stale_limit`.
+struct Keyed<T> {
+    entries: Entries<T>,
+    ttl: Duration,
+    stale_limit: Duration,
+}
+
+impl<T: Send + Sync + 'static> Default for Keyed<T> {
     fn default() -> Self {
-        Keyed(Mutex::new(HashMap::new()))
+        Keyed::new(CACHE_TTL, CACHE_STALE_LIMIT)
     }
 }
 
-impl<T> Keyed<T> {
-    fn get(&self, organs: &[String]) -> Option<std::sync::Arc<T>> {
-        let held = self.0.lock().expect("not poisoned");
-        held.get(organs)
-            .filter(|(at, _)| at.elapsed() < CACHE_TTL)
-            .map(|(_, v)| v.clone())
+impl<T: Send + Sync + 'static> Keyed<T> {
+    fn new(ttl: Duration, stale_limit: Duration) -> Self {
+        Keyed {
+            entries: std::sync::Arc::new(Mutex::new(HashMap::new())),
+            ttl,
+            stale_limit,
+        }
     }
 
-    fn put(&self, organs: &[String], value: T) -> std::sync::Arc<T> {
-        let value = std::sync::Arc::new(value);
-        let mut held = self.0.lock().expect("not poisoned");
+    /// The value for `organs`: the held one while fresh; a stale one at once, starting one read
+    /// of its successor in the background (unless one runs); none or one past the stale limit,
+    /// read by `load` before this returns.
+    async fn get_or_load<F, Fut>(
+        &self,
+        organs: &[String],
+        load: F,
+    ) -> Result<std::sync::Arc<T>, DbError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, DbError>> + Send + 'static,
+    {
+        {
+            let mut held = self.entries.lock().expect("not poisoned");
+            if let Some(entry) = held.get_mut(organs) {
+                let age = entry.at.elapsed();
+                if age < self.ttl {
+                    return Ok(entry.value.clone());
+                }
+                if age < self.stale_limit {
+                    if !entry.refreshing {
+                        entry.refreshing = true;
+                        let (entries, key, read) = (self.entries.clone(), organs.to_vec(), load());
+                        tokio::spawn(async move {
+                            let read = read.await;
+                            let mut held = entries.lock().expect("not poisoned");
+                            match read {
+                                Ok(value) => {
+                                    held.insert(
+                                        key,
+                                        Entry {
+                                            at: Instant::now(),
+                                            value: std::sync::Arc::new(value),
+                                            refreshing: false,
+                                        },
+                                    );
+                                }
+                                Err(e) => {
+                                    tracing::warn!(error = %e, "a cached search value was not read again; the next request tries");
+                                    if let Some(entry) = held.get_mut(&key) {
+                                        entry.refreshing = false;
+                                    }
+                                }
+                            }
+                        });
+                    }
+                    return Ok(entry.value.clone());
+                }
+            }
+        }
+        let value = std::sync::Arc::new(load().await?);
+        let mut held = self.entries.lock().expect("not poisoned");
         if held.len() >= CACHE_TENANT_SETS && !held.contains_key(organs) {
             held.clear();
         }
-        held.insert(organs.to_vec(), (Instant::now(), value.clone()));
-        value
+        held.insert(
+            organs.to_vec(),
+            Entry {
+                at: Instant::now(),
+                value: value.clone(),
+                refreshing: false,
+            },
+        );
+        Ok(value)
     }
 }
 
@@ -242,28 +317,37 @@ impl SearchCache {
         db: &Db,
         organs: &[String],
     ) -> Result<std::sync::Arc<references::LawTitles>, DbError> {
-        if let Some(t) = self.titles.get(organs) {
-            return Ok(t);
-        }
-        let client = db.client().await?;
-        let titles = references::LawTitles::new(keyword::law_titles(&**client, organs).await?);
-        Ok(self.titles.put(organs, titles))
+        self.titles
+            .get_or_load(organs, || {
+                let (db, organs) = (db.clone(), organs.to_vec());
+                async move {
+                    let client = db.client().await?;
+                    Ok(references::LawTitles::new(
+                        keyword::law_titles(&**client, &organs).await?,
+                    ))
+                }
+            })
+            .await
     }
 
-    /// The laws a citation can name. A title stays up to [`CACHE_TTL`] after its law changed;
-    /// the checker reads each document's standing before it answers from it.
+    /// The laws a citation can name. A title stays up to [`CACHE_STALE_LIMIT`] after its law
+    /// changed; the checker reads each document's standing before it answers from it, and a law
+    /// it lacks by key.
     pub(crate) async fn citable(
         &self,
         db: &Db,
         organs: &[String],
     ) -> Result<std::sync::Arc<citations::CitableLaws>, DbError> {
-        if let Some(t) = self.citable.get(organs) {
-            return Ok(t);
-        }
-        let laws = citations::citable_laws(db, organs).await?;
-        self.citable_reads
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(self.citable.put(organs, laws))
+        self.citable
+            .get_or_load(organs, || {
+                let (db, organs, reads) = (db.clone(), organs.to_vec(), self.citable_reads.clone());
+                async move {
+                    let laws = citations::citable_laws(&db, &organs).await?;
+                    reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    Ok(laws)
+                }
+            })
+            .await
     }
 
     /// How many times this cache read the citable titles whole.
@@ -273,12 +357,17 @@ impl SearchCache {
     }
 
     async fn block_count(&self, db: &Db, organs: &[String]) -> Result<i64, DbError> {
-        if let Some(n) = self.blocks.get(organs) {
-            return Ok(*n);
-        }
-        let client = db.client().await?;
-        let n = keyword::block_count(&**client, organs).await?;
-        Ok(*self.blocks.put(organs, n))
+        let n = self
+            .blocks
+            .get_or_load(organs, || {
+                let (db, organs) = (db.clone(), organs.to_vec());
+                async move {
+                    let client = db.client().await?;
+                    keyword::block_count(&**client, &organs).await
+                }
+            })
+            .await?;
+        Ok(*n)
     }
 }
 
@@ -838,6 +927,86 @@ async fn keyword_ranking(
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::{DbError, Keyed};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// A loader that counts its reads and answers the count.
+    fn counting(reads: &Arc<AtomicU64>) -> impl Fn() -> std::future::Ready<Result<u64, DbError>> {
+        let reads = reads.clone();
+        move || std::future::ready(Ok(reads.fetch_add(1, Ordering::SeqCst) + 1))
+    }
+
+    /// Past its freshness a value still answers at once while one read of its successor runs
+    /// off the request; a request before that read lands gets the old value and starts no second
+    /// read. Before, the request that found it old read the library's titles inline: one
+    /// request in every 30 s paid a read that grows with the library.
+    #[tokio::test]
+    async fn a_stale_value_answers_while_one_read_replaces_it() {
+        let keyed: Keyed<u64> = Keyed::new(Duration::from_millis(20), Duration::from_secs(600));
+        let reads = Arc::new(AtomicU64::new(0));
+        let organs = vec!["default".to_string()];
+        assert_eq!(
+            *keyed.get_or_load(&organs, counting(&reads)).await.unwrap(),
+            1
+        );
+        assert_eq!(
+            *keyed.get_or_load(&organs, counting(&reads)).await.unwrap(),
+            1
+        );
+        assert_eq!(reads.load(Ordering::SeqCst), 1, "fresh: read once");
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        // Stale: the old value at once, one read started, never a second beside it.
+        let slow = || {
+            let reads = reads.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok(reads.fetch_add(1, Ordering::SeqCst) + 1)
+            }
+        };
+        assert_eq!(*keyed.get_or_load(&organs, slow).await.unwrap(), 1);
+        assert_eq!(*keyed.get_or_load(&organs, slow).await.unwrap(), 1);
+        for _ in 0..100 {
+            if reads.load(Ordering::SeqCst) == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(reads.load(Ordering::SeqCst), 2, "one background read");
+        assert_eq!(
+            *keyed.get_or_load(&organs, counting(&reads)).await.unwrap(),
+            2,
+            "the read's value answers once it lands"
+        );
+        assert_eq!(reads.load(Ordering::SeqCst), 2);
+    }
+
+    /// A value past the stale limit is read again before the request answers, and a failed
+    /// read is the request's error, never a cached one.
+    #[tokio::test]
+    async fn a_value_past_the_stale_limit_is_read_before_answering() {
+        let keyed: Keyed<u64> = Keyed::new(Duration::from_millis(5), Duration::from_millis(10));
+        let reads = Arc::new(AtomicU64::new(0));
+        let organs = vec!["default".to_string()];
+        assert_eq!(
+            *keyed.get_or_load(&organs, counting(&reads)).await.unwrap(),
+            1
+        );
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert_eq!(
+            *keyed.get_or_load(&organs, counting(&reads)).await.unwrap(),
+            2
+        );
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let failing =
+            || std::future::ready(Err::<u64, _>(DbError::Tls("the database is down".into())));
+        assert!(keyed.get_or_load(&organs, failing).await.is_err());
+    }
 }
 
 #[cfg(test)]
