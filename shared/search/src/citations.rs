@@ -81,19 +81,18 @@ pub fn cut(s: &str, max_chars: usize) -> String {
 /// authority leaves it out of the titles (`keyword::law_titles`).
 pub type CitableLaws = HashMap<String, Vec<LawTitle>>;
 
-pub(crate) async fn citable_laws(db: &Db, organs: &[String]) -> Result<CitableLaws, DbError> {
-    let client = db.client().await?;
+pub(crate) fn citable_laws(titles: &[LawTitle]) -> CitableLaws {
     let mut by_key: CitableLaws = HashMap::new();
-    for t in keyword::law_titles(&**client, organs).await? {
+    for t in titles {
         by_key
             .entry(work_key(&t.title_key).to_string())
             .or_default()
-            .push(t);
+            .push(t.clone());
     }
     for docs in by_key.values_mut() {
         docs.sort_by_key(|d| std::cmp::Reverse(d.indexed_at));
     }
-    Ok(by_key)
+    by_key
 }
 
 /// Checks citations against the live documents, reading each law's articles once.
@@ -103,7 +102,7 @@ pub struct Checker<'a> {
     /// The tenants whose laws a citation may name: the caller's and the public library.
     organs: Vec<String>,
     /// The citable laws by the key a citation names them by (shared for [`crate::CACHE_TTL`]).
-    by_key: std::sync::Arc<CitableLaws>,
+    laws: std::sync::Arc<crate::CachedLaws>,
     /// Laws read by their key after a miss (a law indexed since the cache was filled, or a
     /// version of it), each key at most once per checker; empty for a key no document has.
     fresh: HashMap<String, Vec<LawTitle>>,
@@ -129,7 +128,7 @@ impl<'a> Checker<'a> {
             db,
             as_of: as_of.to_string(),
             organs: organs.to_vec(),
-            by_key: cache.citable(db, organs).await?,
+            laws: cache.laws(db, organs).await?,
             fresh: HashMap::new(),
             in_force: HashMap::new(),
             articles: HashMap::new(),
@@ -180,7 +179,7 @@ impl<'a> Checker<'a> {
 
     /// The documents the checker knows for a key: read after a miss, else cached.
     fn titles(&self, key: &str) -> Option<&Vec<LawTitle>> {
-        self.fresh.get(key).or_else(|| self.by_key.get(key))
+        self.fresh.get(key).or_else(|| self.laws.citable.get(key))
     }
 
     /// Reads the documents of each of `keys` not read yet, by the title key's index: what a miss

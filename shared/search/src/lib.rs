@@ -196,10 +196,9 @@ pub enum SearchError {
 /// tenants call.
 #[derive(Default)]
 pub struct SearchCache {
-    titles: Keyed<references::LawTitles>,
-    citable: Keyed<citations::CitableLaws>,
+    laws: Keyed<CachedLaws>,
     blocks: Keyed<i64>,
-    /// How many times the citable titles were read whole: what grows with the library.
+    /// How many times the law titles were read whole: what grows with the library.
     citable_reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -211,6 +210,13 @@ pub(crate) const CACHE_TTL: Duration = Duration::from_secs(30);
 pub const CACHE_STALE_LIMIT: Duration = Duration::from_secs(300);
 /// The most tenant sets a [`SearchCache`] keeps values for.
 pub const CACHE_TENANT_SETS: usize = 256;
+
+/// The live law titles, read once, as the two lookups use them: by title key (a law the query
+/// names) and by work key (a law a citation names).
+pub(crate) struct CachedLaws {
+    pub(crate) titles: references::LawTitles,
+    pub(crate) citable: citations::CitableLaws,
+}
 
 /// A value, when it was read, and whether a read of its successor is under way.
 struct Entry<T> {
@@ -272,14 +278,7 @@ impl<T: Send + Sync + 'static> Keyed<T> {
                             let mut held = entries.lock().expect("not poisoned");
                             match read {
                                 Ok(value) => {
-                                    held.insert(
-                                        key,
-                                        Entry {
-                                            at: Instant::now(),
-                                            value: std::sync::Arc::new(value),
-                                            refreshing: false,
-                                        },
-                                    );
+                                    store(&mut held, &key, std::sync::Arc::new(value));
                                 }
                                 Err(e) => {
                                     tracing::warn!(error = %e, "a cached search value was not read again; the next request tries");
@@ -295,62 +294,60 @@ impl<T: Send + Sync + 'static> Keyed<T> {
             }
         }
         let value = std::sync::Arc::new(load().await?);
-        let mut held = self.entries.lock().expect("not poisoned");
-        if held.len() >= CACHE_TENANT_SETS && !held.contains_key(organs) {
-            held.clear();
-        }
-        held.insert(
-            organs.to_vec(),
-            Entry {
-                at: Instant::now(),
-                value: value.clone(),
-                refreshing: false,
-            },
+        store(
+            &mut self.entries.lock().expect("not poisoned"),
+            organs,
+            value.clone(),
         );
         Ok(value)
     }
 }
 
-impl SearchCache {
-    async fn titles(
-        &self,
-        db: &Db,
-        organs: &[String],
-    ) -> Result<std::sync::Arc<references::LawTitles>, DbError> {
-        self.titles
-            .get_or_load(organs, || {
-                let (db, organs) = (db.clone(), organs.to_vec());
-                async move {
-                    let client = db.client().await?;
-                    Ok(references::LawTitles::new(
-                        keyword::law_titles(&**client, &organs).await?,
-                    ))
-                }
-            })
-            .await
+/// Holds `value` for `organs`, read now; past [`CACHE_TENANT_SETS`] sets the cache starts again.
+fn store<T>(
+    held: &mut HashMap<Vec<String>, Entry<T>>,
+    organs: &[String],
+    value: std::sync::Arc<T>,
+) {
+    if held.len() >= CACHE_TENANT_SETS && !held.contains_key(organs) {
+        held.clear();
     }
+    held.insert(
+        organs.to_vec(),
+        Entry {
+            at: Instant::now(),
+            value,
+            refreshing: false,
+        },
+    );
+}
 
-    /// The laws a citation can name. A title stays up to [`CACHE_STALE_LIMIT`] after its law
-    /// changed; the checker reads each document's standing before it answers from it, and a law
-    /// it lacks by key.
-    pub(crate) async fn citable(
+impl SearchCache {
+    /// The live law titles a query or a citation can name. A title stays up to
+    /// [`CACHE_STALE_LIMIT`] after its law changed: search checks every hit, and the checker
+    /// reads each document's standing before it answers from it, and a law it lacks by key.
+    pub(crate) async fn laws(
         &self,
         db: &Db,
         organs: &[String],
-    ) -> Result<std::sync::Arc<citations::CitableLaws>, DbError> {
-        self.citable
+    ) -> Result<std::sync::Arc<CachedLaws>, DbError> {
+        self.laws
             .get_or_load(organs, || {
                 let (db, organs, reads) = (db.clone(), organs.to_vec(), self.citable_reads.clone());
                 async move {
-                    let laws = citations::citable_laws(&db, &organs).await?;
+                    let client = db.client().await?;
+                    let titles = keyword::law_titles(&**client, &organs).await?;
                     reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    Ok(laws)
+                    Ok(CachedLaws {
+                        citable: citations::citable_laws(&titles),
+                        titles: references::LawTitles::new(titles),
+                    })
                 }
             })
             .await
     }
 
-    /// How many times this cache read the citable titles whole.
+    /// How many times this cache read the law titles whole.
     pub fn citable_reads(&self) -> u64 {
         self.citable_reads
             .load(std::sync::atomic::Ordering::Relaxed)

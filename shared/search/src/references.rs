@@ -58,7 +58,8 @@ pub async fn resolve(
     if !query.contains('条') {
         return Ok(Vec::new());
     }
-    let titles = deps.cache.titles(deps.db, organs).await?;
+    let laws = deps.cache.laws(deps.db, organs).await?;
+    let titles = &laws.titles;
     let refs = find_article_refs(query, &titles.keys);
     if refs.is_empty() {
         return Ok(Vec::new());
