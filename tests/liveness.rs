@@ -238,7 +238,7 @@ async fn a_job_past_the_queues_retention_with_its_redrives_used_up_fails_and_say
     p.cleanup().await;
 }
 
-/// The tests' clock squeezed further, so that eight deliveries and their backoffs take seconds.
+/// The tests' clock squeezed further, so that its deliveries and their backoffs take seconds.
 const POISON_SCALE: f64 = 0.001;
 
 #[tokio::test]

@@ -257,6 +257,37 @@ fn get_att_arn(value: Option<&Value>) -> Option<&str> {
 mod tests {
     use super::*;
 
+    /// The template promises that a job outlives a dependency down for twice the index queue's
+    /// visibility. Exactly twice is not enough: an outage is not clean (the dependency takes its
+    /// time to stop and to start again) and a failed delivery waits out its backoff, up to the
+    /// cap, before it tries again; 8 deliveries left 3 minutes of 2 hours.
+    #[test]
+    fn the_templates_deliveries_outlast_twice_the_index_visibility_with_a_backoff_cap_to_spare() {
+        let template = Template::load(&Template::locate()).unwrap();
+        let vars: std::collections::HashMap<String, String> =
+            template.clock_env().unwrap().into_iter().collect();
+        let mut env = docpipe_core::env::EnvReader::with_lookup(move |k| vars.get(k).cloned());
+        let clock = docpipe_core::clock::Clock::read(&mut env);
+        env.finish().unwrap();
+        let outlasted = clock.outage_outlasted();
+        let promised = clock.index.visibility * 2 + clock.backoff_max;
+        assert!(
+            outlasted >= promised,
+            "{} deliveries outlast {outlasted:?}, under {promised:?}",
+            clock.max_receive_count
+        );
+        // A document waiting out its backoffs must not raise the stalled-queue alarm.
+        let alarm: u64 = template
+            .parameter_default("OldestMessageAgeThreshold")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            std::time::Duration::from_secs(alarm) > outlasted,
+            "the oldest-message alarm ({alarm} s) fires while a job still backs off ({outlasted:?})"
+        );
+    }
+
     #[test]
     fn refs_resolve_to_parameter_defaults_and_event_sources_are_found() {
         let t = Template::parse(

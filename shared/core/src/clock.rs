@@ -273,6 +273,12 @@ impl Clock {
         Duration::from_secs(secs as u64)
     }
 
+    /// The longest outage of a dependency one job outlives: the backoffs between its first
+    /// delivery and its last (each delivery's own work comes on top).
+    pub fn outage_outlasted(&self) -> Duration {
+        (1..self.max_receive_count).map(|n| self.backoff(n)).sum()
+    }
+
     fn scaled(&self, secs: f64) -> Duration {
         Duration::from_secs_f64(secs * self.scale)
     }
